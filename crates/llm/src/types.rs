@@ -1,0 +1,171 @@
+//! Provider-neutral chat types: what the engine sends and what every adapter streams back.
+
+use std::pin::Pin;
+
+use futures::Stream;
+use serde::{Deserialize, Serialize};
+
+use crate::error::LlmError;
+
+/// Who said a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    System,
+    User,
+    Assistant,
+    Tool,
+}
+
+/// One assembled tool call: `arguments` is the raw JSON text exactly as the model sent it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCall {
+    pub id: String,
+    pub name: String,
+    pub arguments: String,
+}
+
+/// One message of a conversation as a provider sees it.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct ChatMessage {
+    pub role: Option<Role>,
+    /// Text content; `None` for an assistant message that only calls tools.
+    pub content: Option<String>,
+    /// Tool calls of an assistant message (empty otherwise).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
+    /// For `Role::Tool`: the id of the call this message answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+}
+
+impl ChatMessage {
+    pub fn system(text: impl Into<String>) -> Self {
+        Self { role: Some(Role::System), content: Some(text.into()), ..Self::default() }
+    }
+    pub fn user(text: impl Into<String>) -> Self {
+        Self { role: Some(Role::User), content: Some(text.into()), ..Self::default() }
+    }
+    pub fn assistant(text: Option<String>, tool_calls: Vec<ToolCall>) -> Self {
+        Self { role: Some(Role::Assistant), content: text, tool_calls, tool_call_id: None }
+    }
+    pub fn tool(call_id: impl Into<String>, output: impl Into<String>) -> Self {
+        Self {
+            role: Some(Role::Tool),
+            content: Some(output.into()),
+            tool_calls: Vec::new(),
+            tool_call_id: Some(call_id.into()),
+        }
+    }
+    pub fn role(&self) -> Role {
+        self.role.unwrap_or(Role::User)
+    }
+}
+
+/// A function the model may call (OpenAI function format without Turnstone metadata).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    pub parameters: serde_json::Value,
+}
+
+/// One chat request, provider-neutral.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct ChatRequest {
+    pub model: String,
+    pub messages: Vec<ChatMessage>,
+    pub tools: Vec<ToolSpec>,
+    pub temperature: Option<f32>,
+    /// Sent as `max_completion_tokens` by the OpenAI-compatible adapter.
+    pub max_tokens: Option<u32>,
+    /// Sent as `chat_template_kwargs.reasoning_effort` by the OpenAI-compatible adapter.
+    pub reasoning_effort: Option<String>,
+}
+
+/// Token accounting of one response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Usage {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    pub total_tokens: u64,
+    pub cache_creation_tokens: u64,
+    pub cache_read_tokens: u64,
+}
+
+/// Why a response ended, normalised across providers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum FinishReason {
+    Stop,
+    ToolCalls,
+    Length,
+    ContentFilter,
+    Other(String),
+}
+
+impl FinishReason {
+    /// Maps a wire `finish_reason` (OpenAI names, plus Anthropic `stop_reason` names).
+    pub fn from_wire(s: &str) -> Self {
+        match s {
+            "stop" | "end_turn" | "pause_turn" | "stop_sequence" => Self::Stop,
+            "tool_calls" | "tool_use" | "function_call" => Self::ToolCalls,
+            "length" | "max_tokens" => Self::Length,
+            "content_filter" => Self::ContentFilter,
+            other => Self::Other(other.to_string()),
+        }
+    }
+}
+
+/// One item of the neutral stream every provider produces.
+///
+/// Order guarantees: deltas first; `ToolCalls` (all calls of the response, assembled) at most
+/// once, after the last delta; `Usage` at most once; `Finish` exactly once, last, when the
+/// response completed normally. A stream that ends without `Finish` was interrupted.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StreamEvent {
+    /// Visible assistant text.
+    Content(String),
+    /// Reasoning text (`reasoning`/`reasoning_content` fields or `<think>`/`<reasoning>` spans).
+    Reasoning(String),
+    /// All tool calls of the response, assembled by index, in index order.
+    ToolCalls(Vec<ToolCall>),
+    Usage(Usage),
+    Finish(FinishReason),
+}
+
+/// The neutral event stream.
+pub type ChatStream = Pin<Box<dyn Stream<Item = Result<StreamEvent, LlmError>> + Send>>;
+
+/// A whole non-streamed reply.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Completion {
+    pub content: String,
+    pub reasoning: String,
+    pub tool_calls: Vec<ToolCall>,
+    pub usage: Option<Usage>,
+    pub finish_reason: Option<FinishReason>,
+}
+
+/// What a model can take and give.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelCapabilities {
+    pub context_window: u32,
+    pub max_output_tokens: u32,
+}
+
+impl Default for ModelCapabilities {
+    fn default() -> Self {
+        Self { context_window: 32_768, max_output_tokens: 4_096 }
+    }
+}
+
+/// Announced before each retry sleep, so frontends can show `[Retrying in 2s: RateLimited]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RetryNotice {
+    /// 1-based retry number.
+    pub attempt: u32,
+    pub delay: std::time::Duration,
+    /// Short class name of the error, e.g. `RateLimited`, `ServerError`, `Connect`.
+    pub error_class: &'static str,
+    pub message: String,
+}

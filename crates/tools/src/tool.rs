@@ -1,0 +1,108 @@
+//! The `Tool` seam: what every built-in (and later MCP) tool implements, and what the
+//! engine needs to prepare, approve and execute a call.
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use serde_json::Value;
+
+/// Turnstone metadata of a tool (seed 000): stripped before the schema is sent to a model.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ToolMeta {
+    /// Available to the plan sub-agent.
+    pub agent: bool,
+    /// Available to the task sub-agent.
+    pub task_agent: bool,
+    /// Auto-approved inside sub-agents, and in the engine's read-only auto-approve set.
+    pub auto_approve: bool,
+    /// Argument to assume when the model sends a bare string instead of a JSON object.
+    pub primary_key: Option<String>,
+}
+
+/// A tool's definition: the OpenAI function schema plus metadata.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolDefinition {
+    pub name: String,
+    pub description: String,
+    /// JSON Schema object of the arguments.
+    pub parameters: Value,
+    pub meta: ToolMeta,
+}
+
+/// Per-workstream state a tool may read or update.
+#[derive(Debug, Clone)]
+pub struct ToolContext {
+    /// Working directory: relative paths resolve against it.
+    pub cwd: PathBuf,
+    /// Files read in this workstream (canonical paths): `edit_file` refuses to edit a file
+    /// that is not in this set (read-before-edit guard). Shared by clones of the context.
+    pub read_files: Arc<Mutex<HashSet<PathBuf>>>,
+    /// Tool output limit in characters (head and tail kept); 0 = no limit.
+    pub truncation_limit: usize,
+}
+
+impl ToolContext {
+    pub fn new(cwd: impl Into<PathBuf>) -> Self {
+        Self { cwd: cwd.into(), read_files: Arc::default(), truncation_limit: 0 }
+    }
+}
+
+/// The display and approval facts of one call, computed before anything runs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Prepared {
+    /// Parsed and validated arguments, passed to `execute` unchanged.
+    pub args: Value,
+    /// One-line human header, e.g. `⚙ bash: echo hi`.
+    pub header: String,
+    /// Longer preview (a diff, file content); may be empty.
+    pub preview: String,
+    /// Whether a human must approve this call (before policy and auto-approve sets apply).
+    pub needs_approval: bool,
+    /// The label approvals and "always" decisions key on (e.g. `bash`, `overwrite_file`).
+    pub approval_label: String,
+}
+
+/// Receives streamed output of a running tool (bash lines). Called from the tool's task.
+pub trait OutputSink: Send + Sync {
+    fn chunk(&self, text: &str);
+}
+
+/// A sink that drops everything.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoOutput;
+
+impl OutputSink for NoOutput {
+    fn chunk(&self, _text: &str) {}
+}
+
+/// What a finished call returns to the model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolOutput {
+    pub content: String,
+    pub is_error: bool,
+}
+
+impl ToolOutput {
+    pub fn ok(content: impl Into<String>) -> Self {
+        Self { content: content.into(), is_error: false }
+    }
+    pub fn error(content: impl Into<String>) -> Self {
+        Self { content: content.into(), is_error: true }
+    }
+}
+
+/// A callable tool. `execute` is cancelled by dropping its future: implementations must
+/// leave nothing running when that happens (e.g. `kill_on_drop` for child processes).
+#[async_trait]
+pub trait Tool: Send + Sync + 'static {
+    fn definition(&self) -> &ToolDefinition;
+
+    /// Validates arguments and builds the header/preview. An `Err` is the text of a
+    /// tool error fed back to the model; the call is then never executed.
+    fn prepare(&self, args: Value, ctx: &ToolContext) -> Result<Prepared, String>;
+
+    /// Runs the call. Failures are `ToolOutput { is_error: true, .. }`, never panics.
+    async fn execute(&self, prepared: &Prepared, ctx: &ToolContext, out: &dyn OutputSink) -> ToolOutput;
+}
