@@ -1,1 +1,115 @@
-//! placeholder
+//! # turnstone-engine
+//!
+//! Owns workstreams and the turn loop. A workstream is a tokio task with an inbox
+//! ([`WorkstreamHandle`]); its turn goes *build messages → stream → prepare → approve →
+//! execute → fold → loop* (see `turn.rs`), emitting [`Event`]s with a monotonic `seq` into a
+//! bounded, resumable [`EventLog`]. Frontends — the terminal client, the HTTP server, tests —
+//! are all the same thing to the engine: they subscribe to the log and call the handle
+//! (`send`, `approve`, `cancel`). The [`Manager`] creates, lists, evicts and closes
+//! workstreams.
+//!
+//! It talks to models through `turnstone-llm` ([`turnstone_llm::Resilient`]) and to tools
+//! through `turnstone-tools` ([`turnstone_tools::ToolRegistry`]). It must not know axum,
+//! Redis or the HTTP API.
+//!
+//! States: `idle → thinking → running → attention → running → … → idle | error`.
+
+pub mod config;
+pub mod event;
+pub mod log;
+pub mod manager;
+mod turn;
+pub mod workstream;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+pub use config::{EngineConfig, ManagerConfig};
+pub use event::{Envelope, Event, StatusInfo, ToolItem, WsState};
+pub use log::{EventLog, Item, Subscription};
+pub use manager::{Closed, CreateOptions, Manager, ManagerError};
+pub use workstream::{ApproveOutcome, Decision, EventHook, SendOutcome, Verdict, WorkstreamHandle};
+
+use turnstone_llm::{Resilient, ToolSpec};
+use turnstone_tools::ToolRegistry;
+
+/// What every workstream of a node shares: the model client, the tool registry, settings.
+pub struct Engine {
+    provider: Resilient,
+    tools: Arc<ToolRegistry>,
+    specs: Vec<ToolSpec>,
+    config: EngineConfig,
+    context_window: AtomicU32,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine").field("model", &self.config.model).finish()
+    }
+}
+
+impl Engine {
+    /// Builds an engine. When `config.context_window` is 0 the provider is asked once for
+    /// the model's capabilities (falling back to the default window if it cannot answer).
+    pub async fn new(provider: Resilient, tools: Arc<ToolRegistry>, config: EngineConfig) -> Arc<Self> {
+        let window = if config.context_window > 0 {
+            config.context_window
+        } else {
+            match provider.inner().capabilities(&config.model).await {
+                Ok(c) => c.context_window,
+                Err(e) => {
+                    tracing::warn!(error = %e, "model capabilities unavailable; using the default context window");
+                    turnstone_llm::ModelCapabilities::default().context_window
+                }
+            }
+        };
+        let specs = tools
+            .specs()
+            .into_iter()
+            .map(|s| ToolSpec { name: s.name, description: s.description, parameters: s.parameters })
+            .collect();
+        Arc::new(Self { provider, tools, specs, config, context_window: AtomicU32::new(window) })
+    }
+
+    pub fn provider(&self) -> &Resilient {
+        &self.provider
+    }
+
+    pub fn tools(&self) -> &ToolRegistry {
+        &self.tools
+    }
+
+    /// The tool array sent to the model (metadata stripped), in registry order.
+    pub fn tool_specs(&self) -> &[ToolSpec] {
+        &self.specs
+    }
+
+    pub fn config(&self) -> &EngineConfig {
+        &self.config
+    }
+
+    pub fn context_window(&self) -> u32 {
+        self.context_window.load(Ordering::Relaxed)
+    }
+}
+
+fn random_hex(len: usize) -> String {
+    use rand::Rng;
+    let mut rng = rand::rng();
+    (0..len).map(|_| char::from_digit(rng.random_range(0..16), 16).unwrap_or('0')).collect()
+}
+
+/// A fresh workstream id: 32 lowercase hex digits.
+pub fn new_ws_id() -> String {
+    random_hex(32)
+}
+
+/// A fresh correlation id: 12 lowercase hex digits (the MQ protocol's format).
+pub fn new_correlation_id() -> String {
+    random_hex(12)
+}
+
+/// A fresh approval request id.
+pub fn new_request_id() -> String {
+    random_hex(16)
+}

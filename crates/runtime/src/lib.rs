@@ -1,1 +1,15 @@
-//! placeholder
+//! # turnstone-runtime
+//!
+//! What every Turnstone binary shares: layered configuration ([`config`]: defaults → TOML
+//! file → `TURNSTONE_*` environment → command line), tracing initialisation ([`telemetry`]:
+//! text or JSON logs), and graceful shutdown ([`shutdown`]).
+//!
+//! It must not know domain logic: no workstreams, tools, models, Redis or HTTP routes.
+
+pub mod config;
+pub mod shutdown;
+pub mod telemetry;
+
+pub use config::{ConfigError, ConfigLoader};
+pub use shutdown::Shutdown;
+pub use telemetry::{LogFormat, init_tracing};

@@ -1,0 +1,87 @@
+//! Engine settings: what a node or terminal client configures once for all workstreams.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Per-engine settings shared by every workstream it runs.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// Model name sent to the provider.
+    pub model: String,
+    /// Alias shown to frontends (`model_alias`); empty when none.
+    pub model_alias: String,
+    /// System prompt placed first in every request; `None` for none.
+    pub system_prompt: Option<String>,
+    pub temperature: Option<f32>,
+    pub max_tokens: Option<u32>,
+    /// Reasoning effort (`low`/`medium`/`high`), reported in `status`.
+    pub reasoning_effort: String,
+    /// Context window in tokens (0 = ask the provider once at start).
+    pub context_window: u32,
+    /// How long an approval may stay pending before it is denied.
+    pub approval_timeout: Duration,
+    /// At most this many tool calls of one batch run at once.
+    pub max_parallel_tools: usize,
+    /// Approval labels approved without asking (besides tools that need no approval).
+    pub auto_approve_labels: BTreeSet<String>,
+    /// Blanket auto-approve for new workstreams (`skip_permissions`).
+    pub skip_permissions: bool,
+    /// Tool output limit in characters; 0 = auto (context window × 4 × 0.5).
+    pub truncation: usize,
+    /// Working directory of tools.
+    pub cwd: PathBuf,
+    /// Events retained per workstream for resumption.
+    pub event_log_capacity: usize,
+    /// Live events buffered per subscriber before it falls back to the ring.
+    pub live_buffer: usize,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        Self {
+            model: "default".to_string(),
+            model_alias: String::new(),
+            system_prompt: None,
+            temperature: None,
+            max_tokens: None,
+            reasoning_effort: "medium".to_string(),
+            context_window: 0,
+            approval_timeout: Duration::from_secs(3600),
+            max_parallel_tools: 4,
+            auto_approve_labels: BTreeSet::new(),
+            skip_permissions: false,
+            truncation: 0,
+            cwd: PathBuf::from("."),
+            event_log_capacity: 512,
+            live_buffer: 64,
+        }
+    }
+}
+
+impl EngineConfig {
+    /// The tool-output limit in characters for a context window.
+    pub fn truncation_limit(&self, context_window: u32) -> usize {
+        if self.truncation > 0 {
+            self.truncation
+        } else {
+            (context_window as usize) * 4 / 2
+        }
+    }
+}
+
+/// Limits of the workstream manager.
+#[derive(Debug, Clone)]
+pub struct ManagerConfig {
+    /// Most workstreams at once; creating one more evicts the oldest idle one.
+    pub max_workstreams: usize,
+    /// Idle workstreams older than this are closed by [`crate::Manager::close_idle`];
+    /// `None` disables.
+    pub idle_timeout: Option<Duration>,
+}
+
+impl Default for ManagerConfig {
+    fn default() -> Self {
+        Self { max_workstreams: 50, idle_timeout: Some(Duration::from_secs(120 * 60)) }
+    }
+}

@@ -1,0 +1,254 @@
+//! The per-workstream ordered event log: a bounded ring of recent events plus a broadcast to
+//! live subscribers. A subscriber resumes from any `seq` still in the ring, and is told
+//! explicitly when events it asked for are gone ([`Item::Truncated`]) — never a silent gap.
+//! Slow subscribers never slow the writer: the broadcast drops for them, and they recover
+//! from the ring on their next read (or learn of the truncation).
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use tokio::sync::broadcast;
+
+use crate::event::{Envelope, Event};
+
+struct Ring {
+    next_seq: u64,
+    events: VecDeque<Arc<Envelope>>,
+}
+
+/// A bounded, ordered, resumable event log.
+pub struct EventLog {
+    ws_id: Arc<str>,
+    capacity: usize,
+    ring: Mutex<Ring>,
+    live: broadcast::Sender<Arc<Envelope>>,
+    lagged: AtomicU64,
+}
+
+impl std::fmt::Debug for EventLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EventLog")
+            .field("ws_id", &self.ws_id)
+            .field("capacity", &self.capacity)
+            .field("last_seq", &self.last_seq())
+            .finish()
+    }
+}
+
+/// What a subscriber reads next.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Item {
+    Event(Arc<Envelope>),
+    /// Events `from..=to` are no longer retained; the next item follows `to`.
+    Truncated { from: u64, to: u64 },
+}
+
+impl EventLog {
+    /// `capacity` events are retained for resumption; the live channel holds `live_capacity`
+    /// events per subscriber before it lags (and then recovers from the ring).
+    pub fn new(ws_id: Arc<str>, capacity: usize, live_capacity: usize) -> Self {
+        let (live, _) = broadcast::channel(live_capacity.max(1));
+        Self {
+            ws_id,
+            capacity: capacity.max(1),
+            ring: Mutex::new(Ring { next_seq: 1, events: VecDeque::new() }),
+            live,
+            lagged: AtomicU64::new(0),
+        }
+    }
+
+    fn ring(&self) -> MutexGuard<'_, Ring> {
+        self.ring.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Appends an event, assigning the next `seq`. Never blocks on subscribers.
+    pub fn push(&self, event: Event) -> Arc<Envelope> {
+        let mut ring = self.ring();
+        let env = Arc::new(Envelope { seq: ring.next_seq, ws_id: self.ws_id.clone(), event });
+        ring.next_seq += 1;
+        if ring.events.len() == self.capacity {
+            ring.events.pop_front();
+        }
+        ring.events.push_back(env.clone());
+        // Sent under the lock so that subscribe() sees either the ring or the channel copy.
+        let _ = self.live.send(env.clone());
+        env
+    }
+
+    /// The `seq` of the newest event (0 when empty).
+    pub fn last_seq(&self) -> u64 {
+        self.ring().next_seq - 1
+    }
+
+    /// How many times a subscriber fell behind the live channel (it then re-read the ring).
+    pub fn lag_count(&self) -> u64 {
+        self.lagged.load(Ordering::Relaxed)
+    }
+
+    /// Subscribes to events after `after` (`None` = only new events; `Some(0)` = everything
+    /// retained).
+    pub fn subscribe(self: &Arc<Self>, after: Option<u64>) -> Subscription {
+        let ring = self.ring();
+        let last = ring.next_seq - 1;
+        let rx = self.live.subscribe();
+        let position = after.unwrap_or(last).min(last);
+        drop(ring);
+        Subscription { log: self.clone(), rx, position }
+    }
+
+    /// Retained events with `seq > after`, and the truncation gap if some are missing.
+    fn read_after(&self, after: u64) -> (Option<(u64, u64)>, Vec<Arc<Envelope>>) {
+        let ring = self.ring();
+        let first = ring.events.front().map(|e| e.seq).unwrap_or(ring.next_seq);
+        let gap = (after + 1 < first).then(|| (after + 1, first - 1));
+        let start = (after + 1).max(first);
+        let skip = (start - first) as usize;
+        (gap, ring.events.iter().skip(skip).cloned().collect())
+    }
+}
+
+/// A position in an [`EventLog`]. Reads are in `seq` order with no duplicates.
+pub struct Subscription {
+    log: Arc<EventLog>,
+    rx: broadcast::Receiver<Arc<Envelope>>,
+    position: u64,
+}
+
+impl std::fmt::Debug for Subscription {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Subscription").field("position", &self.position).finish()
+    }
+}
+
+impl Subscription {
+    /// The `seq` of the last item handed out.
+    pub fn position(&self) -> u64 {
+        self.position
+    }
+
+    /// Everything already available, without waiting (a resuming client's backlog).
+    pub fn backlog(&mut self) -> Vec<Item> {
+        let (gap, events) = self.log.read_after(self.position);
+        let mut out = Vec::with_capacity(events.len() + 1);
+        if let Some((from, to)) = gap {
+            out.push(Item::Truncated { from, to });
+            self.position = to;
+        }
+        for e in events {
+            self.position = e.seq;
+            out.push(Item::Event(e));
+        }
+        out
+    }
+
+    /// The next item; waits for a new event. Returns `None` when the log is gone.
+    pub async fn next(&mut self) -> Option<Item> {
+        loop {
+            // Anything retained beyond our position (after a lag, or events published
+            // between subscribe and the first recv) comes from the ring first.
+            if self.log.last_seq() > self.position {
+                let (gap, events) = self.log.read_after(self.position);
+                if let Some((from, to)) = gap {
+                    self.position = to;
+                    return Some(Item::Truncated { from, to });
+                }
+                if let Some(e) = events.into_iter().next() {
+                    self.position = e.seq;
+                    return Some(Item::Event(e));
+                }
+            }
+            match self.rx.recv().await {
+                Ok(env) => {
+                    if env.seq == self.position + 1 {
+                        self.position = env.seq;
+                        return Some(Item::Event(env));
+                    }
+                    // Older than our position: already delivered from the ring; newer:
+                    // the loop re-reads the ring.
+                }
+                Err(broadcast::error::RecvError::Lagged(_)) => {
+                    self.log.lagged.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(broadcast::error::RecvError::Closed) => return None,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(n: u64) -> Event {
+        Event::Info { message: n.to_string() }
+    }
+
+    fn seqs(items: &[Item]) -> Vec<String> {
+        items
+            .iter()
+            .map(|i| match i {
+                Item::Event(e) => e.seq.to_string(),
+                Item::Truncated { from, to } => format!("gap{from}-{to}"),
+            })
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn resume_returns_exactly_the_missed_events() {
+        let log = Arc::new(EventLog::new("ws".into(), 100, 16));
+        for n in 1..=5 {
+            log.push(info(n));
+        }
+        let mut sub = log.subscribe(Some(2));
+        assert_eq!(seqs(&sub.backlog()), ["3", "4", "5"]);
+        log.push(info(6));
+        match sub.next().await {
+            Some(Item::Event(e)) => assert_eq!(e.seq, 6),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn resume_beyond_the_ring_reports_truncation() {
+        let log = Arc::new(EventLog::new("ws".into(), 3, 16));
+        for n in 1..=10 {
+            log.push(info(n));
+        }
+        let mut sub = log.subscribe(Some(2));
+        assert_eq!(seqs(&sub.backlog()), ["gap3-7", "8", "9", "10"]);
+    }
+
+    #[tokio::test]
+    async fn a_lagging_subscriber_recovers_from_the_ring_without_gaps() {
+        let log = Arc::new(EventLog::new("ws".into(), 1000, 2));
+        let mut sub = log.subscribe(None);
+        for n in 1..=50 {
+            log.push(info(n));
+        }
+        let mut got = Vec::new();
+        for _ in 0..50 {
+            match sub.next().await {
+                Some(Item::Event(e)) => got.push(e.seq),
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        assert_eq!(got, (1..=50).collect::<Vec<_>>());
+        assert!(log.lag_count() >= 1, "the tiny live channel must have lagged");
+    }
+
+    #[tokio::test]
+    async fn a_subscriber_too_slow_for_the_ring_is_told_what_it_lost() {
+        let log = Arc::new(EventLog::new("ws".into(), 4, 2));
+        let mut sub = log.subscribe(None);
+        for n in 1..=20 {
+            log.push(info(n));
+        }
+        let first = sub.next().await.unwrap();
+        assert_eq!(first, Item::Truncated { from: 1, to: 16 });
+        match sub.next().await {
+            Some(Item::Event(e)) => assert_eq!(e.seq, 17),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+}

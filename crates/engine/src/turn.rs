@@ -1,0 +1,541 @@
+//! The turn loop: build messages → stream → on tool calls **prepare** → **approve** →
+//! **execute** → **fold** all results at once → loop, until a reply without tool calls.
+//!
+//! Cancellation can arrive in any phase. Whatever phase it interrupts, the conversation is
+//! left as a provider accepts it: partial text is kept as an assistant message, an assistant
+//! message with tool calls is always followed by one result per call (real results of calls
+//! that finished, `Cancelled by user.` for the others).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use futures::StreamExt;
+use serde_json::Value;
+use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
+use turnstone_llm::{ChatMessage, ChatRequest, FinishReason, LlmError, StreamEvent, ToolCall, Usage};
+use turnstone_tools::{OutputSink, Prepared, Tool, ToolOutput};
+
+use crate::Engine;
+use crate::event::{Event, StatusInfo, ToolItem, WsState};
+use crate::workstream::{Decision, PendingApproval, Shared, Verdict, error_item, lock};
+
+/// Cap on the accumulated visible text of one turn (`turn_complete.content`).
+const TURN_CONTENT_CAP: usize = 256 * 1024;
+
+struct Turn<'a> {
+    engine: &'a Engine,
+    shared: &'a Shared,
+    token: CancellationToken,
+    correlation_id: String,
+    content: String,
+}
+
+/// How a phase ended when it did not simply succeed.
+enum Stop {
+    Cancelled,
+    Failed(String),
+}
+
+pub(crate) async fn run(
+    engine: &Engine,
+    shared: &Shared,
+    text: String,
+    correlation_id: String,
+    token: CancellationToken,
+) {
+    let mut turn = Turn { engine, shared, token, correlation_id, content: String::new() };
+    shared.push_message(ChatMessage::user(text));
+    match turn.run_loop().await {
+        Ok(()) => {
+            turn.emit_status();
+            turn.finish(WsState::Idle);
+        }
+        Err(Stop::Cancelled) => {
+            shared.emit(Event::info("[Generation cancelled]"));
+            turn.finish(WsState::Idle);
+        }
+        Err(Stop::Failed(message)) => {
+            shared.set_state(WsState::Error);
+            shared.emit(Event::error(format!("Error: {message}")));
+            shared.emit(Event::StreamEnd);
+            turn.finish(WsState::Error);
+        }
+    }
+}
+
+impl Turn<'_> {
+    fn emit(&self, event: Event) {
+        self.shared.emit(event);
+    }
+
+    fn activity(&self, activity: impl Into<String>, state: &str) {
+        self.emit(Event::Activity { activity: activity.into(), activity_state: state.to_string() });
+    }
+
+    fn finish(&self, state: WsState) {
+        self.emit(Event::TurnComplete {
+            correlation_id: self.correlation_id.clone(),
+            content: self.content.clone(),
+            state,
+        });
+        if state != WsState::Error || self.shared.state() != WsState::Error {
+            self.shared.set_state(state);
+        }
+    }
+
+    fn add_content(&mut self, text: &str) {
+        if self.content.len() + text.len() <= TURN_CONTENT_CAP {
+            self.content.push_str(text);
+        }
+    }
+
+    async fn run_loop(&mut self) -> Result<(), Stop> {
+        loop {
+            let (calls, text) = self.request().await?;
+            if calls.is_empty() {
+                return Ok(());
+            }
+            self.tool_round(calls, text).await?;
+        }
+    }
+
+    /// One LLM request. Returns the tool calls to run and whether the assistant message
+    /// was already appended (it always is on return).
+    async fn request(&mut self) -> Result<(Vec<ToolCall>, Option<String>), Stop> {
+        self.shared.set_state(WsState::Thinking);
+        self.emit(Event::ThinkingStart);
+        self.activity("Thinking\u{2026}", "thinking");
+        let request = self.build_request();
+        let shared = self.shared;
+        let mut on_retry = |notice: &turnstone_llm::RetryNotice| {
+            shared.emit(Event::info(format!(
+                "[Retrying in {}s: {}]",
+                notice.delay.as_secs_f64().round() as u64,
+                notice.error_class
+            )));
+        };
+        let token = self.token.clone();
+        let started = tokio::select! {
+            biased;
+            _ = token.cancelled() => None,
+            r = self.engine.provider().stream(&request, &mut on_retry) => Some(r),
+        };
+        let mut stream = match started {
+            None => {
+                self.end_stream(false);
+                return Err(Stop::Cancelled);
+            }
+            Some(Err(e)) => return Err(Stop::Failed(e.to_string())),
+            Some(Ok(s)) => s,
+        };
+
+        let mut text = String::new();
+        let mut calls = Vec::new();
+        let mut finish = None;
+        let mut first_delta = true;
+        let mut failure: Option<LlmError> = None;
+        loop {
+            let item = tokio::select! {
+                biased;
+                _ = token.cancelled() => {
+                    self.keep_partial(&text);
+                    self.end_stream(!first_delta);
+                    return Err(Stop::Cancelled);
+                }
+                item = stream.next() => item,
+            };
+            let Some(item) = item else { break };
+            match item {
+                Ok(StreamEvent::Content(t)) => {
+                    if std::mem::take(&mut first_delta) {
+                        self.emit(Event::ThinkingStop);
+                    }
+                    text.push_str(&t);
+                    self.add_content(&t);
+                    self.emit(Event::Content { text: t });
+                }
+                Ok(StreamEvent::Reasoning(t)) => {
+                    if std::mem::take(&mut first_delta) {
+                        self.emit(Event::ThinkingStop);
+                    }
+                    self.emit(Event::Reasoning { text: t });
+                }
+                Ok(StreamEvent::ToolCalls(c)) => calls = c,
+                Ok(StreamEvent::Usage(u)) => self.record_usage(u),
+                Ok(StreamEvent::Finish(f)) => finish = Some(f),
+                Err(e) => {
+                    failure = Some(e);
+                    break;
+                }
+            }
+        }
+        self.end_stream(!first_delta);
+        if let Some(e) = failure {
+            self.keep_partial(&text);
+            return Err(Stop::Failed(e.to_string()));
+        }
+        if finish.is_none() {
+            self.keep_partial(&text);
+            return Err(Stop::Failed("stream ended before the response finished".to_string()));
+        }
+        match finish {
+            Some(FinishReason::Length) => {
+                let limit = self
+                    .engine
+                    .config()
+                    .max_tokens
+                    .map(|m| m.to_string())
+                    .unwrap_or_else(|| "max_tokens".to_string());
+                self.emit(Event::error(format!(
+                    "Warning: response truncated (hit {limit} token limit). Use --max-tokens to increase, or /compact to free context."
+                )));
+                if !calls.is_empty() {
+                    self.emit(Event::error("Discarding partial tool calls from truncated response."));
+                    calls.clear();
+                }
+            }
+            Some(FinishReason::ContentFilter) => {
+                self.emit(Event::error("Warning: response blocked by content filter."));
+            }
+            _ => {}
+        }
+        let content = (!text.is_empty()).then_some(text);
+        self.shared.push_message(ChatMessage::assistant(content.clone(), calls.clone()));
+        Ok((calls, content))
+    }
+
+    fn end_stream(&self, saw_delta: bool) {
+        self.emit(Event::StreamEnd);
+        self.activity("", "");
+        let _ = saw_delta;
+        self.emit(Event::ThinkingStop);
+    }
+
+    fn keep_partial(&self, text: &str) {
+        if !text.is_empty() {
+            self.shared.push_message(ChatMessage::assistant(Some(text.to_string()), Vec::new()));
+        }
+    }
+
+    fn build_request(&self) -> ChatRequest {
+        let config = self.engine.config();
+        let mut messages = Vec::new();
+        if let Some(system) = &config.system_prompt {
+            messages.push(ChatMessage::system(system.clone()));
+        }
+        messages.extend(lock(&self.shared.messages).iter().cloned());
+        ChatRequest {
+            model: config.model.clone(),
+            messages,
+            tools: self.engine.tool_specs().to_vec(),
+            temperature: config.temperature,
+            max_tokens: config.max_tokens,
+            reasoning_effort: Some(config.reasoning_effort.clone()),
+        }
+    }
+
+    fn record_usage(&self, u: Usage) {
+        let mut usage = lock(&self.shared.usage);
+        usage.prompt_tokens = usage.prompt_tokens.max(u.prompt_tokens);
+        usage.completion_tokens = usage.completion_tokens.max(u.completion_tokens);
+        usage.total_tokens = usage.prompt_tokens + usage.completion_tokens;
+        usage.cache_creation_tokens = usage.cache_creation_tokens.max(u.cache_creation_tokens);
+        usage.cache_read_tokens = usage.cache_read_tokens.max(u.cache_read_tokens);
+    }
+
+    fn emit_status(&self) {
+        let usage = *lock(&self.shared.usage);
+        let window = u64::from(self.engine.context_window());
+        let used = usage.prompt_tokens + usage.completion_tokens;
+        let pct = if window == 0 { 0.0 } else { (used as f64 / window as f64 * 1000.0).round() / 10.0 };
+        self.shared.tokens_total.fetch_add(used, Ordering::Relaxed);
+        self.emit(Event::Status(StatusInfo {
+            prompt_tokens: usage.prompt_tokens,
+            completion_tokens: usage.completion_tokens,
+            total_tokens: used,
+            context_window: window,
+            pct,
+            effort: self.engine.config().reasoning_effort.clone(),
+            cache_creation_tokens: usage.cache_creation_tokens,
+            cache_read_tokens: usage.cache_read_tokens,
+            tool_calls_this_turn: self.shared.tool_calls_this_turn.load(Ordering::Relaxed),
+            turn_count: self.shared.turn_count.load(Ordering::Relaxed),
+        }));
+    }
+
+    /// Prepare, approve, execute and fold one batch of tool calls.
+    async fn tool_round(&mut self, calls: Vec<ToolCall>, _text: Option<String>) -> Result<(), Stop> {
+        self.shared.set_state(WsState::Running);
+        self.shared.tool_calls_this_turn.fetch_add(calls.len() as u64, Ordering::Relaxed);
+        let prepared: Vec<Prep> = calls.iter().map(|c| self.prepare(c)).collect();
+        let items: Vec<ToolItem> = prepared.iter().map(|p| p.item.clone()).collect();
+        self.shared.set_state(WsState::Attention);
+
+        let always = lock(&self.shared.always).clone();
+        let skip = self.shared.skip_permissions.load(Ordering::Relaxed);
+        let needs_decision: Vec<&Prep> = prepared
+            .iter()
+            .filter(|p| p.item.error.is_none() && p.item.needs_approval)
+            .filter(|p| !skip && !always.contains(&p.item.approval_label))
+            .collect();
+
+        let decision = if needs_decision.is_empty() {
+            if let Some(first) = prepared.iter().find(|p| p.item.error.is_none()) {
+                self.activity(
+                    format!("\u{2699} {}: {}", first.item.func_name, clip(&first.item.preview, 80)),
+                    "tool",
+                );
+            }
+            self.emit(Event::ToolInfo { items });
+            Decision { approved: true, feedback: String::new(), always: false }
+        } else {
+            let labels = needs_decision.iter().map(|p| p.item.approval_label.clone()).collect();
+            let first = &needs_decision[0].item;
+            self.activity(
+                format!(
+                    "\u{23f3} Awaiting approval: {} \u{2014} {}",
+                    first.func_name,
+                    clip(&first.preview, 60)
+                ),
+                "approval",
+            );
+            match self.wait_for_decision(items, labels).await {
+                Ok(d) => d,
+                Err(Stop::Cancelled) => {
+                    self.shared.set_state(WsState::Running);
+                    self.fold(&prepared, HashMap::new(), "Denied by user: Cancelled by user");
+                    return Err(Stop::Cancelled);
+                }
+                Err(e) => return Err(e),
+            }
+        };
+        self.shared.set_state(WsState::Running);
+
+        if !decision.approved {
+            let denial = if decision.feedback.is_empty() {
+                "Denied by user".to_string()
+            } else {
+                format!("Denied by user: {}", decision.feedback)
+            };
+            // Calls that needed no approval still run; the denial covers the rest.
+            let needing: Vec<&str> =
+                needs_decision.iter().map(|p| p.item.call_id.as_str()).collect();
+            let runnable: Vec<&Prep> = prepared
+                .iter()
+                .filter(|p| p.item.error.is_none() && !needing.contains(&p.item.call_id.as_str()))
+                .collect();
+            let results = self.execute(&runnable).await;
+            let cancelled = self.token.is_cancelled();
+            self.fold(&prepared, results, &denial);
+            return if cancelled { Err(Stop::Cancelled) } else { Ok(()) };
+        }
+
+        let runnable: Vec<&Prep> = prepared.iter().filter(|p| p.item.error.is_none()).collect();
+        let results = self.execute(&runnable).await;
+        let cancelled = self.token.is_cancelled();
+        self.fold(&prepared, results, "Cancelled by user.");
+        if cancelled {
+            return Err(Stop::Cancelled);
+        }
+        if !decision.feedback.is_empty() {
+            self.shared.push_message(ChatMessage::user(decision.feedback));
+        }
+        Ok(())
+    }
+
+    fn prepare(&self, call: &ToolCall) -> Prep {
+        let registry = self.engine.tools();
+        let fail = |error: String, emit_as: String| {
+            self.emit(Event::error(emit_as));
+            Prep { call: call.clone(), item: error_item(&call.id, &call.name, error), prepared: None, tool: None }
+        };
+        let Some(tool) = registry.get(&call.name) else {
+            let message = match registry.parse_arguments(&call.name, &call.arguments) {
+                Err(e) => e.to_string(),
+                Ok(_) => format!("Unknown tool: '{}'", call.name),
+            };
+            return fail(message.clone(), message);
+        };
+        let args: Value = match registry.parse_arguments(&call.name, &call.arguments) {
+            Ok(v) => v,
+            Err(e) => {
+                let message = e.to_string();
+                return fail(message.clone(), format!("Malformed tool call from model: {message}"));
+            }
+        };
+        match tool.prepare(args, &self.shared.tool_ctx) {
+            Ok(prepared) => Prep {
+                call: call.clone(),
+                item: ToolItem {
+                    call_id: call.id.clone(),
+                    header: prepared.header.clone(),
+                    preview: prepared.preview.clone(),
+                    func_name: call.name.clone(),
+                    approval_label: prepared.approval_label.clone(),
+                    needs_approval: prepared.needs_approval,
+                    error: None,
+                },
+                prepared: Some(prepared),
+                tool: Some(tool),
+            },
+            Err(message) => {
+                let message = format!("Error: {message}");
+                fail(message.clone(), format!("Invalid arguments for {}: {message}", call.name))
+            }
+        }
+    }
+
+    async fn wait_for_decision(
+        &self,
+        items: Vec<ToolItem>,
+        labels: Vec<String>,
+    ) -> Result<Decision, Stop> {
+        let request_id = crate::new_request_id();
+        let (reply, mut rx) = oneshot::channel();
+        {
+            let mut pending = lock(&self.shared.pending);
+            let event = self.shared.emit(Event::ApproveRequest {
+                request_id: request_id.clone(),
+                items,
+                judge_pending: false,
+            });
+            *pending = Some(PendingApproval { request_id: request_id.clone(), labels, event, reply });
+        }
+        let timeout = self.engine.config().approval_timeout;
+        let sleep = tokio::time::sleep(timeout);
+        tokio::pin!(sleep);
+        tokio::select! {
+            biased;
+            _ = self.token.cancelled() => Err(Stop::Cancelled),
+            d = &mut rx => match d {
+                Ok(d) => Ok(d),
+                Err(_) => Err(Stop::Cancelled),
+            },
+            _ = &mut sleep => {
+                let taken = {
+                    let mut pending = lock(&self.shared.pending);
+                    match pending.as_ref() {
+                        Some(p) if p.request_id == request_id => pending.take(),
+                        _ => None,
+                    }
+                };
+                if taken.is_none() {
+                    // A decision raced the timeout and won: it is in the channel.
+                    return tokio::select! {
+                        biased;
+                        _ = self.token.cancelled() => Err(Stop::Cancelled),
+                        d = rx => d.map_err(|_| Stop::Cancelled),
+                    };
+                }
+                let feedback = format!("Approval timed out after {}", human_duration(timeout));
+                *lock(&self.shared.last_verdict) = Some(Verdict {
+                    request_id,
+                    approved: false,
+                    feedback: feedback.clone(),
+                    decided_by: "timeout",
+                });
+                self.emit(Event::ApprovalResolved { approved: false, feedback: feedback.clone() });
+                Ok(Decision { approved: false, feedback, always: false })
+            }
+        }
+    }
+
+    /// Runs `runnable` (at most `max_parallel_tools` at once) until all finish or the turn
+    /// is cancelled; returns the results of the calls that finished.
+    async fn execute(&self, runnable: &[&Prep]) -> HashMap<String, ToolOutput> {
+        let mut results = HashMap::new();
+        if runnable.is_empty() {
+            return results;
+        }
+        let ctx = &self.shared.tool_ctx;
+        let parallel = self.engine.config().max_parallel_tools.max(1);
+        let mut running = futures::stream::iter(runnable.iter().filter_map(|p| {
+            let (tool, prepared) = (p.tool.as_ref()?, p.prepared.as_ref()?);
+            Some(run_one(self.shared, tool.clone(), prepared, &p.call, ctx))
+        }))
+        .buffer_unordered(parallel);
+        loop {
+            let next = tokio::select! {
+                biased;
+                _ = self.token.cancelled() => break,
+                n = running.next() => n,
+            };
+            let Some((call, output)) = next else { break };
+            self.emit(Event::ToolResult {
+                call_id: call.id.clone(),
+                name: call.name.clone(),
+                output: output.content.clone(),
+                is_error: output.is_error,
+            });
+            self.activity("", "");
+            results.insert(call.id.clone(), output);
+        }
+        results
+    }
+
+    /// Appends one tool message per call, in call order: the real result, the prepare-time
+    /// error, or `missing` for calls that did not run (denied or cancelled).
+    fn fold(&self, prepared: &[Prep], mut results: HashMap<String, ToolOutput>, missing: &str) {
+        let mut messages = lock(&self.shared.messages);
+        for p in prepared {
+            let content = if let Some(error) = &p.item.error {
+                error.clone()
+            } else if let Some(out) = results.remove(&p.call.id) {
+                out.content
+            } else {
+                missing.to_string()
+            };
+            messages.push(ChatMessage::tool(p.call.id.clone(), content));
+        }
+    }
+}
+
+struct Prep {
+    call: ToolCall,
+    item: ToolItem,
+    prepared: Option<Prepared>,
+    tool: Option<Arc<dyn Tool>>,
+}
+
+struct ChunkSink<'a> {
+    shared: &'a Shared,
+    call_id: &'a str,
+}
+
+impl OutputSink for ChunkSink<'_> {
+    fn chunk(&self, text: &str) {
+        self.shared.emit(Event::ToolOutputChunk {
+            call_id: self.call_id.to_string(),
+            chunk: text.to_string(),
+        });
+    }
+}
+
+async fn run_one<'a>(
+    shared: &'a Shared,
+    tool: Arc<dyn Tool>,
+    prepared: &'a Prepared,
+    call: &'a ToolCall,
+    ctx: &'a turnstone_tools::ToolContext,
+) -> (&'a ToolCall, ToolOutput) {
+    let sink = ChunkSink { shared, call_id: &call.id };
+    let output = tool.execute(prepared, ctx, &sink).await;
+    (call, output)
+}
+
+fn clip(s: &str, max: usize) -> String {
+    let line = s.lines().next().unwrap_or("");
+    line.chars().take(max).collect()
+}
+
+fn human_duration(d: std::time::Duration) -> String {
+    let secs = d.as_secs();
+    match secs {
+        3600 => "1 hour".to_string(),
+        s if s % 3600 == 0 && s > 0 => format!("{} hours", s / 3600),
+        s if s % 60 == 0 && s > 0 => format!("{} minutes", s / 60),
+        _ => format!("{:.1} s", d.as_secs_f64()),
+    }
+}

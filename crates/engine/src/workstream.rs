@@ -1,0 +1,397 @@
+//! A workstream: one tokio task with an inbox that runs turns, and the [`WorkstreamHandle`]
+//! every frontend uses to drive it (send, approve, cancel, subscribe).
+//!
+//! Decisions (approve, cancel) do not go through the inbox: they act on shared state at
+//! once, so they work while a turn is streaming, waiting or executing.
+
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+use turnstone_llm::{ChatMessage, Usage};
+use turnstone_tools::ToolContext;
+
+use crate::Engine;
+use crate::event::{Envelope, Event, ToolItem, WsState};
+use crate::log::{EventLog, Subscription};
+
+/// Called with every event of every workstream right after it is logged (a node-wide
+/// stream, metrics, persistence). Must not block.
+pub type EventHook = Arc<dyn Fn(&Arc<Envelope>) + Send + Sync>;
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A user's answer to an approval request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    pub approved: bool,
+    pub feedback: String,
+    /// With `approved`: add the batch's approval labels to this workstream's auto-approve set.
+    pub always: bool,
+}
+
+/// The recorded verdict of an approval request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verdict {
+    pub request_id: String,
+    pub approved: bool,
+    pub feedback: String,
+    /// `user`, `timeout` or `cancel`.
+    pub decided_by: &'static str,
+}
+
+pub(crate) struct PendingApproval {
+    pub request_id: String,
+    pub labels: Vec<String>,
+    pub event: Arc<Envelope>,
+    pub reply: oneshot::Sender<Decision>,
+}
+
+/// Result of [`WorkstreamHandle::send`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SendOutcome {
+    /// The turn was queued; its events carry this correlation id in `turn_complete`.
+    Started { correlation_id: String },
+    /// A turn is already running; a `busy_error` event was emitted.
+    Busy,
+    /// The workstream is closed.
+    Closed,
+}
+
+/// Result of [`WorkstreamHandle::approve`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ApproveOutcome {
+    /// This decision resolved the pending request.
+    Resolved(Verdict),
+    /// Nothing was pending; the last recorded verdict, if any, is returned.
+    NotPending(Option<Verdict>),
+}
+
+pub(crate) enum Command {
+    Send { text: String, correlation_id: String, token: CancellationToken },
+}
+
+/// Everything about a workstream that frontends and its task share.
+pub(crate) struct Shared {
+    pub id: Arc<str>,
+    pub name: Mutex<String>,
+    state: AtomicU8,
+    pub busy: AtomicBool,
+    pub log: Arc<EventLog>,
+    hook: Option<EventHook>,
+    pub messages: Mutex<Vec<ChatMessage>>,
+    pub pending: Mutex<Option<PendingApproval>>,
+    pub last_verdict: Mutex<Option<Verdict>>,
+    pub turn_token: Mutex<Option<CancellationToken>>,
+    pub always: Mutex<BTreeSet<String>>,
+    pub skip_permissions: AtomicBool,
+    pub last_active: Mutex<Instant>,
+    pub usage: Mutex<Usage>,
+    pub tokens_total: AtomicU64,
+    pub turn_count: AtomicU64,
+    pub tool_calls_this_turn: AtomicU64,
+    pub tool_ctx: ToolContext,
+    /// Cancelled when the workstream is closed: ends its task.
+    pub closed: CancellationToken,
+}
+
+impl Shared {
+    pub fn emit(&self, event: Event) -> Arc<Envelope> {
+        let env = self.log.push(event);
+        if let Some(hook) = &self.hook {
+            hook(&env);
+        }
+        env
+    }
+
+    pub fn state(&self) -> WsState {
+        WsState::from_u8(self.state.load(Ordering::Acquire))
+    }
+
+    pub fn set_state(&self, state: WsState) {
+        self.state.store(state.to_u8(), Ordering::Release);
+        *lock(&self.last_active) = Instant::now();
+        self.emit(Event::StateChange { state });
+    }
+
+    pub fn push_message(&self, message: ChatMessage) {
+        lock(&self.messages).push(message);
+    }
+}
+
+/// A cheap, clonable handle to a running workstream.
+#[derive(Clone)]
+pub struct WorkstreamHandle {
+    pub(crate) shared: Arc<Shared>,
+    inbox: mpsc::Sender<Command>,
+}
+
+impl std::fmt::Debug for WorkstreamHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WorkstreamHandle")
+            .field("id", &self.shared.id)
+            .field("state", &self.state())
+            .finish()
+    }
+}
+
+impl WorkstreamHandle {
+    /// Starts a workstream task on the current runtime.
+    pub(crate) fn spawn(
+        engine: Arc<Engine>,
+        id: String,
+        name: String,
+        hook: Option<EventHook>,
+        history: Vec<ChatMessage>,
+    ) -> Self {
+        let config = engine.config();
+        let id: Arc<str> = id.into();
+        let mut tool_ctx = ToolContext::new(config.cwd.clone());
+        tool_ctx.truncation_limit = config.truncation_limit(engine.context_window());
+        let shared = Arc::new(Shared {
+            log: Arc::new(EventLog::new(id.clone(), config.event_log_capacity, config.live_buffer)),
+            id,
+            name: Mutex::new(name),
+            state: AtomicU8::new(WsState::Idle.to_u8()),
+            busy: AtomicBool::new(false),
+            hook,
+            messages: Mutex::new(history),
+            pending: Mutex::new(None),
+            last_verdict: Mutex::new(None),
+            turn_token: Mutex::new(None),
+            always: Mutex::new(config.auto_approve_labels.clone()),
+            skip_permissions: AtomicBool::new(config.skip_permissions),
+            last_active: Mutex::new(Instant::now()),
+            usage: Mutex::new(Usage::default()),
+            tokens_total: AtomicU64::new(0),
+            turn_count: AtomicU64::new(0),
+            tool_calls_this_turn: AtomicU64::new(0),
+            tool_ctx,
+            closed: CancellationToken::new(),
+        });
+        let (inbox, rx) = mpsc::channel(4);
+        let span = tracing::info_span!("workstream", ws_id = %shared.id);
+        tokio::spawn(actor(engine, shared.clone(), rx).instrument(span));
+        Self { shared, inbox }
+    }
+
+    pub fn id(&self) -> &str {
+        &self.shared.id
+    }
+
+    pub fn name(&self) -> String {
+        lock(&self.shared.name).clone()
+    }
+
+    pub fn set_name(&self, name: impl Into<String>) {
+        *lock(&self.shared.name) = name.into();
+    }
+
+    pub fn state(&self) -> WsState {
+        self.shared.state()
+    }
+
+    /// Whether a turn is queued or running.
+    pub fn is_busy(&self) -> bool {
+        self.shared.busy.load(Ordering::Acquire)
+    }
+
+    /// When the workstream last changed state.
+    pub fn last_active(&self) -> Instant {
+        *lock(&self.shared.last_active)
+    }
+
+    pub fn skip_permissions(&self) -> bool {
+        self.shared.skip_permissions.load(Ordering::Relaxed)
+    }
+
+    pub fn set_skip_permissions(&self, on: bool) {
+        self.shared.skip_permissions.store(on, Ordering::Relaxed);
+    }
+
+    /// The per-tool auto-approve labels ("always" decisions).
+    pub fn always_approved(&self) -> BTreeSet<String> {
+        lock(&self.shared.always).clone()
+    }
+
+    /// The event log (for `seq` bookkeeping and metrics).
+    pub fn log(&self) -> &Arc<EventLog> {
+        &self.shared.log
+    }
+
+    /// Follows this workstream's events after `after` (`None`: only new ones).
+    pub fn subscribe(&self, after: Option<u64>) -> Subscription {
+        self.shared.log.subscribe(after)
+    }
+
+    /// A copy of the conversation (what the next request would send, minus the system prompt).
+    pub fn history(&self) -> Vec<ChatMessage> {
+        lock(&self.shared.messages).clone()
+    }
+
+    /// High-water token usage since the workstream started.
+    pub fn usage(&self) -> Usage {
+        *lock(&self.shared.usage)
+    }
+
+    /// Cumulative tokens over all turns (dashboard `tokens`).
+    pub fn tokens_total(&self) -> u64 {
+        self.shared.tokens_total.load(Ordering::Relaxed)
+    }
+
+    /// Turns started so far.
+    pub fn turn_count(&self) -> u64 {
+        self.shared.turn_count.load(Ordering::Relaxed)
+    }
+
+    /// The `approve_request` event of the pending approval, to re-send to a client that
+    /// attaches while a turn waits.
+    pub fn pending_approval(&self) -> Option<Arc<Envelope>> {
+        lock(&self.shared.pending).as_ref().map(|p| p.event.clone())
+    }
+
+    /// The last recorded approval verdict.
+    pub fn last_verdict(&self) -> Option<Verdict> {
+        lock(&self.shared.last_verdict).clone()
+    }
+
+    /// Starts a turn with `text`. A fresh correlation id is made when none is given.
+    pub fn send(&self, text: impl Into<String>, correlation_id: Option<String>) -> SendOutcome {
+        if self.inbox.is_closed() || self.shared.closed.is_cancelled() {
+            return SendOutcome::Closed;
+        }
+        if self.shared.busy.swap(true, Ordering::AcqRel) {
+            self.shared.emit(Event::BusyError {
+                message: "Already processing a request. Cancel it first or wait.".to_string(),
+            });
+            return SendOutcome::Busy;
+        }
+        let correlation_id = correlation_id
+            .filter(|c| !c.is_empty())
+            .unwrap_or_else(crate::new_correlation_id);
+        let token = CancellationToken::new();
+        *lock(&self.shared.turn_token) = Some(token.clone());
+        self.shared.turn_count.fetch_add(1, Ordering::Relaxed);
+        self.shared.tool_calls_this_turn.store(0, Ordering::Relaxed);
+        let cmd = Command::Send { text: text.into(), correlation_id: correlation_id.clone(), token };
+        match self.inbox.try_send(cmd) {
+            Ok(()) => SendOutcome::Started { correlation_id },
+            Err(_) => {
+                self.shared.busy.store(false, Ordering::Release);
+                SendOutcome::Closed
+            }
+        }
+    }
+
+    /// Decides the pending approval. The first decision wins; later ones get
+    /// [`ApproveOutcome::NotPending`] with the recorded verdict.
+    pub fn approve(&self, approved: bool, feedback: Option<String>, always: bool) -> ApproveOutcome {
+        let Some(pending) = lock(&self.shared.pending).take() else {
+            return ApproveOutcome::NotPending(self.last_verdict());
+        };
+        let feedback = feedback.unwrap_or_default();
+        if always && approved {
+            lock(&self.shared.always).extend(pending.labels.iter().cloned());
+        }
+        let verdict = Verdict {
+            request_id: pending.request_id.clone(),
+            approved,
+            feedback: feedback.clone(),
+            decided_by: "user",
+        };
+        *lock(&self.shared.last_verdict) = Some(verdict.clone());
+        self.shared.emit(Event::ApprovalResolved { approved, feedback: feedback.clone() });
+        // The turn may have been cancelled meanwhile; then nobody listens, which is fine.
+        let _ = pending.reply.send(Decision { approved, feedback, always });
+        ApproveOutcome::Resolved(verdict)
+    }
+
+    /// Cancels the running turn, in whatever phase it is. A pending approval is resolved as
+    /// denied (`Cancelled by user`). Returns whether a turn was running.
+    pub fn cancel(&self) -> bool {
+        if !self.is_busy() {
+            return false;
+        }
+        if let Some(pending) = lock(&self.shared.pending).take() {
+            let verdict = Verdict {
+                request_id: pending.request_id,
+                approved: false,
+                feedback: "Cancelled by user".to_string(),
+                decided_by: "cancel",
+            };
+            *lock(&self.shared.last_verdict) = Some(verdict);
+            self.shared.emit(Event::ApprovalResolved {
+                approved: false,
+                feedback: "Cancelled by user".to_string(),
+            });
+            // Dropping `pending.reply` wakes the waiting turn, which sees the token.
+        }
+        self.shared.emit(Event::Cancelled);
+        if let Some(token) = lock(&self.shared.turn_token).as_ref() {
+            token.cancel();
+        }
+        true
+    }
+
+    /// Replaces the conversation (after `/clear`, a resume, a compaction).
+    pub fn replace_history(&self, messages: Vec<ChatMessage>) -> bool {
+        if self.is_busy() {
+            return false;
+        }
+        *lock(&self.shared.messages) = messages;
+        *lock(&self.shared.usage) = Usage::default();
+        self.shared.emit(Event::ClearUi);
+        true
+    }
+
+    /// Stops the workstream: cancels a running turn and ends its task.
+    pub(crate) fn shutdown(&self) {
+        self.shared.closed.cancel();
+        self.cancel();
+    }
+
+    /// Whether the workstream was closed.
+    pub fn is_closed(&self) -> bool {
+        self.shared.closed.is_cancelled()
+    }
+}
+
+async fn actor(engine: Arc<Engine>, shared: Arc<Shared>, mut inbox: mpsc::Receiver<Command>) {
+    loop {
+        let cmd = tokio::select! {
+            biased;
+            _ = shared.closed.cancelled() => break,
+            cmd = inbox.recv() => cmd,
+        };
+        let Some(cmd) = cmd else { break };
+        match cmd {
+            Command::Send { text, correlation_id, token } => {
+                let span = tracing::info_span!("turn", %correlation_id);
+                Box::pin(crate::turn::run(&engine, &shared, text, correlation_id, token))
+                    .instrument(span)
+                    .await;
+                *lock(&shared.turn_token) = None;
+                shared.busy.store(false, Ordering::Release);
+            }
+        }
+    }
+}
+
+/// Builds the display item of a call that failed before running.
+pub(crate) fn error_item(call_id: &str, name: &str, error: String) -> ToolItem {
+    ToolItem {
+        call_id: call_id.to_string(),
+        header: format!("\u{2717} {name}"),
+        preview: String::new(),
+        func_name: name.to_string(),
+        approval_label: name.to_string(),
+        needs_approval: false,
+        error: Some(error),
+    }
+}

@@ -1,0 +1,4 @@
+//! Engine integration tests: full turns against the scripted fake LLM over real HTTP, real
+//! tools in a temp dir.
+
+mod suite;

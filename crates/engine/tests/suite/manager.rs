@@ -1,0 +1,64 @@
+use turnstone_engine::{CreateOptions, Event, ManagerError, SendOutcome};
+
+use super::harness::*;
+
+#[tokio::test]
+async fn creating_beyond_the_maximum_evicts_the_oldest_idle_workstream() {
+    let h = Harness::with(|o| o.manager.max_workstreams = 2).await;
+    let (first, _) = h.manager.create(CreateOptions::default()).unwrap();
+    let (second, _) = h.manager.create(CreateOptions::default()).unwrap();
+    assert!(first.name().starts_with("ws-") && first.name().len() == 7);
+    assert_eq!(first.id().len(), 32);
+    // Make `first` the most recently active one.
+    let mut sub = send(&first, "touch");
+    read_turn(&mut sub).await;
+    let (_third, evicted) = h.manager.create(CreateOptions::default()).unwrap();
+    let evicted = evicted.unwrap();
+    assert_eq!(evicted.ws_id, second.id());
+    assert_eq!(evicted.reason, "evicted");
+    assert!(h.manager.get(second.id()).is_none());
+    assert!(h.manager.get(first.id()).is_some());
+    assert_eq!(h.manager.len(), 2);
+    assert_eq!(second.send("gone", None), SendOutcome::Closed);
+}
+
+#[tokio::test]
+async fn when_all_are_busy_creation_is_refused() {
+    let h = Harness::with(|o| {
+        o.manager.max_workstreams = 1;
+    })
+    .await;
+    let (only, _) = h.manager.create(CreateOptions::default()).unwrap();
+    let mut sub = send(&only, "TOOL: echo waiting");
+    read_until(&mut sub, |e| matches!(e, Event::ApproveRequest { .. })).await;
+    assert_eq!(h.manager.create(CreateOptions::default()).unwrap_err(), ManagerError::AllActive(1));
+    only.cancel();
+    read_turn(&mut sub).await;
+}
+
+#[tokio::test]
+async fn the_last_workstream_cannot_be_closed_and_unknown_ids_are_reported() {
+    let h = Harness::start().await;
+    let (a, _) = h.manager.create(CreateOptions { name: Some("alpha".into()), ..Default::default() }).unwrap();
+    assert_eq!(a.name(), "alpha");
+    let (b, _) = h.manager.create(CreateOptions::default()).unwrap();
+    assert_eq!(h.manager.close("nope"), Err(ManagerError::NotFound));
+    assert_eq!(h.manager.close(a.id()), Ok(()));
+    assert_eq!(h.manager.close(b.id()), Err(ManagerError::LastOne));
+    let ids: Vec<String> = h.manager.list().iter().map(|w| w.id().to_string()).collect();
+    assert_eq!(ids, [b.id().to_string()]);
+}
+
+#[tokio::test]
+async fn closing_a_workstream_cancels_its_pending_approval() {
+    let h = Harness::start().await;
+    let (keep, _) = h.manager.create(CreateOptions::default()).unwrap();
+    let (ws, _) = h.manager.create(CreateOptions::default()).unwrap();
+    let mut sub = send(&ws, "TOOL: echo never");
+    read_until(&mut sub, |e| matches!(e, Event::ApproveRequest { .. })).await;
+    h.manager.close(ws.id()).unwrap();
+    let events = read_turn(&mut sub).await;
+    assert!(types(&events).contains(&"approval_resolved"));
+    assert_provider_acceptable(&ws.history());
+    assert!(h.manager.get(keep.id()).is_some());
+}

@@ -1,0 +1,167 @@
+use turnstone_engine::{Event, Item, SendOutcome, WsState};
+use turnstone_llm::Role;
+
+use super::harness::*;
+
+#[tokio::test]
+async fn a_text_turn_streams_content_and_ends_idle_with_status() {
+    let h = Harness::start().await;
+    let ws = h.workstream();
+    let mut sub = send(&ws, "hello there, engine");
+    let events = read_turn(&mut sub).await;
+
+    assert_eq!(content(&events), "hello there, engine");
+    assert_eq!(states(&events), [WsState::Thinking, WsState::Idle]);
+    let t = types(&events);
+    let pos = |name: &str| t.iter().position(|x| *x == name).unwrap();
+    assert!(pos("thinking_start") < pos("content"));
+    assert!(pos("content") < pos("stream_end"));
+    assert!(pos("stream_end") < pos("status"));
+    assert!(pos("status") < pos("turn_complete"));
+    let status = events.iter().find_map(|e| match e {
+        Event::Status(s) => Some(s.clone()),
+        _ => None,
+    });
+    let status = status.unwrap();
+    assert!(status.prompt_tokens > 0 && status.completion_tokens > 0, "{status:?}");
+    assert_eq!(status.context_window, 32_768, "window read from /v1/models max_model_len");
+    assert_eq!(status.turn_count, 1);
+
+    let history = ws.history();
+    assert_eq!(history.len(), 2);
+    assert_eq!(history[1].role(), Role::Assistant);
+    assert_eq!(history[1].content.as_deref(), Some("hello there, engine"));
+    assert_eq!(ws.state(), WsState::Idle);
+    assert!(!ws.is_busy());
+
+    // The request carried the system prompt slot, the tools and the streaming options.
+    let request = h.llm.last_request().unwrap();
+    assert_eq!(request["stream"], true);
+    assert_eq!(request["stream_options"]["include_usage"], true);
+    let tools: Vec<&str> = request["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert!(tools.contains(&"bash") && tools.contains(&"read_file"), "{tools:?}");
+}
+
+#[tokio::test]
+async fn turn_complete_carries_the_correlation_id_and_full_text() {
+    let h = Harness::start().await;
+    let ws = h.workstream();
+    let mut sub = ws.subscribe(None);
+    assert_eq!(
+        ws.send("abc", Some("c0ffee123456".into())),
+        SendOutcome::Started { correlation_id: "c0ffee123456".into() }
+    );
+    let events = read_turn(&mut sub).await;
+    let done = events.iter().find_map(|e| match e {
+        Event::TurnComplete { correlation_id, content, state } => {
+            Some((correlation_id.clone(), content.clone(), *state))
+        }
+        _ => None,
+    });
+    assert_eq!(done, Some(("c0ffee123456".into(), "abc".into(), WsState::Idle)));
+}
+
+#[tokio::test]
+async fn reasoning_is_separated_from_content() {
+    let h = Harness::start().await;
+    let ws = h.workstream();
+    let mut sub = send(&ws, "THINK: pondering deeply\nthe answer");
+    let events = read_turn(&mut sub).await;
+    let reasoning: String = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Reasoning { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(reasoning, "pondering deeply");
+    assert!(!content(&events).contains("pondering"));
+}
+
+#[tokio::test]
+async fn a_send_while_busy_is_refused_with_busy_error() {
+    let h = Harness::with(|o| o.llm.tokens_per_sec = Some(50.0)).await;
+    let ws = h.workstream();
+    let mut sub = send(&ws, "a fairly long reply so that the turn is still running later");
+    assert_eq!(ws.send("second", None), SendOutcome::Busy);
+    let events = read_turn(&mut sub).await;
+    assert!(types(&events).contains(&"busy_error"));
+    assert_eq!(ws.history().len(), 2, "the refused send left no trace in history");
+    // And once idle, a new send works.
+    let mut sub = send(&ws, "third");
+    assert_eq!(content(&read_turn(&mut sub).await), "third");
+}
+
+#[tokio::test]
+async fn parallel_tool_calls_run_concurrently() {
+    // Each call waits for a file the other creates: run one after the other they would both
+    // time out; run concurrently both succeed.
+    let h = Harness::with(|o| o.config.skip_permissions = true).await;
+    let ws = h.workstream();
+    let a = r#"CALL:bash {"command": "touch a; for i in $(seq 200); do [ -f b ] && exit 0; sleep 0.05; done; exit 3", "timeout": 20}"#;
+    let b = r#"CALL:bash {"command": "touch b; for i in $(seq 200); do [ -f a ] && exit 0; sleep 0.05; done; exit 3", "timeout": 20}"#;
+    let mut sub = send(&ws, &format!("{a}\n{b}"));
+    let events = read_turn(&mut sub).await;
+    let results = tool_results(&events);
+    assert_eq!(results.len(), 2, "{events:#?}");
+    assert!(results.iter().all(|(name, _, is_error)| name == "bash" && !is_error), "{results:?}");
+    assert!(types(&events).contains(&"tool_info"), "auto-approved batch announces itself");
+    assert_eq!(
+        states(&events),
+        [
+            WsState::Thinking,
+            WsState::Running,
+            WsState::Attention,
+            WsState::Running,
+            WsState::Thinking,
+            WsState::Idle
+        ]
+    );
+    assert!(content(&events).starts_with("done: "));
+    assert_provider_acceptable(&ws.history());
+}
+
+#[tokio::test]
+async fn the_event_log_resumes_from_any_seq_without_gaps() {
+    let h = Harness::start().await;
+    let ws = h.workstream();
+    let mut sub = send(&ws, "one");
+    read_turn(&mut sub).await;
+    let last = ws.log().last_seq();
+    assert!(last > 5);
+    let mut resumed = ws.subscribe(Some(3));
+    let backlog = resumed.backlog();
+    let seqs: Vec<u64> = backlog
+        .iter()
+        .map(|i| match i {
+            Item::Event(e) => e.seq,
+            Item::Truncated { .. } => panic!("nothing was truncated"),
+        })
+        .collect();
+    assert_eq!(seqs, (4..=last).collect::<Vec<_>>());
+}
+
+#[tokio::test]
+async fn bash_output_streams_as_chunks_before_the_result() {
+    let h = Harness::with(|o| o.config.skip_permissions = true).await;
+    let ws = h.workstream();
+    let mut sub = send(&ws, "TOOL: echo one; echo two");
+    let events = read_turn(&mut sub).await;
+    let chunks: String = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::ToolOutputChunk { chunk, .. } => Some(chunk.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(chunks, "one\ntwo\n");
+    let t = types(&events);
+    let last_chunk = t.iter().rposition(|x| *x == "tool_output_chunk").unwrap();
+    let result = t.iter().position(|x| *x == "tool_result").unwrap();
+    assert!(last_chunk < result);
+}
