@@ -1,1 +1,36 @@
-//! placeholder
+//! `turnstone-proto`: the wire contract of Turnstone, as plain data.
+//!
+//! It owns the serde types and pure functions that every other crate agrees
+//! on, compatible with Turnstone v0.9.6 (see `spec/cluster-protocol.md` and
+//! `spec/node-api.md`):
+//!
+//! - [`mq`]: the Redis MQ messages — 10 inbound message types
+//!   ([`mq::InboundMessage`]), 25 outbound event types ([`mq::OutboundEvent`]),
+//!   the node heartbeat value, and the SSE → MQ relay shapes (cluster spec §1);
+//! - [`sse`]: the node's SSE event payloads — per-workstream [`sse::WsEvent`]
+//!   and global [`sse::GlobalEvent`], with `ToolItem`, `Verdict`,
+//!   `HistoryEntry` and `WorkstreamState` (node spec §2);
+//! - [`keys`]: the Redis key and channel schema as functions of a prefix
+//!   (cluster spec §2);
+//! - [`api`]: the simple HTTP request/response bodies (node spec §1.3);
+//! - [`ids`]: correlation/request ids and wire timestamps.
+//!
+//! Decoding is tolerant the way the original is: unknown keys are ignored,
+//! missing keys take the spec defaults, and bad input is a [`ProtoError`],
+//! never a panic. Encoding emits every field in the original's key order
+//! (except the few keys the spec says are absent when empty).
+//!
+//! It must not know tokio, HTTP or Redis I/O: no sockets, no clients, no
+//! async. Transports (`turnstone-queue`, the node's HTTP layer, the bridge)
+//! build on these types.
+
+mod error;
+mod tolerant;
+
+pub mod api;
+pub mod ids;
+pub mod keys;
+pub mod mq;
+pub mod sse;
+
+pub use error::ProtoError;

@@ -52,7 +52,10 @@ fn main() {
             idle_workstreams: 100,
         }
     };
-    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("cannot build runtime: {e}");
@@ -69,11 +72,22 @@ async fn engine(max_workstreams: usize) -> (Arc<ScriptedProvider>, Manager) {
         RetryPolicy::none(),
         Arc::new(CircuitBreaker::default()),
     );
-    let config = EngineConfig { context_window: 32_768, ..EngineConfig::default() };
-    let engine = Engine::new(resilient, Arc::new(ToolRegistry::with_builtins()), config).await;
+    let config = EngineConfig {
+        context_window: 32_768,
+        ..EngineConfig::default()
+    };
+    let engine = Engine::new(
+        resilient,
+        Arc::new(ToolRegistry::with_builtins().expect("builtins")),
+        config,
+    )
+    .await;
     let manager = Manager::new(
         engine,
-        ManagerConfig { max_workstreams, idle_timeout: None },
+        ManagerConfig {
+            max_workstreams,
+            idle_timeout: None,
+        },
     );
     (provider, manager)
 }
@@ -170,7 +184,10 @@ async fn run(sizes: Sizes, full: bool) {
     let per_idle = after.saturating_sub(before) as f64 / sizes.idle_workstreams as f64;
     assert_eq!(idle.len(), sizes.idle_workstreams);
 
-    println!("turnstone-engine turn benchmark ({})", if full { "full" } else { "smoke" });
+    println!(
+        "turnstone-engine turn benchmark ({})",
+        if full { "full" } else { "smoke" }
+    );
     println!("  baseline (provider stream only):        {baseline:>10.0} turns/s");
     println!(
         "  one workstream, sequential:             {sequential:>10.0} turns/s  ({:.1}% of baseline)",

@@ -82,6 +82,9 @@ pub struct ManagerConfig {
 
 impl Default for ManagerConfig {
     fn default() -> Self {
-        Self { max_workstreams: 50, idle_timeout: Some(Duration::from_secs(120 * 60)) }
+        Self {
+            max_workstreams: 50,
+            idle_timeout: Some(Duration::from_secs(120 * 60)),
+        }
     }
 }

@@ -164,11 +164,15 @@ impl Event {
     }
 
     pub(crate) fn info(message: impl Into<String>) -> Self {
-        Self::Info { message: message.into() }
+        Self::Info {
+            message: message.into(),
+        }
     }
 
     pub(crate) fn error(message: impl Into<String>) -> Self {
-        Self::Error { message: message.into() }
+        Self::Error {
+            message: message.into(),
+        }
     }
 }
 

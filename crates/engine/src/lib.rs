@@ -44,18 +44,24 @@ pub struct Engine {
 
 impl std::fmt::Debug for Engine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Engine").field("model", &self.config.model).finish()
+        f.debug_struct("Engine")
+            .field("model", &self.config.model)
+            .finish()
     }
 }
 
 impl Engine {
     /// Builds an engine. When `config.context_window` is 0 the provider is asked once for
     /// the model's capabilities (falling back to the default window if it cannot answer).
-    pub async fn new(provider: Resilient, tools: Arc<ToolRegistry>, config: EngineConfig) -> Arc<Self> {
+    pub async fn new(
+        provider: Resilient,
+        tools: Arc<ToolRegistry>,
+        config: EngineConfig,
+    ) -> Arc<Self> {
         let window = if config.context_window > 0 {
             config.context_window
         } else {
-            match provider.inner().capabilities(&config.model).await {
+            match provider.inner.capabilities(&config.model).await {
                 Ok(c) => c.context_window,
                 Err(e) => {
                     tracing::warn!(error = %e, "model capabilities unavailable; using the default context window");
@@ -66,9 +72,19 @@ impl Engine {
         let specs = tools
             .specs()
             .into_iter()
-            .map(|s| ToolSpec { name: s.name, description: s.description, parameters: s.parameters })
+            .map(|s| ToolSpec {
+                name: s.name,
+                description: s.description,
+                parameters: s.parameters,
+            })
             .collect();
-        Arc::new(Self { provider, tools, specs, config, context_window: AtomicU32::new(window) })
+        Arc::new(Self {
+            provider,
+            tools,
+            specs,
+            config,
+            context_window: AtomicU32::new(window),
+        })
     }
 
     pub fn provider(&self) -> &Resilient {
@@ -96,7 +112,9 @@ impl Engine {
 fn random_hex(len: usize) -> String {
     use rand::Rng;
     let mut rng = rand::rng();
-    (0..len).map(|_| char::from_digit(rng.random_range(0..16), 16).unwrap_or('0')).collect()
+    (0..len)
+        .map(|_| char::from_digit(rng.random_range(0..16), 16).unwrap_or('0'))
+        .collect()
 }
 
 /// A fresh workstream id: 32 lowercase hex digits.

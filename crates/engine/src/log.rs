@@ -23,7 +23,7 @@ pub struct EventLog {
     capacity: usize,
     ring: Mutex<Ring>,
     live: broadcast::Sender<Arc<Envelope>>,
-    lagged: AtomicU64,
+    truncations: AtomicU64,
 }
 
 impl std::fmt::Debug for EventLog {
@@ -41,7 +41,10 @@ impl std::fmt::Debug for EventLog {
 pub enum Item {
     Event(Arc<Envelope>),
     /// Events `from..=to` are no longer retained; the next item follows `to`.
-    Truncated { from: u64, to: u64 },
+    Truncated {
+        from: u64,
+        to: u64,
+    },
 }
 
 impl EventLog {
@@ -52,9 +55,12 @@ impl EventLog {
         Self {
             ws_id,
             capacity: capacity.max(1),
-            ring: Mutex::new(Ring { next_seq: 1, events: VecDeque::new() }),
+            ring: Mutex::new(Ring {
+                next_seq: 1,
+                events: VecDeque::new(),
+            }),
             live,
-            lagged: AtomicU64::new(0),
+            truncations: AtomicU64::new(0),
         }
     }
 
@@ -65,7 +71,11 @@ impl EventLog {
     /// Appends an event, assigning the next `seq`. Never blocks on subscribers.
     pub fn push(&self, event: Event) -> Arc<Envelope> {
         let mut ring = self.ring();
-        let env = Arc::new(Envelope { seq: ring.next_seq, ws_id: self.ws_id.clone(), event });
+        let env = Arc::new(Envelope {
+            seq: ring.next_seq,
+            ws_id: self.ws_id.clone(),
+            event,
+        });
         ring.next_seq += 1;
         if ring.events.len() == self.capacity {
             ring.events.pop_front();
@@ -81,9 +91,10 @@ impl EventLog {
         self.ring().next_seq - 1
     }
 
-    /// How many times a subscriber fell behind the live channel (it then re-read the ring).
-    pub fn lag_count(&self) -> u64 {
-        self.lagged.load(Ordering::Relaxed)
+    /// How many times a subscriber was told that events it wanted are gone (it fell further
+    /// behind than the ring holds, or resumed from a `seq` too old).
+    pub fn truncation_count(&self) -> u64 {
+        self.truncations.load(Ordering::Relaxed)
     }
 
     /// Subscribes to events after `after` (`None` = only new events; `Some(0)` = everything
@@ -94,7 +105,11 @@ impl EventLog {
         let rx = self.live.subscribe();
         let position = after.unwrap_or(last).min(last);
         drop(ring);
-        Subscription { log: self.clone(), rx, position }
+        Subscription {
+            log: self.clone(),
+            rx,
+            position,
+        }
     }
 
     /// Retained events with `seq > after`, and the truncation gap if some are missing.
@@ -102,6 +117,9 @@ impl EventLog {
         let ring = self.ring();
         let first = ring.events.front().map(|e| e.seq).unwrap_or(ring.next_seq);
         let gap = (after + 1 < first).then(|| (after + 1, first - 1));
+        if gap.is_some() {
+            self.truncations.fetch_add(1, Ordering::Relaxed);
+        }
         let start = (after + 1).max(first);
         let skip = (start - first) as usize;
         (gap, ring.events.iter().skip(skip).cloned().collect())
@@ -117,7 +135,9 @@ pub struct Subscription {
 
 impl std::fmt::Debug for Subscription {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Subscription").field("position", &self.position).finish()
+        f.debug_struct("Subscription")
+            .field("position", &self.position)
+            .finish()
     }
 }
 
@@ -167,9 +187,8 @@ impl Subscription {
                     // Older than our position: already delivered from the ring; newer:
                     // the loop re-reads the ring.
                 }
-                Err(broadcast::error::RecvError::Lagged(_)) => {
-                    self.log.lagged.fetch_add(1, Ordering::Relaxed);
-                }
+                // Fell behind the live channel: the loop re-reads the ring.
+                Err(broadcast::error::RecvError::Lagged(_)) => {}
                 Err(broadcast::error::RecvError::Closed) => return None,
             }
         }
@@ -181,7 +200,9 @@ mod tests {
     use super::*;
 
     fn info(n: u64) -> Event {
-        Event::Info { message: n.to_string() }
+        Event::Info {
+            message: n.to_string(),
+        }
     }
 
     fn seqs(items: &[Item]) -> Vec<String> {
@@ -234,7 +255,12 @@ mod tests {
             }
         }
         assert_eq!(got, (1..=50).collect::<Vec<_>>());
-        assert!(log.lag_count() >= 1, "the tiny live channel must have lagged");
+        log.push(info(51));
+        match sub.next().await {
+            Some(Item::Event(e)) => assert_eq!(e.seq, 51),
+            other => panic!("unexpected {other:?}"),
+        }
+        assert_eq!(log.truncation_count(), 0, "nothing was lost");
     }
 
     #[tokio::test]
@@ -246,6 +272,7 @@ mod tests {
         }
         let first = sub.next().await.unwrap();
         assert_eq!(first, Item::Truncated { from: 1, to: 16 });
+        assert_eq!(log.truncation_count(), 1);
         match sub.next().await {
             Some(Item::Event(e)) => assert_eq!(e.seq, 17),
             other => panic!("unexpected {other:?}"),

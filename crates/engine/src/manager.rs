@@ -62,13 +62,20 @@ pub struct Manager {
 
 impl std::fmt::Debug for Manager {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Manager").field("count", &self.len()).finish()
+        f.debug_struct("Manager")
+            .field("count", &self.len())
+            .finish()
     }
 }
 
 impl Manager {
     pub fn new(engine: Arc<Engine>, config: ManagerConfig) -> Self {
-        Self { engine, config, hook: None, entries: Mutex::new((0, HashMap::new())) }
+        Self {
+            engine,
+            config,
+            hook: None,
+            entries: Mutex::new((0, HashMap::new())),
+        }
     }
 
     /// Calls `hook` with every event of every workstream created afterwards.
@@ -104,13 +111,18 @@ impl Manager {
             let victim = oldest_idle(&entries.1).ok_or(ManagerError::AllActive(entries.1.len()))?;
             if let Some(entry) = entries.1.remove(victim.as_str()) {
                 entry.handle.shutdown();
-                evicted = Some(Closed { ws_id: victim, name: entry.handle.name(), reason: "evicted" });
+                evicted = Some(Closed {
+                    ws_id: victim,
+                    name: entry.handle.name(),
+                    reason: "evicted",
+                });
             }
         }
         let id = options.id.unwrap_or_else(crate::new_ws_id);
-        let name = options.name.filter(|n| !n.is_empty()).unwrap_or_else(|| {
-            format!("ws-{}", id.chars().take(4).collect::<String>())
-        });
+        let name = options
+            .name
+            .filter(|n| !n.is_empty())
+            .unwrap_or_else(|| format!("ws-{}", id.chars().take(4).collect::<String>()));
         let handle = WorkstreamHandle::spawn(
             self.engine.clone(),
             id.clone(),
@@ -123,7 +135,13 @@ impl Manager {
         }
         entries.0 += 1;
         let order = entries.0;
-        entries.1.insert(id.into(), Entry { order, handle: handle.clone() });
+        entries.1.insert(
+            id.into(),
+            Entry {
+                order,
+                handle: handle.clone(),
+            },
+        );
         Ok((handle, evicted))
     }
 
@@ -158,7 +176,9 @@ impl Manager {
     /// Closes idle workstreams inactive for longer than the idle timeout, oldest first,
     /// never the last one.
     pub fn close_idle(&self) -> Vec<Closed> {
-        let Some(timeout) = self.config.idle_timeout else { return Vec::new() };
+        let Some(timeout) = self.config.idle_timeout else {
+            return Vec::new();
+        };
         self.close_idle_older_than(timeout)
     }
 
@@ -168,7 +188,9 @@ impl Manager {
         let mut idle: Vec<(Instant, Arc<str>)> = entries
             .1
             .iter()
-            .filter(|(_, e)| is_idle(&e.handle) && now.duration_since(e.handle.last_active()) >= timeout)
+            .filter(|(_, e)| {
+                is_idle(&e.handle) && now.duration_since(e.handle.last_active()) >= timeout
+            })
             .map(|(id, e)| (e.handle.last_active(), id.clone()))
             .collect();
         idle.sort();
@@ -179,7 +201,11 @@ impl Manager {
             }
             if let Some(entry) = entries.1.remove(&id) {
                 entry.handle.shutdown();
-                closed.push(Closed { ws_id: id.to_string(), name: entry.handle.name(), reason: "idle" });
+                closed.push(Closed {
+                    ws_id: id.to_string(),
+                    name: entry.handle.name(),
+                    reason: "idle",
+                });
             }
         }
         closed

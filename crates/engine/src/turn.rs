@@ -14,7 +14,9 @@ use futures::StreamExt;
 use serde_json::Value;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
-use turnstone_llm::{ChatMessage, ChatRequest, FinishReason, LlmError, StreamEvent, ToolCall, Usage};
+use turnstone_llm::{
+    ChatMessage, ChatRequest, FinishReason, LlmError, StreamEvent, ToolCall, Usage,
+};
 use turnstone_tools::{OutputSink, Prepared, Tool, ToolOutput};
 
 use crate::Engine;
@@ -45,7 +47,13 @@ pub(crate) async fn run(
     correlation_id: String,
     token: CancellationToken,
 ) {
-    let mut turn = Turn { engine, shared, token, correlation_id, content: String::new() };
+    let mut turn = Turn {
+        engine,
+        shared,
+        token,
+        correlation_id,
+        content: String::new(),
+    };
     shared.push_message(ChatMessage::user(text));
     match turn.run_loop().await {
         Ok(()) => {
@@ -57,7 +65,6 @@ pub(crate) async fn run(
             turn.finish(WsState::Idle);
         }
         Err(Stop::Failed(message)) => {
-            shared.set_state(WsState::Error);
             shared.emit(Event::error(format!("Error: {message}")));
             shared.emit(Event::StreamEnd);
             turn.finish(WsState::Error);
@@ -71,7 +78,10 @@ impl Turn<'_> {
     }
 
     fn activity(&self, activity: impl Into<String>, state: &str) {
-        self.emit(Event::Activity { activity: activity.into(), activity_state: state.to_string() });
+        self.emit(Event::Activity {
+            activity: activity.into(),
+            activity_state: state.to_string(),
+        });
     }
 
     fn finish(&self, state: WsState) {
@@ -80,9 +90,7 @@ impl Turn<'_> {
             content: self.content.clone(),
             state,
         });
-        if state != WsState::Error || self.shared.state() != WsState::Error {
-            self.shared.set_state(state);
-        }
+        self.shared.set_state(state);
     }
 
     fn add_content(&mut self, text: &str) {
@@ -178,7 +186,9 @@ impl Turn<'_> {
         }
         if finish.is_none() {
             self.keep_partial(&text);
-            return Err(Stop::Failed("stream ended before the response finished".to_string()));
+            return Err(Stop::Failed(
+                "stream ended before the response finished".to_string(),
+            ));
         }
         match finish {
             Some(FinishReason::Length) => {
@@ -192,7 +202,9 @@ impl Turn<'_> {
                     "Warning: response truncated (hit {limit} token limit). Use --max-tokens to increase, or /compact to free context."
                 )));
                 if !calls.is_empty() {
-                    self.emit(Event::error("Discarding partial tool calls from truncated response."));
+                    self.emit(Event::error(
+                        "Discarding partial tool calls from truncated response.",
+                    ));
                     calls.clear();
                 }
             }
@@ -202,7 +214,8 @@ impl Turn<'_> {
             _ => {}
         }
         let content = (!text.is_empty()).then_some(text);
-        self.shared.push_message(ChatMessage::assistant(content.clone(), calls.clone()));
+        self.shared
+            .push_message(ChatMessage::assistant(content.clone(), calls.clone()));
         Ok((calls, content))
     }
 
@@ -215,7 +228,8 @@ impl Turn<'_> {
 
     fn keep_partial(&self, text: &str) {
         if !text.is_empty() {
-            self.shared.push_message(ChatMessage::assistant(Some(text.to_string()), Vec::new()));
+            self.shared
+                .push_message(ChatMessage::assistant(Some(text.to_string()), Vec::new()));
         }
     }
 
@@ -249,7 +263,11 @@ impl Turn<'_> {
         let usage = *lock(&self.shared.usage);
         let window = u64::from(self.engine.context_window());
         let used = usage.prompt_tokens + usage.completion_tokens;
-        let pct = if window == 0 { 0.0 } else { (used as f64 / window as f64 * 1000.0).round() / 10.0 };
+        let pct = if window == 0 {
+            0.0
+        } else {
+            (used as f64 / window as f64 * 1000.0).round() / 10.0
+        };
         self.shared.tokens_total.fetch_add(used, Ordering::Relaxed);
         self.emit(Event::Status(StatusInfo {
             prompt_tokens: usage.prompt_tokens,
@@ -266,9 +284,15 @@ impl Turn<'_> {
     }
 
     /// Prepare, approve, execute and fold one batch of tool calls.
-    async fn tool_round(&mut self, calls: Vec<ToolCall>, _text: Option<String>) -> Result<(), Stop> {
+    async fn tool_round(
+        &mut self,
+        calls: Vec<ToolCall>,
+        _text: Option<String>,
+    ) -> Result<(), Stop> {
         self.shared.set_state(WsState::Running);
-        self.shared.tool_calls_this_turn.fetch_add(calls.len() as u64, Ordering::Relaxed);
+        self.shared
+            .tool_calls_this_turn
+            .fetch_add(calls.len() as u64, Ordering::Relaxed);
         let prepared: Vec<Prep> = calls.iter().map(|c| self.prepare(c)).collect();
         let items: Vec<ToolItem> = prepared.iter().map(|p| p.item.clone()).collect();
         self.shared.set_state(WsState::Attention);
@@ -284,14 +308,25 @@ impl Turn<'_> {
         let decision = if needs_decision.is_empty() {
             if let Some(first) = prepared.iter().find(|p| p.item.error.is_none()) {
                 self.activity(
-                    format!("\u{2699} {}: {}", first.item.func_name, clip(&first.item.preview, 80)),
+                    format!(
+                        "\u{2699} {}: {}",
+                        first.item.func_name,
+                        clip(&first.item.preview, 80)
+                    ),
                     "tool",
                 );
             }
             self.emit(Event::ToolInfo { items });
-            Decision { approved: true, feedback: String::new(), always: false }
+            Decision {
+                approved: true,
+                feedback: String::new(),
+                always: false,
+            }
         } else {
-            let labels = needs_decision.iter().map(|p| p.item.approval_label.clone()).collect();
+            let labels = needs_decision
+                .iter()
+                .map(|p| p.item.approval_label.clone())
+                .collect();
             let first = &needs_decision[0].item;
             self.activity(
                 format!(
@@ -305,13 +340,27 @@ impl Turn<'_> {
                 Ok(d) => d,
                 Err(Stop::Cancelled) => {
                     self.shared.set_state(WsState::Running);
-                    self.fold(&prepared, HashMap::new(), "Denied by user: Cancelled by user");
+                    self.fold(
+                        &prepared,
+                        HashMap::new(),
+                        "Denied by user: Cancelled by user",
+                    );
                     return Err(Stop::Cancelled);
                 }
                 Err(e) => return Err(e),
             }
         };
         self.shared.set_state(WsState::Running);
+        for p in prepared.iter() {
+            if let Some(error) = &p.item.error {
+                self.emit(Event::ToolResult {
+                    call_id: p.call.id.clone(),
+                    name: p.call.name.clone(),
+                    output: error.clone(),
+                    is_error: true,
+                });
+            }
+        }
 
         if !decision.approved {
             let denial = if decision.feedback.is_empty() {
@@ -320,8 +369,10 @@ impl Turn<'_> {
                 format!("Denied by user: {}", decision.feedback)
             };
             // Calls that needed no approval still run; the denial covers the rest.
-            let needing: Vec<&str> =
-                needs_decision.iter().map(|p| p.item.call_id.as_str()).collect();
+            let needing: Vec<&str> = needs_decision
+                .iter()
+                .map(|p| p.item.call_id.as_str())
+                .collect();
             let runnable: Vec<&Prep> = prepared
                 .iter()
                 .filter(|p| p.item.error.is_none() && !needing.contains(&p.item.call_id.as_str()))
@@ -329,7 +380,11 @@ impl Turn<'_> {
             let results = self.execute(&runnable).await;
             let cancelled = self.token.is_cancelled();
             self.fold(&prepared, results, &denial);
-            return if cancelled { Err(Stop::Cancelled) } else { Ok(()) };
+            return if cancelled {
+                Err(Stop::Cancelled)
+            } else {
+                Ok(())
+            };
         }
 
         let runnable: Vec<&Prep> = prepared.iter().filter(|p| p.item.error.is_none()).collect();
@@ -340,7 +395,8 @@ impl Turn<'_> {
             return Err(Stop::Cancelled);
         }
         if !decision.feedback.is_empty() {
-            self.shared.push_message(ChatMessage::user(decision.feedback));
+            self.shared
+                .push_message(ChatMessage::user(decision.feedback));
         }
         Ok(())
     }
@@ -349,7 +405,12 @@ impl Turn<'_> {
         let registry = self.engine.tools();
         let fail = |error: String, emit_as: String| {
             self.emit(Event::error(emit_as));
-            Prep { call: call.clone(), item: error_item(&call.id, &call.name, error), prepared: None, tool: None }
+            Prep {
+                call: call.clone(),
+                item: error_item(&call.id, &call.name, error),
+                prepared: None,
+                tool: None,
+            }
         };
         let Some(tool) = registry.get(&call.name) else {
             let message = match registry.parse_arguments(&call.name, &call.arguments) {
@@ -362,7 +423,10 @@ impl Turn<'_> {
             Ok(v) => v,
             Err(e) => {
                 let message = e.to_string();
-                return fail(message.clone(), format!("Malformed tool call from model: {message}"));
+                return fail(
+                    message.clone(),
+                    format!("Malformed tool call from model: {message}"),
+                );
             }
         };
         match tool.prepare(args, &self.shared.tool_ctx) {
@@ -382,7 +446,10 @@ impl Turn<'_> {
             },
             Err(message) => {
                 let message = format!("Error: {message}");
-                fail(message.clone(), format!("Invalid arguments for {}: {message}", call.name))
+                fail(
+                    message.clone(),
+                    format!("Invalid arguments for {}: {message}", call.name),
+                )
             }
         }
     }
@@ -401,7 +468,12 @@ impl Turn<'_> {
                 items,
                 judge_pending: false,
             });
-            *pending = Some(PendingApproval { request_id: request_id.clone(), labels, event, reply });
+            *pending = Some(PendingApproval {
+                request_id: request_id.clone(),
+                labels,
+                event,
+                reply,
+            });
         }
         let timeout = self.engine.config().approval_timeout;
         let sleep = tokio::time::sleep(timeout);
@@ -451,11 +523,13 @@ impl Turn<'_> {
         }
         let ctx = &self.shared.tool_ctx;
         let parallel = self.engine.config().max_parallel_tools.max(1);
-        let mut running = futures::stream::iter(runnable.iter().filter_map(|p| {
-            let (tool, prepared) = (p.tool.as_ref()?, p.prepared.as_ref()?);
-            Some(run_one(self.shared, tool.clone(), prepared, &p.call, ctx))
-        }))
-        .buffer_unordered(parallel);
+        let mut calls: Vec<futures::future::BoxFuture<'_, (&ToolCall, ToolOutput)>> = Vec::new();
+        for p in runnable {
+            if let (Some(tool), Some(prepared)) = (p.tool.clone(), p.prepared.as_ref()) {
+                calls.push(Box::pin(run_one(self.shared, tool, prepared, &p.call, ctx)));
+            }
+        }
+        let mut running = futures::stream::iter(calls).buffer_unordered(parallel);
         loop {
             let next = tokio::select! {
                 biased;
@@ -520,7 +594,10 @@ async fn run_one<'a>(
     call: &'a ToolCall,
     ctx: &'a turnstone_tools::ToolContext,
 ) -> (&'a ToolCall, ToolOutput) {
-    let sink = ChunkSink { shared, call_id: &call.id };
+    let sink = ChunkSink {
+        shared,
+        call_id: &call.id,
+    };
     let output = tool.execute(prepared, ctx, &sink).await;
     (call, output)
 }

@@ -74,7 +74,11 @@ pub enum ApproveOutcome {
 }
 
 pub(crate) enum Command {
-    Send { text: String, correlation_id: String, token: CancellationToken },
+    Send {
+        text: String,
+        correlation_id: String,
+        token: CancellationToken,
+    },
 }
 
 /// Everything about a workstream that frontends and its task share.
@@ -155,7 +159,11 @@ impl WorkstreamHandle {
         let mut tool_ctx = ToolContext::new(config.cwd.clone());
         tool_ctx.truncation_limit = config.truncation_limit(engine.context_window());
         let shared = Arc::new(Shared {
-            log: Arc::new(EventLog::new(id.clone(), config.event_log_capacity, config.live_buffer)),
+            log: Arc::new(EventLog::new(
+                id.clone(),
+                config.event_log_capacity,
+                config.live_buffer,
+            )),
             id,
             name: Mutex::new(name),
             state: AtomicU8::new(WsState::Idle.to_u8()),
@@ -279,7 +287,11 @@ impl WorkstreamHandle {
         *lock(&self.shared.turn_token) = Some(token.clone());
         self.shared.turn_count.fetch_add(1, Ordering::Relaxed);
         self.shared.tool_calls_this_turn.store(0, Ordering::Relaxed);
-        let cmd = Command::Send { text: text.into(), correlation_id: correlation_id.clone(), token };
+        let cmd = Command::Send {
+            text: text.into(),
+            correlation_id: correlation_id.clone(),
+            token,
+        };
         match self.inbox.try_send(cmd) {
             Ok(()) => SendOutcome::Started { correlation_id },
             Err(_) => {
@@ -291,7 +303,12 @@ impl WorkstreamHandle {
 
     /// Decides the pending approval. The first decision wins; later ones get
     /// [`ApproveOutcome::NotPending`] with the recorded verdict.
-    pub fn approve(&self, approved: bool, feedback: Option<String>, always: bool) -> ApproveOutcome {
+    pub fn approve(
+        &self,
+        approved: bool,
+        feedback: Option<String>,
+        always: bool,
+    ) -> ApproveOutcome {
         let Some(pending) = lock(&self.shared.pending).take() else {
             return ApproveOutcome::NotPending(self.last_verdict());
         };
@@ -306,9 +323,16 @@ impl WorkstreamHandle {
             decided_by: "user",
         };
         *lock(&self.shared.last_verdict) = Some(verdict.clone());
-        self.shared.emit(Event::ApprovalResolved { approved, feedback: feedback.clone() });
+        self.shared.emit(Event::ApprovalResolved {
+            approved,
+            feedback: feedback.clone(),
+        });
         // The turn may have been cancelled meanwhile; then nobody listens, which is fine.
-        let _ = pending.reply.send(Decision { approved, feedback, always });
+        let _ = pending.reply.send(Decision {
+            approved,
+            feedback,
+            always,
+        });
         ApproveOutcome::Resolved(verdict)
     }
 
@@ -371,11 +395,21 @@ async fn actor(engine: Arc<Engine>, shared: Arc<Shared>, mut inbox: mpsc::Receiv
         };
         let Some(cmd) = cmd else { break };
         match cmd {
-            Command::Send { text, correlation_id, token } => {
+            Command::Send {
+                text,
+                correlation_id,
+                token,
+            } => {
                 let span = tracing::info_span!("turn", %correlation_id);
-                Box::pin(crate::turn::run(&engine, &shared, text, correlation_id, token))
-                    .instrument(span)
-                    .await;
+                Box::pin(crate::turn::run(
+                    &engine,
+                    &shared,
+                    text,
+                    correlation_id,
+                    token,
+                ))
+                .instrument(span)
+                .await;
                 *lock(&shared.turn_token) = None;
                 shared.busy.store(false, Ordering::Release);
             }

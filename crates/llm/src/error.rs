@@ -13,10 +13,17 @@ pub enum LlmError {
     Timeout(String),
     /// HTTP 429.
     #[error("rate limited by backend (HTTP 429): {body}")]
-    RateLimited { retry_after: Option<Duration>, body: String },
+    RateLimited {
+        retry_after: Option<Duration>,
+        body: String,
+    },
     /// HTTP 5xx.
     #[error("backend error HTTP {status}: {body}")]
-    Server { status: u16, retry_after: Option<Duration>, body: String },
+    Server {
+        status: u16,
+        retry_after: Option<Duration>,
+        body: String,
+    },
     /// HTTP 4xx other than 429 (bad request, auth, unknown model): never retried.
     #[error("backend rejected the request HTTP {status}: {body}")]
     Client { status: u16, body: String },
@@ -46,7 +53,9 @@ impl LlmError {
     /// The server's requested delay, if it sent `Retry-After`.
     pub fn retry_after(&self) -> Option<Duration> {
         match self {
-            Self::RateLimited { retry_after, .. } | Self::Server { retry_after, .. } => *retry_after,
+            Self::RateLimited { retry_after, .. } | Self::Server { retry_after, .. } => {
+                *retry_after
+            }
             _ => None,
         }
     }

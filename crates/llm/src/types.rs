@@ -41,13 +41,26 @@ pub struct ChatMessage {
 
 impl ChatMessage {
     pub fn system(text: impl Into<String>) -> Self {
-        Self { role: Some(Role::System), content: Some(text.into()), ..Self::default() }
+        Self {
+            role: Some(Role::System),
+            content: Some(text.into()),
+            ..Self::default()
+        }
     }
     pub fn user(text: impl Into<String>) -> Self {
-        Self { role: Some(Role::User), content: Some(text.into()), ..Self::default() }
+        Self {
+            role: Some(Role::User),
+            content: Some(text.into()),
+            ..Self::default()
+        }
     }
     pub fn assistant(text: Option<String>, tool_calls: Vec<ToolCall>) -> Self {
-        Self { role: Some(Role::Assistant), content: text, tool_calls, tool_call_id: None }
+        Self {
+            role: Some(Role::Assistant),
+            content: text,
+            tool_calls,
+            tool_call_id: None,
+        }
     }
     pub fn tool(call_id: impl Into<String>, output: impl Into<String>) -> Self {
         Self {
@@ -155,7 +168,10 @@ pub struct ModelCapabilities {
 
 impl Default for ModelCapabilities {
     fn default() -> Self {
-        Self { context_window: 32_768, max_output_tokens: 4_096 }
+        Self {
+            context_window: 32_768,
+            max_output_tokens: 4_096,
+        }
     }
 }
 

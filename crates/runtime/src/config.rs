@@ -54,7 +54,12 @@ impl Default for ConfigLoader {
 
 impl ConfigLoader {
     pub fn new() -> Self {
-        Self { figment: Figment::new(), env: Vec::new(), file: None, overrides: Vec::new() }
+        Self {
+            figment: Figment::new(),
+            env: Vec::new(),
+            file: None,
+            overrides: Vec::new(),
+        }
     }
 
     /// Reads a TOML file. `required = false` skips a missing file silently (the default
@@ -74,7 +79,8 @@ impl ConfigLoader {
     /// Adds a layer of overrides (typically the command-line flags that were given:
     /// serialise a struct whose absent flags are `None` with `skip_serializing_if`).
     pub fn overrides(mut self, layer: impl Serialize) -> Self {
-        self.overrides.push(Figment::from(Serialized::defaults(layer)));
+        self.overrides
+            .push(Figment::from(Serialized::defaults(layer)));
         self
     }
 
@@ -104,7 +110,9 @@ impl ConfigLoader {
         for layer in self.overrides {
             figment = figment.merge(layer);
         }
-        figment.extract::<T>().map_err(|e| ConfigError::Invalid(describe(&e)))
+        figment
+            .extract::<T>()
+            .map_err(|e| ConfigError::Invalid(describe(&e)))
     }
 }
 
@@ -157,7 +165,11 @@ mod tests {
     }
     impl Default for Server {
         fn default() -> Self {
-            Self { host: "127.0.0.1".into(), port: 8080, verbose: false }
+            Self {
+                host: "127.0.0.1".into(),
+                port: 8080,
+                verbose: false,
+            }
         }
     }
     #[derive(Debug, Default, Serialize, Deserialize, PartialEq)]
@@ -178,8 +190,10 @@ mod tests {
     }
 
     fn env(map: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
-        let m: HashMap<String, String> =
-            map.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let m: HashMap<String, String> = map
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         move |k| m.get(k).cloned()
     }
 
@@ -189,7 +203,10 @@ mod tests {
         let path = dir.path().join("config.toml");
         std::fs::write(&path, "[server]\nhost = \"0.0.0.0\"\nport = 9000\n").unwrap();
 
-        let only_file: Cfg = ConfigLoader::new().file(&path, true).load_from(&env(&[])).unwrap();
+        let only_file: Cfg = ConfigLoader::new()
+            .file(&path, true)
+            .load_from(&env(&[]))
+            .unwrap();
         assert_eq!(only_file.server.port, 9000);
         assert_eq!(only_file.server.host, "0.0.0.0");
 
@@ -197,7 +214,10 @@ mod tests {
             .file(&path, true)
             .env_var("TURNSTONE_PORT", "server.port")
             .env_var("TURNSTONE_VERBOSE", "server.verbose")
-            .load_from(&env(&[("TURNSTONE_PORT", "9100"), ("TURNSTONE_VERBOSE", "true")]))
+            .load_from(&env(&[
+                ("TURNSTONE_PORT", "9100"),
+                ("TURNSTONE_VERBOSE", "true"),
+            ]))
             .unwrap();
         assert_eq!(with_env.server.port, 9100);
         assert!(with_env.server.verbose);
@@ -205,11 +225,16 @@ mod tests {
         let with_cli: Cfg = ConfigLoader::new()
             .file(&path, true)
             .env_var("TURNSTONE_PORT", "server.port")
-            .overrides(Cli { server: Some(CliServer { port: Some(9200) }) })
+            .overrides(Cli {
+                server: Some(CliServer { port: Some(9200) }),
+            })
             .load_from(&env(&[("TURNSTONE_PORT", "9100")]))
             .unwrap();
         assert_eq!(with_cli.server.port, 9200);
-        assert_eq!(with_cli.server.host, "0.0.0.0", "absent CLI flags keep lower layers");
+        assert_eq!(
+            with_cli.server.host, "0.0.0.0",
+            "absent CLI flags keep lower layers"
+        );
     }
 
     #[test]
@@ -217,7 +242,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("config.toml");
         std::fs::write(&path, "[server]\nprot = 1\n").unwrap();
-        let err = ConfigLoader::new().file(&path, true).load_from::<Cfg>(&env(&[])).unwrap_err();
+        let err = ConfigLoader::new()
+            .file(&path, true)
+            .load_from::<Cfg>(&env(&[]))
+            .unwrap_err();
         let msg = err.to_string();
         assert!(msg.contains("prot"), "{msg}");
     }

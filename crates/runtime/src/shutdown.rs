@@ -52,7 +52,9 @@ impl Shutdown {
     pub async fn drain(&self, grace: Duration) -> bool {
         self.trigger();
         self.tracker.close();
-        tokio::time::timeout(grace, self.tracker.wait()).await.is_ok()
+        tokio::time::timeout(grace, self.tracker.wait())
+            .await
+            .is_ok()
     }
 
     /// Triggers shutdown on the first SIGINT or SIGTERM. Spawn it once from `main`.

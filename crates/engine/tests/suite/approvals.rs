@@ -6,7 +6,9 @@ use super::harness::*;
 
 fn approve_request(events: &[Event]) -> Option<(String, Vec<turnstone_engine::ToolItem>)> {
     events.iter().find_map(|e| match e {
-        Event::ApproveRequest { request_id, items, .. } => Some((request_id.clone(), items.clone())),
+        Event::ApproveRequest {
+            request_id, items, ..
+        } => Some((request_id.clone(), items.clone())),
         _ => None,
     })
 }
@@ -23,15 +25,27 @@ async fn an_approved_tool_call_runs_and_the_loop_continues() {
     assert!(items[0].needs_approval);
     assert!(items[0].header.contains("echo hi"), "{:?}", items[0].header);
     assert_eq!(ws.state(), WsState::Attention);
-    assert!(ws.pending_approval().is_some(), "a late subscriber can be re-sent the request");
+    assert!(
+        ws.pending_approval().is_some(),
+        "a late subscriber can be re-sent the request"
+    );
 
-    assert!(matches!(ws.approve(true, None, false), ApproveOutcome::Resolved(_)));
+    assert!(matches!(
+        ws.approve(true, None, false),
+        ApproveOutcome::Resolved(_)
+    ));
     let after = read_turn(&mut sub).await;
-    assert!(matches!(after[0], Event::ApprovalResolved { approved: true, .. }));
+    assert!(matches!(
+        after[0],
+        Event::ApprovalResolved { approved: true, .. }
+    ));
     let results = tool_results(&after);
     assert_eq!(results.len(), 1);
     assert!(results[0].1.contains("hi"), "{results:?}");
-    assert!(content(&after).starts_with("done: "), "the model saw the tool result");
+    assert!(
+        content(&after).starts_with("done: "),
+        "the model saw the tool result"
+    );
     assert_provider_acceptable(&ws.history());
     assert!(ws.pending_approval().is_none());
 
@@ -51,7 +65,10 @@ async fn a_denied_call_never_runs_and_the_model_gets_the_feedback() {
     read_until(&mut sub, |e| matches!(e, Event::ApproveRequest { .. })).await;
     ws.approve(false, Some("not now".into()), false);
     let events = read_turn(&mut sub).await;
-    assert!(tool_results(&events).is_empty(), "denied tools emit no tool_result");
+    assert!(
+        tool_results(&events).is_empty(),
+        "denied tools emit no tool_result"
+    );
     assert!(!marker.exists(), "a denied command must not run");
     let history = ws.history();
     assert_eq!(tool_messages(&history), ["Denied by user: not now"]);
@@ -72,7 +89,10 @@ async fn an_unanswered_approval_times_out_as_a_denial() {
     });
     let (approved, feedback) = resolved.unwrap();
     assert!(!approved);
-    assert!(feedback.starts_with("Approval timed out after"), "{feedback}");
+    assert!(
+        feedback.starts_with("Approval timed out after"),
+        "{feedback}"
+    );
     assert!(!marker.exists());
     assert_eq!(ws.last_verdict().unwrap().decided_by, "timeout");
     assert_provider_acceptable(&ws.history());
@@ -90,7 +110,11 @@ async fn always_approves_later_batches_of_the_same_label() {
 
     let mut sub = send(&ws, "TOOL: echo second");
     let events = read_turn(&mut sub).await;
-    assert!(!types(&events).contains(&"approve_request"), "{:?}", types(&events));
+    assert!(
+        !types(&events).contains(&"approve_request"),
+        "{:?}",
+        types(&events)
+    );
     assert!(types(&events).contains(&"tool_info"));
     assert!(tool_results(&events)[0].1.contains("second"));
 }
@@ -105,7 +129,10 @@ async fn read_only_tools_need_no_approval() {
     assert!(!types(&events).contains(&"approve_request"));
     let results = tool_results(&events);
     assert_eq!(results.len(), 1);
-    assert!(results[0].1.contains("line two") && !results[0].2, "{results:?}");
+    assert!(
+        results[0].1.contains("line two") && !results[0].2,
+        "{results:?}"
+    );
 }
 
 #[tokio::test]

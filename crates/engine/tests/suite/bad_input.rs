@@ -10,12 +10,20 @@ async fn malformed_tool_call_json_becomes_a_tool_error_not_a_crash() {
     let mut sub = send(&ws, r#"CALL:read_file {"path": "x.txt""#);
     let events = read_turn(&mut sub).await;
     let errs = errors(&events);
-    assert!(errs.iter().any(|e| e.starts_with("Malformed tool call from model:")), "{errs:?}");
+    assert!(
+        errs.iter()
+            .any(|e| e.starts_with("Malformed tool call from model:")),
+        "{errs:?}"
+    );
     let results = tool_results(&events);
     assert_eq!(results.len(), 1);
     assert!(results[0].2, "flagged as an error");
     assert!(results[0].1.contains("JSON parse error"), "{results:?}");
-    assert_eq!(ws.state(), WsState::Idle, "the loop continued: the model saw the error");
+    assert_eq!(
+        ws.state(),
+        WsState::Idle,
+        "the loop continued: the model saw the error"
+    );
     assert_provider_acceptable(&ws.history());
 }
 
@@ -30,9 +38,15 @@ async fn an_unknown_tool_is_named_without_fuzzy_matching() {
     let (name, output, is_error) = &results[0];
     assert_eq!(name, "bassh");
     assert!(is_error);
-    assert!(output.contains("tool 'bassh' is not registered"), "{output}");
+    assert!(
+        output.contains("tool 'bassh' is not registered"),
+        "{output}"
+    );
     assert!(!output.contains("Did you mean"), "{output}");
-    assert!(!types(&events).contains(&"approve_request"), "nothing to approve");
+    assert!(
+        !types(&events).contains(&"approve_request"),
+        "nothing to approve"
+    );
     assert_provider_acceptable(&ws.history());
 }
 
@@ -40,7 +54,10 @@ async fn an_unknown_tool_is_named_without_fuzzy_matching() {
 async fn invalid_arguments_are_a_tool_error() {
     let h = Harness::start().await;
     let ws = h.workstream();
-    let mut sub = send(&ws, r#"CALL:bash {"command": "echo hi", "timeout": 100000}"#);
+    let mut sub = send(
+        &ws,
+        r#"CALL:bash {"command": "echo hi", "timeout": 100000}"#,
+    );
     let events = read_turn(&mut sub).await;
     let results = tool_results(&events);
     assert_eq!(results.len(), 1);
@@ -83,6 +100,10 @@ async fn an_empty_200_body_is_an_error() {
     let mut sub = send(&ws, "anything");
     let events = read_turn(&mut sub).await;
     assert_eq!(ws.state(), WsState::Error);
-    assert!(errors(&events).iter().any(|e| e.contains("empty")), "{:?}", errors(&events));
+    assert!(
+        errors(&events).iter().any(|e| e.contains("empty")),
+        "{:?}",
+        errors(&events)
+    );
     let _ = Event::ClearUi;
 }

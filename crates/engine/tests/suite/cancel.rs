@@ -13,13 +13,23 @@ async fn cancel_during_streaming_keeps_partial_text_and_ends_idle() {
     assert!(ws.cancel());
     let events = read_turn(&mut sub).await;
     let t = types(&events);
-    assert!(t.contains(&"cancelled") && t.contains(&"stream_end"), "{t:?}");
-    assert!(events.iter().any(|e| matches!(e, Event::Info { message } if message == "[Generation cancelled]")));
+    assert!(
+        t.contains(&"cancelled") && t.contains(&"stream_end"),
+        "{t:?}"
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, Event::Info { message } if message == "[Generation cancelled]"))
+    );
     assert_eq!(ws.state(), WsState::Idle);
     let history = ws.history();
     assert_eq!(history.len(), 2);
     let partial = history[1].content.clone().unwrap();
-    assert!(!partial.is_empty() && partial.len() < long.len(), "partial text kept: {partial:?}");
+    assert!(
+        !partial.is_empty() && partial.len() < long.len(),
+        "partial text kept: {partial:?}"
+    );
     assert_provider_acceptable(&history);
 
     // The workstream is usable afterwards.
@@ -46,8 +56,15 @@ async fn cancel_during_approval_denies_and_leaves_a_consistent_history() {
     assert_eq!(ws.last_verdict().unwrap().decided_by, "cancel");
     let history = ws.history();
     assert_provider_acceptable(&history);
-    assert_eq!(tool_messages(&history), ["Denied by user: Cancelled by user"]);
-    assert_eq!(h.llm.request_count(), 1, "no new LLM request after a cancel");
+    assert_eq!(
+        tool_messages(&history),
+        ["Denied by user: Cancelled by user"]
+    );
+    assert_eq!(
+        h.llm.request_count(),
+        1,
+        "no new LLM request after a cancel"
+    );
 }
 
 #[tokio::test]
@@ -65,7 +82,10 @@ async fn cancel_during_tool_execution_kills_the_tool_and_synthesises_results() {
     let mut sub = send(&ws, &format!("{cmd}\n{fast}"));
     read_until(&mut sub, |e| matches!(e, Event::ToolResult { .. })).await;
     turnstone_testkit::assert_eventually!(pidfile.exists(), "the slow command never started");
-    let pid = std::fs::read_to_string(&pidfile).unwrap().trim().to_string();
+    let pid = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .to_string();
     assert!(ws.cancel());
     let events = read_turn(&mut sub).await;
     assert!(types(&events).contains(&"cancelled"));
@@ -75,7 +95,10 @@ async fn cancel_during_tool_execution_kills_the_tool_and_synthesises_results() {
     let results = tool_messages(&history);
     assert_eq!(results.len(), 2);
     assert!(results.iter().any(|r| r.contains("quick")), "{results:?}");
-    assert!(results.iter().any(|r| r == "Cancelled by user."), "{results:?}");
+    assert!(
+        results.iter().any(|r| r == "Cancelled by user."),
+        "{results:?}"
+    );
     assert_eq!(history.last().unwrap().role(), Role::Tool);
     let proc_dir = std::path::PathBuf::from(format!("/proc/{pid}"));
     turnstone_testkit::assert_eventually!(!proc_dir.exists(), "the cancelled command still runs");

@@ -53,13 +53,20 @@ impl Harness {
         let llm = FakeLlm::start_with(options.llm).await;
         let dir = tempfile::tempdir().unwrap();
         let provider = OpenAiProvider::new(OpenAiConfig::new(llm.base_url())).unwrap();
-        let resilient =
-            Resilient::new(Arc::new(provider), options.policy, Arc::new(options.breaker));
+        let resilient = Resilient::new(
+            Arc::new(provider),
+            options.policy,
+            Arc::new(options.breaker),
+        );
         let mut config = options.config;
         config.model = "fake-model".into();
         config.cwd = dir.path().to_path_buf();
-        let engine =
-            Engine::new(resilient, Arc::new(ToolRegistry::with_builtins()), config).await;
+        let engine = Engine::new(
+            resilient,
+            Arc::new(ToolRegistry::with_builtins().unwrap()),
+            config,
+        )
+        .await;
         let manager = Manager::new(engine, options.manager);
         Self { llm, manager, dir }
     }
@@ -108,8 +115,15 @@ pub async fn read_until(sub: &mut Subscription, stop: impl Fn(&Event) -> bool) -
 pub async fn read_turn(sub: &mut Subscription) -> Vec<Event> {
     let mut events = read_until(sub, |e| matches!(e, Event::TurnComplete { .. })).await;
     events.extend(
-        read_until(sub, |e| matches!(e, Event::StateChange { state: WsState::Idle | WsState::Error }))
-            .await,
+        read_until(sub, |e| {
+            matches!(
+                e,
+                Event::StateChange {
+                    state: WsState::Idle | WsState::Error
+                }
+            )
+        })
+        .await,
     );
     events
 }
@@ -152,9 +166,12 @@ pub fn tool_results(events: &[Event]) -> Vec<(String, String, bool)> {
     events
         .iter()
         .filter_map(|e| match e {
-            Event::ToolResult { name, output, is_error, .. } => {
-                Some((name.clone(), output.clone(), *is_error))
-            }
+            Event::ToolResult {
+                name,
+                output,
+                is_error,
+                ..
+            } => Some((name.clone(), output.clone(), *is_error)),
             _ => None,
         })
         .collect()
@@ -179,7 +196,10 @@ pub fn assert_provider_acceptable(history: &[ChatMessage]) {
                     i += 1;
                 }
                 got.sort();
-                assert_eq!(got, expected, "tool results must answer every call: {history:#?}");
+                assert_eq!(
+                    got, expected,
+                    "tool results must answer every call: {history:#?}"
+                );
                 continue;
             }
             Role::Assistant => {

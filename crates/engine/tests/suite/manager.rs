@@ -31,7 +31,10 @@ async fn when_all_are_busy_creation_is_refused() {
     let (only, _) = h.manager.create(CreateOptions::default()).unwrap();
     let mut sub = send(&only, "TOOL: echo waiting");
     read_until(&mut sub, |e| matches!(e, Event::ApproveRequest { .. })).await;
-    assert_eq!(h.manager.create(CreateOptions::default()).unwrap_err(), ManagerError::AllActive(1));
+    assert_eq!(
+        h.manager.create(CreateOptions::default()).unwrap_err(),
+        ManagerError::AllActive(1)
+    );
     only.cancel();
     read_turn(&mut sub).await;
 }
@@ -39,13 +42,24 @@ async fn when_all_are_busy_creation_is_refused() {
 #[tokio::test]
 async fn the_last_workstream_cannot_be_closed_and_unknown_ids_are_reported() {
     let h = Harness::start().await;
-    let (a, _) = h.manager.create(CreateOptions { name: Some("alpha".into()), ..Default::default() }).unwrap();
+    let (a, _) = h
+        .manager
+        .create(CreateOptions {
+            name: Some("alpha".into()),
+            ..Default::default()
+        })
+        .unwrap();
     assert_eq!(a.name(), "alpha");
     let (b, _) = h.manager.create(CreateOptions::default()).unwrap();
     assert_eq!(h.manager.close("nope"), Err(ManagerError::NotFound));
     assert_eq!(h.manager.close(a.id()), Ok(()));
     assert_eq!(h.manager.close(b.id()), Err(ManagerError::LastOne));
-    let ids: Vec<String> = h.manager.list().iter().map(|w| w.id().to_string()).collect();
+    let ids: Vec<String> = h
+        .manager
+        .list()
+        .iter()
+        .map(|w| w.id().to_string())
+        .collect();
     assert_eq!(ids, [b.id().to_string()]);
 }
 

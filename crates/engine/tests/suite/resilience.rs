@@ -17,14 +17,21 @@ fn infos(events: &[Event]) -> Vec<String> {
 #[tokio::test]
 async fn a_503_is_retried_and_the_turn_succeeds() {
     let h = Harness::start().await;
-    h.llm.push_fault(Fault::Status { code: 503, retry_after: None, body: "overloaded".into() });
+    h.llm.push_fault(Fault::Status {
+        code: 503,
+        retry_after: None,
+        body: "overloaded".into(),
+    });
     let ws = h.workstream();
     let mut sub = send(&ws, "after a hiccup");
     let events = read_turn(&mut sub).await;
     assert_eq!(content(&events), "after a hiccup");
     let notices = infos(&events);
     assert_eq!(notices.len(), 1, "{notices:?}");
-    assert!(notices[0].starts_with("[Retrying in ") && notices[0].contains("ServerError"), "{notices:?}");
+    assert!(
+        notices[0].starts_with("[Retrying in ") && notices[0].contains("ServerError"),
+        "{notices:?}"
+    );
     assert_eq!(h.llm.request_count(), 2);
     assert_eq!(ws.state(), WsState::Idle);
 }
@@ -33,7 +40,11 @@ async fn a_503_is_retried_and_the_turn_succeeds() {
 async fn exhausted_retries_end_the_turn_in_error_and_the_next_turn_recovers() {
     let h = Harness::start().await;
     for _ in 0..4 {
-        h.llm.push_fault(Fault::Status { code: 500, retry_after: None, body: "boom".into() });
+        h.llm.push_fault(Fault::Status {
+            code: 500,
+            retry_after: None,
+            body: "boom".into(),
+        });
     }
     let ws = h.workstream();
     let mut sub = send(&ws, "doomed");
@@ -41,7 +52,11 @@ async fn exhausted_retries_end_the_turn_in_error_and_the_next_turn_recovers() {
     assert_eq!(ws.state(), WsState::Error);
     assert_eq!(h.llm.request_count(), 4, "1 attempt + 3 retries");
     let errs = errors(&events);
-    assert!(errs.iter().any(|e| e.starts_with("Error: ") && e.contains("500")), "{errs:?}");
+    assert!(
+        errs.iter()
+            .any(|e| e.starts_with("Error: ") && e.contains("500")),
+        "{errs:?}"
+    );
     assert!(types(&events).contains(&"stream_end"));
 
     let mut sub = send(&ws, "recovered");
@@ -55,7 +70,11 @@ async fn the_breaker_opens_after_repeated_failures_and_refuses_without_calling_t
     let h = Harness::with(|o| o.policy = RetryPolicy::none()).await;
     let ws = h.workstream();
     for n in 0..5 {
-        h.llm.push_fault(Fault::Status { code: 503, retry_after: None, body: "down".into() });
+        h.llm.push_fault(Fault::Status {
+            code: 503,
+            retry_after: None,
+            body: "down".into(),
+        });
         let mut sub = send(&ws, &format!("attempt {n}"));
         read_turn(&mut sub).await;
         assert_eq!(ws.state(), WsState::Error);
@@ -66,8 +85,15 @@ async fn the_breaker_opens_after_repeated_failures_and_refuses_without_calling_t
     let mut sub = send(&ws, "refused");
     let events = read_turn(&mut sub).await;
     let errs = errors(&events);
-    assert!(errs.iter().any(|e| e.contains("circuit breaker open")), "{errs:?}");
-    assert_eq!(h.llm.request_count(), 5, "an open breaker does not call the backend");
+    assert!(
+        errs.iter().any(|e| e.contains("circuit breaker open")),
+        "{errs:?}"
+    );
+    assert_eq!(
+        h.llm.request_count(),
+        5,
+        "an open breaker does not call the backend"
+    );
 }
 
 fn ws_breaker_state(h: &Harness) -> BreakerState {

@@ -23,8 +23,14 @@ async fn a_text_turn_streams_content_and_ends_idle_with_status() {
         _ => None,
     });
     let status = status.unwrap();
-    assert!(status.prompt_tokens > 0 && status.completion_tokens > 0, "{status:?}");
-    assert_eq!(status.context_window, 32_768, "window read from /v1/models max_model_len");
+    assert!(
+        status.prompt_tokens > 0 && status.completion_tokens > 0,
+        "{status:?}"
+    );
+    assert_eq!(
+        status.context_window, 32_768,
+        "window read from /v1/models max_model_len"
+    );
     assert_eq!(status.turn_count, 1);
 
     let history = ws.history();
@@ -44,7 +50,10 @@ async fn a_text_turn_streams_content_and_ends_idle_with_status() {
         .iter()
         .map(|t| t["function"]["name"].as_str().unwrap())
         .collect();
-    assert!(tools.contains(&"bash") && tools.contains(&"read_file"), "{tools:?}");
+    assert!(
+        tools.contains(&"bash") && tools.contains(&"read_file"),
+        "{tools:?}"
+    );
 }
 
 #[tokio::test]
@@ -54,16 +63,23 @@ async fn turn_complete_carries_the_correlation_id_and_full_text() {
     let mut sub = ws.subscribe(None);
     assert_eq!(
         ws.send("abc", Some("c0ffee123456".into())),
-        SendOutcome::Started { correlation_id: "c0ffee123456".into() }
+        SendOutcome::Started {
+            correlation_id: "c0ffee123456".into()
+        }
     );
     let events = read_turn(&mut sub).await;
     let done = events.iter().find_map(|e| match e {
-        Event::TurnComplete { correlation_id, content, state } => {
-            Some((correlation_id.clone(), content.clone(), *state))
-        }
+        Event::TurnComplete {
+            correlation_id,
+            content,
+            state,
+        } => Some((correlation_id.clone(), content.clone(), *state)),
         _ => None,
     });
-    assert_eq!(done, Some(("c0ffee123456".into(), "abc".into(), WsState::Idle)));
+    assert_eq!(
+        done,
+        Some(("c0ffee123456".into(), "abc".into(), WsState::Idle))
+    );
 }
 
 #[tokio::test]
@@ -87,11 +103,18 @@ async fn reasoning_is_separated_from_content() {
 async fn a_send_while_busy_is_refused_with_busy_error() {
     let h = Harness::with(|o| o.llm.tokens_per_sec = Some(50.0)).await;
     let ws = h.workstream();
-    let mut sub = send(&ws, "a fairly long reply so that the turn is still running later");
+    let mut sub = send(
+        &ws,
+        "a fairly long reply so that the turn is still running later",
+    );
     assert_eq!(ws.send("second", None), SendOutcome::Busy);
     let events = read_turn(&mut sub).await;
     assert!(types(&events).contains(&"busy_error"));
-    assert_eq!(ws.history().len(), 2, "the refused send left no trace in history");
+    assert_eq!(
+        ws.history().len(),
+        2,
+        "the refused send left no trace in history"
+    );
     // And once idle, a new send works.
     let mut sub = send(&ws, "third");
     assert_eq!(content(&read_turn(&mut sub).await), "third");
@@ -109,8 +132,16 @@ async fn parallel_tool_calls_run_concurrently() {
     let events = read_turn(&mut sub).await;
     let results = tool_results(&events);
     assert_eq!(results.len(), 2, "{events:#?}");
-    assert!(results.iter().all(|(name, _, is_error)| name == "bash" && !is_error), "{results:?}");
-    assert!(types(&events).contains(&"tool_info"), "auto-approved batch announces itself");
+    assert!(
+        results
+            .iter()
+            .all(|(name, _, is_error)| name == "bash" && !is_error),
+        "{results:?}"
+    );
+    assert!(
+        types(&events).contains(&"tool_info"),
+        "auto-approved batch announces itself"
+    );
     assert_eq!(
         states(&events),
         [

@@ -1,0 +1,420 @@
+//! OpenAI-compatible chat-completions adapter (vLLM, llama.cpp, SGLang, OpenAI itself).
+//!
+//! Three layers: `wire` (serde shapes), the transport in this file (one shared
+//! `reqwest::Client`, status classification before the first byte) and the stream logic in
+//! `assemble` + `sse` (SSE payloads → [`StreamEvent`]s).
+
+mod assemble;
+mod sse;
+mod wire;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
+use serde_json::Value;
+
+use crate::error::LlmError;
+use crate::provider::Provider;
+use crate::think::ThinkSplitter;
+use crate::types::{
+    ChatRequest, ChatStream, Completion, FinishReason, ModelCapabilities, StreamEvent, ToolCall,
+};
+use assemble::{clip, event_stream, fill_missing_ids};
+use wire::{WireChunk, WireRequest, error_text};
+
+/// Configuration of one OpenAI-compatible backend (its `Debug` output hides the API key).
+#[derive(Clone)]
+pub struct OpenAiConfig {
+    /// Base URL including the version prefix, e.g. `http://127.0.0.1:8000/v1`.
+    pub base_url: String,
+    /// Sent as `Authorization: Bearer …` when set.
+    pub api_key: Option<String>,
+    /// Configured capabilities; when set, the backend's model list is never asked.
+    pub capabilities: Option<ModelCapabilities>,
+    /// TCP connect timeout.
+    pub connect_timeout: Duration,
+    /// Time allowed until the response head (and, per read, between body chunks).
+    pub request_timeout: Duration,
+    /// Extra headers sent with every request.
+    pub extra_headers: BTreeMap<String, String>,
+}
+
+impl OpenAiConfig {
+    /// Defaults for `base_url`: no key, 10 s connect timeout, 600 s request timeout.
+    pub fn new(base_url: impl Into<String>) -> Self {
+        Self {
+            base_url: base_url.into(),
+            api_key: None,
+            capabilities: None,
+            connect_timeout: Duration::from_secs(10),
+            request_timeout: Duration::from_secs(600),
+            extra_headers: BTreeMap::new(),
+        }
+    }
+}
+
+impl std::fmt::Debug for OpenAiConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenAiConfig")
+            .field("base_url", &self.base_url)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("capabilities", &self.capabilities)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("request_timeout", &self.request_timeout)
+            .field(
+                "extra_headers",
+                &self.extra_headers.keys().collect::<Vec<_>>(),
+            )
+            .finish()
+    }
+}
+
+impl Default for OpenAiConfig {
+    fn default() -> Self {
+        Self::new("http://127.0.0.1:8000/v1")
+    }
+}
+
+/// The OpenAI-compatible [`Provider`].
+#[derive(Debug)]
+pub struct OpenAiProvider {
+    config: OpenAiConfig,
+    client: reqwest::Client,
+    capabilities_cache: Mutex<HashMap<String, ModelCapabilities>>,
+}
+
+impl OpenAiProvider {
+    /// Builds the provider and its HTTP client. Fails (as [`LlmError::Connect`]) only on an
+    /// invalid extra header or an HTTP client that cannot be built.
+    pub fn new(config: OpenAiConfig) -> Result<Self, LlmError> {
+        let mut headers = HeaderMap::new();
+        for (name, value) in &config.extra_headers {
+            let name = HeaderName::from_bytes(name.as_bytes()).map_err(|e| {
+                LlmError::Connect(format!("invalid extra header name {name:?}: {e}"))
+            })?;
+            let value = HeaderValue::from_str(value)
+                .map_err(|e| LlmError::Connect(format!("invalid value for header {name}: {e}")))?;
+            headers.insert(name, value);
+        }
+        if let Some(key) = &config.api_key {
+            let mut value = HeaderValue::from_str(&format!("Bearer {key}"))
+                .map_err(|_| LlmError::Connect("API key is not a valid header value".into()))?;
+            value.set_sensitive(true);
+            headers.insert(reqwest::header::AUTHORIZATION, value);
+        }
+        let client = reqwest::Client::builder()
+            .default_headers(headers)
+            .connect_timeout(config.connect_timeout)
+            .read_timeout(config.request_timeout)
+            .build()
+            .map_err(|e| LlmError::Connect(format!("cannot build HTTP client: {e}")))?;
+        Ok(Self {
+            config,
+            client,
+            capabilities_cache: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The configuration this provider was built with.
+    pub fn config(&self) -> &OpenAiConfig {
+        &self.config
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}/{path}", self.config.base_url.trim_end_matches('/'))
+    }
+
+    /// Sends a request and waits for a successful response head.
+    async fn send(&self, request: reqwest::RequestBuilder) -> Result<reqwest::Response, LlmError> {
+        let response = tokio::time::timeout(self.config.request_timeout, request.send())
+            .await
+            .map_err(|_| {
+                LlmError::Timeout(format!(
+                    "no response head within {:?}",
+                    self.config.request_timeout
+                ))
+            })?
+            .map_err(classify_transport)?;
+        let status = response.status();
+        if status.is_success() {
+            return Ok(response);
+        }
+        let retry_after = response
+            .headers()
+            .get(RETRY_AFTER)
+            .and_then(parse_retry_after);
+        let body = read_error_body(response).await;
+        let code = status.as_u16();
+        Err(match code {
+            429 => LlmError::RateLimited { retry_after, body },
+            500..=599 => LlmError::Server {
+                status: code,
+                retry_after,
+                body,
+            },
+            _ => LlmError::Client { status: code, body },
+        })
+    }
+
+    async fn fetch_capabilities(&self, model: &str) -> Result<ModelCapabilities, LlmError> {
+        let response = self.send(self.client.get(self.url("models"))).await?;
+        let body = self.read_body(response).await?;
+        let list: Value = serde_json::from_slice(&body)
+            .map_err(|e| LlmError::Malformed(format!("model list is not JSON: {e}")))?;
+        Ok(capabilities_from_model_list(&list, model))
+    }
+
+    async fn read_body(&self, response: reqwest::Response) -> Result<bytes::Bytes, LlmError> {
+        tokio::time::timeout(self.config.request_timeout, response.bytes())
+            .await
+            .map_err(|_| LlmError::Timeout("response body not complete in time".into()))?
+            .map_err(|e| LlmError::StreamInterrupted(format!("reading response body: {e}")))
+    }
+}
+
+#[async_trait]
+impl Provider for OpenAiProvider {
+    fn name(&self) -> &str {
+        "openai"
+    }
+
+    async fn stream(&self, request: &ChatRequest) -> Result<ChatStream, LlmError> {
+        let body = WireRequest::new(request, true);
+        let builder = self
+            .client
+            .post(self.url("chat/completions"))
+            .header(reqwest::header::ACCEPT, "text/event-stream")
+            .json(&body);
+        let response = self.send(builder).await?;
+        if is_json(&response) {
+            // The server ignored `stream: true` and sent one JSON completion.
+            let body = self.read_body(response).await?;
+            let events = completion_events(parse_completion(&body));
+            return Ok(Box::pin(futures::stream::iter(events)));
+        }
+        tracing::debug!(model = %request.model, "chat stream started");
+        Ok(event_stream(response.bytes_stream()))
+    }
+
+    async fn complete(&self, request: &ChatRequest) -> Result<Completion, LlmError> {
+        let body = WireRequest::new(request, false);
+        let builder = self.client.post(self.url("chat/completions")).json(&body);
+        let response = self.send(builder).await?;
+        let body = self.read_body(response).await?;
+        parse_completion(&body)
+    }
+
+    async fn capabilities(&self, model: &str) -> Result<ModelCapabilities, LlmError> {
+        if let Some(configured) = self.config.capabilities {
+            return Ok(configured);
+        }
+        if let Some(cached) = self.cache().get(model) {
+            return Ok(*cached);
+        }
+        let found = self.fetch_capabilities(model).await?;
+        self.cache().insert(model.to_string(), found);
+        Ok(found)
+    }
+}
+
+impl OpenAiProvider {
+    fn cache(&self) -> std::sync::MutexGuard<'_, HashMap<String, ModelCapabilities>> {
+        // A poisoned cache is still a valid map.
+        self.capabilities_cache
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// Whether the response is a single JSON document rather than an event stream.
+fn is_json(response: &reqwest::Response) -> bool {
+    response
+        .headers()
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim_start().starts_with("application/json"))
+}
+
+/// A whole completion replayed as stream events (same order guarantees as a real stream).
+fn completion_events(
+    completion: Result<Completion, LlmError>,
+) -> Vec<Result<StreamEvent, LlmError>> {
+    let c = match completion {
+        Ok(c) => c,
+        Err(e) => return vec![Err(e)],
+    };
+    let mut out = Vec::new();
+    if !c.reasoning.is_empty() {
+        out.push(Ok(StreamEvent::Reasoning(c.reasoning)));
+    }
+    if !c.content.is_empty() {
+        out.push(Ok(StreamEvent::Content(c.content)));
+    }
+    let has_calls = !c.tool_calls.is_empty();
+    if has_calls {
+        out.push(Ok(StreamEvent::ToolCalls(c.tool_calls)));
+    }
+    if let Some(usage) = c.usage {
+        out.push(Ok(StreamEvent::Usage(usage)));
+    }
+    let reason = c.finish_reason.unwrap_or(if has_calls {
+        FinishReason::ToolCalls
+    } else {
+        FinishReason::Stop
+    });
+    out.push(Ok(StreamEvent::Finish(reason)));
+    out
+}
+
+/// Classifies a reqwest error that happened before the response head.
+fn classify_transport(error: reqwest::Error) -> LlmError {
+    let text = error_chain(&error);
+    if error.is_timeout() {
+        LlmError::Timeout(text)
+    } else {
+        LlmError::Connect(text)
+    }
+}
+
+/// The error and its sources, joined: reqwest's top-level message alone says little.
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(inner) = source {
+        text.push_str(": ");
+        text.push_str(&inner.to_string());
+        source = inner.source();
+    }
+    text
+}
+
+/// `Retry-After` in seconds (integer or decimal); HTTP dates are not honoured.
+fn parse_retry_after(value: &HeaderValue) -> Option<Duration> {
+    let secs: f64 = value.to_str().ok()?.trim().parse().ok()?;
+    (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs))
+}
+
+/// The body of an error response, clipped; never fails.
+async fn read_error_body(response: reqwest::Response) -> String {
+    let read = tokio::time::timeout(Duration::from_secs(5), response.text()).await;
+    let text = match read {
+        Ok(Ok(text)) => text,
+        _ => return String::new(),
+    };
+    match serde_json::from_str::<Value>(&text) {
+        Ok(json) => match json.get("error") {
+            Some(error) => clip(&error_text(error)),
+            None => clip(&text),
+        },
+        Err(_) => clip(&text),
+    }
+}
+
+/// Parses a non-streamed completion body.
+fn parse_completion(body: &[u8]) -> Result<Completion, LlmError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Err(LlmError::EmptyResponse);
+    }
+    let reply: WireChunk = serde_json::from_slice(body).map_err(|e| {
+        LlmError::Malformed(format!(
+            "completion is not valid JSON ({e}): {}",
+            clip(&String::from_utf8_lossy(body))
+        ))
+    })?;
+    if let Some(error) = &reply.error {
+        return Err(LlmError::Malformed(format!(
+            "backend error: {}",
+            error_text(error)
+        )));
+    }
+    let usage = reply.usage.as_ref().map(Into::into);
+    let Some(choice) = reply.choices.unwrap_or_default().into_iter().next() else {
+        return Err(LlmError::EmptyResponse);
+    };
+    let message = choice.message.or(choice.delta).unwrap_or_default();
+    let mut completion = Completion {
+        usage,
+        finish_reason: choice.finish_reason.as_deref().map(FinishReason::from_wire),
+        ..Completion::default()
+    };
+    for reasoning in [message.reasoning_content, message.reasoning]
+        .into_iter()
+        .flatten()
+    {
+        completion.reasoning.push_str(&reasoning);
+    }
+    let mut splitter = ThinkSplitter::new();
+    let mut pieces = splitter.push(message.content.as_deref().unwrap_or(""));
+    pieces.extend(splitter.finish());
+    for piece in pieces {
+        match piece {
+            crate::think::Piece::Content(t) => completion.content.push_str(&t),
+            crate::think::Piece::Reasoning(t) => completion.reasoning.push_str(&t),
+        }
+    }
+    completion.tool_calls = message
+        .tool_calls
+        .unwrap_or_default()
+        .into_iter()
+        .map(|call| {
+            let function = call.function.unwrap_or_default();
+            ToolCall {
+                id: call.id.unwrap_or_default(),
+                arguments: function.arguments_text(),
+                name: function.name.unwrap_or_default(),
+            }
+        })
+        .collect();
+    fill_missing_ids(&mut completion.tool_calls);
+    Ok(completion)
+}
+
+/// Reads the capabilities of `model` from a `/models` answer (`{"data": [...]}`,
+/// `{"models": [...]}` or a bare list). Unknown model or no context field → defaults.
+fn capabilities_from_model_list(list: &Value, model: &str) -> ModelCapabilities {
+    let entries: &[Value] = match list {
+        Value::Array(items) => items,
+        Value::Object(map) => ["data", "models"]
+            .iter()
+            .find_map(|k| map.get(*k).and_then(Value::as_array))
+            .map_or(&[], Vec::as_slice),
+        _ => &[],
+    };
+    let id_of = |e: &Value| {
+        ["id", "model", "name"]
+            .iter()
+            .find_map(|k| e.get(*k).and_then(Value::as_str))
+            .map(str::to_string)
+    };
+    let entry = entries
+        .iter()
+        .find(|e| id_of(e).as_deref() == Some(model))
+        .or(if entries.len() == 1 {
+            entries.first()
+        } else {
+            None
+        });
+    let mut caps = ModelCapabilities::default();
+    let Some(entry) = entry else { return caps };
+    let number = |v: Option<&Value>| v.and_then(Value::as_u64).filter(|n| *n > 0);
+    let context = ["max_model_len", "context_length", "context_window"]
+        .iter()
+        .find_map(|k| number(entry.get(*k)))
+        .or_else(|| number(entry.get("meta").and_then(|m| m.get("n_ctx_train"))));
+    if let Some(context) = context {
+        caps.context_window = u32::try_from(context).unwrap_or(u32::MAX);
+    }
+    let max_output = ["max_output_tokens", "max_completion_tokens"]
+        .iter()
+        .find_map(|k| number(entry.get(*k)));
+    if let Some(max_output) = max_output {
+        caps.max_output_tokens = u32::try_from(max_output).unwrap_or(u32::MAX);
+    }
+    caps
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,230 @@
+//! Simple JSON bodies of the node's HTTP API (node spec §1.3; cluster spec
+//! §4), shared by the node (server side) and the bridge/console (client side).
+//! Routes, status codes and auth are the HTTP layer's business.
+//!
+//! All structs are `#[serde(default)]`: a missing key takes its default, an
+//! unknown key is ignored. [`decode`] adds the MQ-style tolerance (top-level
+//! `null` = missing) and typed errors.
+
+use serde::de::DeserializeOwned;
+
+use crate::ProtoError;
+use crate::sse::WorkstreamState;
+use crate::tolerant::{decode_fields, parse_object, wire_struct};
+
+/// Tolerant decoding of a request or response body into `T`; `what` names
+/// the body in errors.
+pub fn decode<T: DeserializeOwned>(what: &str, bytes: &[u8]) -> Result<T, ProtoError> {
+    decode_fields(what, parse_object(bytes)?)
+}
+
+/// `{"status": "ok"}`, the reply to a successful mutation (node spec §1.1).
+pub const STATUS_OK: &str = "ok";
+/// `{"status": "busy"}`, the reply to `send` while a turn runs (node spec §1.3.6).
+pub const STATUS_BUSY: &str = "busy";
+
+wire_struct! {
+    /// `{"status": ...}`: the reply of simple mutations (node spec §1.1, §1.3.6).
+    pub struct StatusReply {
+        /// `"ok"` or `"busy"`.
+        pub status: String = STATUS_OK.to_owned(),
+    }
+}
+
+wire_struct! {
+    /// `{"error": "..."}`: every application error body (node spec §1.1).
+    pub struct ErrorReply {
+        pub error: String = String::new(),
+    }
+}
+
+wire_struct! {
+    /// `POST /v1/api/send` (node spec §1.3.6).
+    pub struct SendBody {
+        pub ws_id: String = String::new(),
+        pub message: String = String::new(),
+    }
+}
+
+wire_struct! {
+    /// `POST /v1/api/approve` (node spec §1.3.7). `feedback` is omitted when
+    /// `None` (the bridge sends it only when set).
+    pub struct ApproveBody {
+        pub ws_id: String = String::new(),
+        pub approved: bool = false,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub feedback: Option<String> = None,
+        pub always: bool = false,
+    }
+}
+
+wire_struct! {
+    /// `POST /v1/api/plan` (node spec §1.3.10): `""` approves, text revises,
+    /// `"reject"` rejects.
+    pub struct PlanBody {
+        pub ws_id: String = String::new(),
+        pub feedback: String = String::new(),
+    }
+}
+
+wire_struct! {
+    /// `POST /v1/api/command` (node spec §1.3.8).
+    pub struct CommandBody {
+        pub ws_id: String = String::new(),
+        pub command: String = String::new(),
+    }
+}
+
+wire_struct! {
+    /// `POST /v1/api/cancel` (node spec §1.3.9).
+    pub struct CancelBody {
+        pub ws_id: String = String::new(),
+        pub force: bool = false,
+    }
+}
+
+fn is_empty(s: &str) -> bool {
+    s.is_empty()
+}
+
+wire_struct! {
+    /// `POST /v1/api/workstreams/new` (node spec §1.3.11; cluster spec §3.5).
+    /// `model`, `resume_ws`, `skill` and `user_id` are omitted when empty, as
+    /// the bridge sends them.
+    pub struct CreateWorkstreamBody {
+        pub name: String = String::new(),
+        pub auto_approve: bool = false,
+        #[serde(skip_serializing_if = "is_empty")]
+        pub model: String = String::new(),
+        #[serde(skip_serializing_if = "is_empty")]
+        pub resume_ws: String = String::new(),
+        #[serde(skip_serializing_if = "is_empty")]
+        pub skill: String = String::new(),
+        #[serde(skip_serializing_if = "is_empty")]
+        pub user_id: String = String::new(),
+    }
+}
+
+wire_struct! {
+    /// The 200 reply of `POST /v1/api/workstreams/new` (node spec §1.3.11).
+    pub struct CreateWorkstreamReply {
+        pub ws_id: String = String::new(),
+        pub name: String = String::new(),
+        pub resumed: bool = false,
+        pub message_count: u64 = 0,
+    }
+}
+
+wire_struct! {
+    /// `POST /v1/api/workstreams/close` (node spec §1.3.12).
+    pub struct CloseWorkstreamBody {
+        pub ws_id: String = String::new(),
+    }
+}
+
+wire_struct! {
+    /// One row of `GET /v1/api/workstreams` (node spec §1.3.3) and of the MQ
+    /// `ws_list` event.
+    pub struct WorkstreamSummary {
+        pub id: String = String::new(),
+        pub name: String = String::new(),
+        pub state: WorkstreamState = WorkstreamState::Idle,
+    }
+}
+
+wire_struct! {
+    /// `GET /v1/api/workstreams` (node spec §1.3.3), in creation order.
+    pub struct WorkstreamList {
+        pub workstreams: Vec<WorkstreamSummary> = Vec::new(),
+    }
+}
+
+wire_struct! {
+    /// Per-state counts in `/health` (node spec §1.3.1).
+    pub struct HealthWorkstreams {
+        pub total: u64 = 0,
+        pub idle: u64 = 0,
+        pub thinking: u64 = 0,
+        pub running: u64 = 0,
+        pub attention: u64 = 0,
+        pub error: u64 = 0,
+    }
+}
+
+wire_struct! {
+    /// LLM backend status in `/health` (node spec §1.3.1).
+    pub struct HealthBackend {
+        /// `"up"` or `"down"`.
+        pub status: String = "up".to_owned(),
+        /// `closed`, `open` or `half_open`.
+        pub circuit_state: String = "closed".to_owned(),
+    }
+}
+
+wire_struct! {
+    /// MCP counts in `/health`, present only with an MCP client (node spec §1.3.1).
+    pub struct HealthMcp {
+        pub servers: u64 = 0,
+        pub resources: u64 = 0,
+        pub prompts: u64 = 0,
+    }
+}
+
+wire_struct! {
+    /// `GET /health` (node spec §1.3.1; cluster spec §4.1), keys in wire order.
+    /// `mcp` is omitted when `None`; a missing `max_ws` reads as 10.
+    pub struct Health {
+        /// `"ok"` or `"degraded"`.
+        pub status: String = STATUS_OK.to_owned(),
+        pub version: String = String::new(),
+        pub node_id: String = String::new(),
+        pub uptime_seconds: f64 = 0.0,
+        pub model: String = String::new(),
+        pub max_ws: u64 = crate::mq::DEFAULT_MAX_WS,
+        pub workstreams: HealthWorkstreams = HealthWorkstreams::default(),
+        pub backend: HealthBackend = HealthBackend::default(),
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub mcp: Option<HealthMcp> = None,
+    }
+}
+
+wire_struct! {
+    /// One workstream of `GET /v1/api/dashboard` (node spec §1.3.4).
+    pub struct DashboardWorkstream {
+        pub id: String = String::new(),
+        pub name: String = String::new(),
+        pub state: WorkstreamState = WorkstreamState::Idle,
+        pub title: String = String::new(),
+        pub tokens: u64 = 0,
+        pub context_ratio: f64 = 0.0,
+        pub activity: String = String::new(),
+        pub activity_state: String = String::new(),
+        pub tool_calls: u64 = 0,
+        /// Always `"local"` on a node.
+        pub node: String = "local".to_owned(),
+        pub model: String = String::new(),
+        pub model_alias: String = String::new(),
+    }
+}
+
+wire_struct! {
+    /// The `aggregate` of `GET /v1/api/dashboard` (node spec §1.3.4).
+    pub struct DashboardAggregate {
+        pub total_tokens: u64 = 0,
+        pub total_tool_calls: u64 = 0,
+        /// Workstreams whose state is not idle.
+        pub active_count: u64 = 0,
+        pub total_count: u64 = 0,
+        /// Whole seconds here (a float in `/health`).
+        pub uptime_seconds: u64 = 0,
+        pub node: String = "local".to_owned(),
+    }
+}
+
+wire_struct! {
+    /// `GET /v1/api/dashboard` (node spec §1.3.4).
+    pub struct Dashboard {
+        pub workstreams: Vec<DashboardWorkstream> = Vec::new(),
+        pub aggregate: DashboardAggregate = DashboardAggregate::default(),
+    }
+}

@@ -1,0 +1,60 @@
+//! Identifiers and timestamps as the wire spells them (cluster spec §1.1).
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Length of a `correlation_id` / approval `request_id`: 12 lowercase hex digits.
+pub const SHORT_ID_LEN: usize = 12;
+
+/// A fresh `correlation_id`: 12 random lowercase hex digits (48 bits), the
+/// shape the original takes from the head of a uuid4 (cluster spec §1.1).
+pub fn new_correlation_id() -> String {
+    let bits: u64 = rand::random::<u64>() & 0xffff_ffff_ffff;
+    format!("{bits:012x}")
+}
+
+/// A fresh approval / plan-review `request_id`; same shape as a correlation id
+/// (cluster spec §1.1, §3.7).
+pub fn new_request_id() -> String {
+    new_correlation_id()
+}
+
+/// Whether `s` looks like a generated short id (12 lowercase hex digits).
+pub fn is_short_id(s: &str) -> bool {
+    s.len() == SHORT_ID_LEN && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// Wall-clock now as Unix epoch seconds, the wire's `timestamp` (cluster spec §1.1).
+/// A clock before 1970 yields `0.0`.
+pub fn now_timestamp() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn correlation_ids_are_twelve_hex_digits_and_vary() {
+        let ids: Vec<String> = (0..64).map(|_| new_correlation_id()).collect();
+        assert!(ids.iter().all(|id| is_short_id(id)), "{ids:?}");
+        let distinct: std::collections::HashSet<_> = ids.iter().collect();
+        assert!(distinct.len() > 60);
+    }
+
+    #[test]
+    fn short_id_check_rejects_other_shapes() {
+        assert!(is_short_id("9082b522c877"));
+        assert!(!is_short_id("9082B522C877"));
+        assert!(!is_short_id("9082b522c87"));
+        assert!(!is_short_id("9082b522c877a"));
+        assert!(!is_short_id(""));
+    }
+
+    #[test]
+    fn timestamp_is_after_2020() {
+        assert!(now_timestamp() > 1_577_836_800.0);
+    }
+}
