@@ -1,1 +1,55 @@
-//! placeholder
+//! # turnstone-tools
+//!
+//! The built-in tools of a Turnstone node and the registry that holds them.
+//!
+//! This crate owns:
+//! - the [`Tool`] seam ([`tool`]): definition, prepare (validate + header/preview +
+//!   approval label), execute (with streamed output and cancellation by drop);
+//! - the JSON schemas of the built-in tools (`schemas/*.json`, embedded at compile time)
+//!   and their Turnstone metadata ([`ToolMeta`]: `agent`, `task_agent`, `auto_approve`,
+//!   `primary_key`);
+//! - the built-in tools themselves: `bash`, `read_file`, `write_file`, `edit_file`,
+//!   `diff_file` and `search` ([`builtin`]);
+//! - [`ToolRegistry`]: lookup by exact name, the function list sent to models, and the
+//!   lenient argument parsing of model output ([`ToolRegistry::parse_arguments`]);
+//! - [`truncate_output`]: the head + tail truncation applied to tool results.
+//!
+//! It must not know sessions, workstreams, approval policy, HTTP or storage: per-call state
+//! arrives through [`ToolContext`], and the engine decides what to do with a [`Prepared`]
+//! call and its [`ToolOutput`].
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use turnstone_tools::{NoOutput, ToolContext, ToolRegistry};
+//!
+//! let registry = ToolRegistry::with_builtins()?;
+//! let ctx = ToolContext::new("/tmp");
+//! // The model sent a bare string: it maps to bash's primary key, `command`.
+//! let args = registry.parse_arguments("bash", "echo hello")?;
+//! if let Some(tool) = registry.get("bash") {
+//!     let prepared = tool.prepare(args, &ctx)?;
+//!     let output = tool.execute(&prepared, &ctx, &NoOutput).await;
+//!     println!("{}", output.content);
+//! }
+//! # Ok(())
+//! # }
+//! ```
+
+pub mod tool;
+pub use tool::*;
+
+mod arguments;
+pub mod builtin;
+mod error;
+mod paths;
+mod registry;
+mod schema;
+mod truncate;
+
+pub use builtin::{
+    BashTool, BuiltinOptions, DiffFileTool, EditFileTool, ReadFileTool, SearchTool, WriteFileTool,
+};
+pub use error::{ArgumentError, RegistryError};
+pub use registry::{FunctionSpec, ToolRegistry};
+pub use schema::{builtin_definitions, parse_definition};
+pub use truncate::truncate_output;

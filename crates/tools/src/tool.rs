@@ -45,7 +45,11 @@ pub struct ToolContext {
 
 impl ToolContext {
     pub fn new(cwd: impl Into<PathBuf>) -> Self {
-        Self { cwd: cwd.into(), read_files: Arc::default(), truncation_limit: 0 }
+        Self {
+            cwd: cwd.into(),
+            read_files: Arc::default(),
+            truncation_limit: 0,
+        }
     }
 }
 
@@ -86,10 +90,16 @@ pub struct ToolOutput {
 
 impl ToolOutput {
     pub fn ok(content: impl Into<String>) -> Self {
-        Self { content: content.into(), is_error: false }
+        Self {
+            content: content.into(),
+            is_error: false,
+        }
     }
     pub fn error(content: impl Into<String>) -> Self {
-        Self { content: content.into(), is_error: true }
+        Self {
+            content: content.into(),
+            is_error: true,
+        }
     }
 }
 
@@ -104,5 +114,10 @@ pub trait Tool: Send + Sync + 'static {
     fn prepare(&self, args: Value, ctx: &ToolContext) -> Result<Prepared, String>;
 
     /// Runs the call. Failures are `ToolOutput { is_error: true, .. }`, never panics.
-    async fn execute(&self, prepared: &Prepared, ctx: &ToolContext, out: &dyn OutputSink) -> ToolOutput;
+    async fn execute(
+        &self,
+        prepared: &Prepared,
+        ctx: &ToolContext,
+        out: &dyn OutputSink,
+    ) -> ToolOutput;
 }

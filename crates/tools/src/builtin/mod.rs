@@ -1,0 +1,104 @@
+//! The built-in tools. Each file holds one tool: its argument validation (`prepare`) and its
+//! execution. Every output goes through [`crate::truncate_output`] with the context's limit.
+
+mod bash;
+mod blocklist;
+mod diff_file;
+mod edit_file;
+mod read_file;
+mod search;
+mod write_file;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use bash::BashTool;
+pub use diff_file::DiffFileTool;
+pub use edit_file::EditFileTool;
+pub use read_file::ReadFileTool;
+pub use search::SearchTool;
+pub use write_file::WriteFileTool;
+
+use crate::error::RegistryError;
+use crate::tool::{Tool, ToolContext, ToolOutput};
+use crate::truncate::truncate_output;
+
+/// Settings of the built-in tools that come from node configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BuiltinOptions {
+    /// `bash` timeout when the call gives none (`tools.timeout`, default 120 s).
+    pub bash_default_timeout: Duration,
+    /// Extra environment for `bash` commands, added to the node's own (secrets still scrubbed).
+    pub bash_env: Vec<(String, String)>,
+    /// How long a `search` may walk before it returns what it found so far.
+    pub search_timeout: Duration,
+}
+
+impl Default for BuiltinOptions {
+    fn default() -> Self {
+        Self {
+            bash_default_timeout: Duration::from_secs(120),
+            bash_env: Vec::new(),
+            search_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// All built-in tools, alphabetical by name (the original loads schema files in name order).
+pub(crate) fn all(options: &BuiltinOptions) -> Result<Vec<Arc<dyn Tool>>, RegistryError> {
+    let mut bash = BashTool::new()?.with_default_timeout(options.bash_default_timeout);
+    for (key, value) in &options.bash_env {
+        bash = bash.with_env(key, value);
+    }
+    Ok(vec![
+        Arc::new(bash),
+        Arc::new(DiffFileTool::new()?),
+        Arc::new(EditFileTool::new()?),
+        Arc::new(ReadFileTool::new()?),
+        Arc::new(SearchTool::new()?.with_timeout(options.search_timeout)),
+        Arc::new(WriteFileTool::new()?),
+    ])
+}
+
+/// Applies the context's truncation limit to a finished output.
+fn finish(output: ToolOutput, ctx: &ToolContext) -> ToolOutput {
+    ToolOutput {
+        content: truncate_output(&output.content, ctx.truncation_limit),
+        ..output
+    }
+}
+
+/// `⚙ <tool>: <summary>` with the summary cut to one line of reasonable length.
+fn header(tool: &str, summary: &str) -> String {
+    const MAX: usize = 200;
+    let first = summary.lines().next().unwrap_or("");
+    let mut short: String = first.chars().take(MAX).collect();
+    if first.chars().count() > MAX || summary.lines().nth(1).is_some() {
+        short.push_str(" …");
+    }
+    format!("⚙ {tool}: {short}")
+}
+
+/// Whether bytes look like binary data (a NUL byte near the start, as git and grep decide).
+fn looks_binary(bytes: &[u8]) -> bool {
+    bytes.iter().take(8192).any(|b| *b == 0)
+}
+
+/// The first `max_lines` lines of `text`, with a note of how many were left out.
+fn head_lines(text: &str, max_lines: usize) -> String {
+    let total = text.lines().count();
+    let mut out: String = text.lines().take(max_lines).collect::<Vec<_>>().join("\n");
+    if total > max_lines {
+        out.push_str(&format!("\n… ({} more lines)", total - max_lines));
+    }
+    out
+}
+
+/// Unified diff of two texts, labelled like `diff -u` (`--- a` / `+++ b`).
+fn unified_diff(old: &str, new: &str, label_old: &str, label_new: &str, context: usize) -> String {
+    similar::TextDiff::from_lines(old, new)
+        .unified_diff()
+        .context_radius(context)
+        .header(label_old, label_new)
+        .to_string()
+}

@@ -1,0 +1,285 @@
+//! `read_file`: a text file as numbered lines (`cat -n` style), optionally a window of it.
+//! Images are recognised by their magic bytes and described; other binary files are refused.
+
+use std::path::Path;
+
+use async_trait::async_trait;
+use serde_json::{Value, json};
+
+use super::{finish, header, looks_binary};
+use crate::arguments::Args;
+use crate::error::RegistryError;
+use crate::paths;
+use crate::schema::builtin_definition;
+use crate::tool::{OutputSink, Prepared, Tool, ToolContext, ToolDefinition, ToolOutput};
+
+/// Images above this size are refused.
+pub(crate) const MAX_IMAGE_BYTES: u64 = 4 * 1024 * 1024;
+/// Text files above this size are refused (use `search` or `bash` with `sed -n`).
+const MAX_TEXT_BYTES: u64 = 32 * 1024 * 1024;
+/// Characters shown of one line before it is cut.
+const MAX_LINE_CHARS: usize = 2000;
+
+/// The `read_file` tool.
+#[derive(Debug, Clone)]
+pub struct ReadFileTool {
+    definition: ToolDefinition,
+}
+
+impl ReadFileTool {
+    pub fn new() -> Result<Self, RegistryError> {
+        Ok(Self {
+            definition: builtin_definition("read_file")?,
+        })
+    }
+}
+
+#[async_trait]
+impl Tool for ReadFileTool {
+    fn definition(&self) -> &ToolDefinition {
+        &self.definition
+    }
+
+    fn prepare(&self, args: Value, ctx: &ToolContext) -> Result<Prepared, String> {
+        let a = Args::new(&args)?;
+        let path = a.non_blank("path")?;
+        let offset = a.opt_int("offset")?;
+        let limit = a.opt_int("limit")?;
+        if let Some(o) = offset.filter(|o| *o < 0) {
+            return Err(format!("Error: offset must be 1 or more, got {o}"));
+        }
+        if let Some(l) = limit.filter(|l| *l < 1) {
+            return Err(format!("Error: limit must be 1 or more, got {l}"));
+        }
+        let resolved = paths::resolve(&ctx.cwd, path);
+        let mut normalized = json!({ "path": resolved.to_string_lossy() });
+        if let Some(o) = offset {
+            normalized["offset"] = json!(o.max(1));
+        }
+        if let Some(l) = limit {
+            normalized["limit"] = json!(l);
+        }
+        Ok(Prepared {
+            args: normalized,
+            header: header("read_file", path),
+            preview: String::new(),
+            needs_approval: false,
+            approval_label: "read_file".to_owned(),
+        })
+    }
+
+    async fn execute(
+        &self,
+        prepared: &Prepared,
+        ctx: &ToolContext,
+        _out: &dyn OutputSink,
+    ) -> ToolOutput {
+        let args = &prepared.args;
+        let Some(raw) = args.get("path").and_then(Value::as_str) else {
+            return ToolOutput::error("Error: missing required argument 'path'");
+        };
+        let path = paths::resolve(&ctx.cwd, raw);
+        let offset = args
+            .get("offset")
+            .and_then(Value::as_u64)
+            .unwrap_or(1)
+            .max(1);
+        let limit = args.get("limit").and_then(Value::as_u64);
+        finish(read(&path, offset, limit, ctx).await, ctx)
+    }
+}
+
+async fn read(path: &Path, offset: u64, limit: Option<u64>, ctx: &ToolContext) -> ToolOutput {
+    let shown = paths::display(&ctx.cwd, path);
+    let meta = match tokio::fs::metadata(path).await {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return ToolOutput::error(format!("Error: file not found: {shown}"));
+        }
+        Err(e) => return ToolOutput::error(format!("Error: cannot read {shown}: {e}")),
+    };
+    if meta.is_dir() {
+        return ToolOutput::error(format!(
+            "Error: {shown} is a directory, not a file (use bash `ls` or search to look inside)"
+        ));
+    }
+    if !meta.is_file() {
+        return ToolOutput::error(format!("Error: {shown} is not a regular file"));
+    }
+    let size = meta.len();
+    let bytes = match read_head(path, 32).await {
+        Ok(head) => head,
+        Err(e) => return ToolOutput::error(format!("Error: cannot read {shown}: {e}")),
+    };
+    if let Some(kind) = image_kind(&bytes) {
+        if size > MAX_IMAGE_BYTES {
+            return ToolOutput::error(format!(
+                "Error: {shown} is a {kind} image of {size} bytes, over the {MAX_IMAGE_BYTES}-byte limit"
+            ));
+        }
+        let bytes = match tokio::fs::read(path).await {
+            Ok(b) => b,
+            Err(e) => return ToolOutput::error(format!("Error: cannot read {shown}: {e}")),
+        };
+        paths::mark_read(ctx, path);
+        let dims = image_dimensions(kind, &bytes)
+            .map(|(w, h)| format!(", {w}x{h} pixels"))
+            .unwrap_or_default();
+        return ToolOutput::ok(format!(
+            "[image: {shown}, {kind}{dims}, {size} bytes. Image content is not shown as text.]"
+        ));
+    }
+    if size > MAX_TEXT_BYTES {
+        return ToolOutput::error(format!(
+            "Error: {shown} is {size} bytes, too large to read whole; use search, or bash with \
+             `sed -n 'A,Bp'`, to look at parts of it"
+        ));
+    }
+    let bytes = match tokio::fs::read(path).await {
+        Ok(b) => b,
+        Err(e) => return ToolOutput::error(format!("Error: cannot read {shown}: {e}")),
+    };
+    if looks_binary(&bytes) {
+        return ToolOutput::error(format!(
+            "Error: {shown} looks like a binary file ({size} bytes); not shown"
+        ));
+    }
+    paths::mark_read(ctx, path);
+    let text = String::from_utf8_lossy(&bytes);
+    ToolOutput::ok(number_lines(&text, offset, limit))
+}
+
+async fn read_head(path: &Path, n: usize) -> std::io::Result<Vec<u8>> {
+    use tokio::io::AsyncReadExt;
+    let file = tokio::fs::File::open(path).await?;
+    let mut buf = Vec::with_capacity(n);
+    file.take(n as u64).read_to_end(&mut buf).await?;
+    Ok(buf)
+}
+
+/// `cat -n` style numbering of lines `offset..offset+limit` (1-based), with a footer when
+/// only part of the file is shown.
+fn number_lines(text: &str, offset: u64, limit: Option<u64>) -> String {
+    let total = text.lines().count() as u64;
+    if total == 0 {
+        return "(empty file)".to_owned();
+    }
+    if offset > total {
+        return format!("(offset {offset} is past the end: the file has {total} lines)");
+    }
+    let take = limit.unwrap_or(u64::MAX);
+    let mut out = String::new();
+    let mut last = offset - 1;
+    for (i, line) in text
+        .lines()
+        .enumerate()
+        .skip((offset - 1) as usize)
+        .take(usize::try_from(take).unwrap_or(usize::MAX))
+    {
+        let n = i + 1;
+        let count = line.chars().count();
+        if count > MAX_LINE_CHARS {
+            let cut: String = line.chars().take(MAX_LINE_CHARS).collect();
+            out.push_str(&format!("{n:>6}\t{cut}… [line cut: {count} chars]\n"));
+        } else {
+            out.push_str(&format!("{n:>6}\t{line}\n"));
+        }
+        last = n as u64;
+    }
+    if offset > 1 || last < total {
+        out.push_str(&format!("\n[lines {offset}-{last} of {total}"));
+        if last < total {
+            out.push_str(&format!("; continue with offset={}", last + 1));
+        }
+        out.push(']');
+    }
+    out
+}
+
+/// The image format named by the first bytes of a file.
+fn image_kind(head: &[u8]) -> Option<&'static str> {
+    // "BM" alone is too weak: also require a known DIB header size.
+    let bmp_dib = |h: &[u8]| {
+        matches!(
+            h.get(14..18),
+            Some([12 | 40 | 52 | 56 | 108 | 124, 0, 0, 0])
+        )
+    };
+    if head.starts_with(b"BM") && bmp_dib(head) {
+        return Some("BMP");
+    }
+    if head.starts_with(b"RIFF") && head.get(8..12) == Some(b"WEBP".as_slice()) {
+        return Some("WebP");
+    }
+    match head {
+        [0x89, b'P', b'N', b'G', 0x0d, 0x0a, 0x1a, 0x0a, ..] => Some("PNG"),
+        [0xff, 0xd8, 0xff, ..] => Some("JPEG"),
+        [b'G', b'I', b'F', b'8', b'7' | b'9', b'a', ..] => Some("GIF"),
+        [b'I', b'I', 0x2a, 0x00, ..] | [b'M', b'M', 0x00, 0x2a, ..] => Some("TIFF"),
+        [0x00, 0x00, 0x01, 0x00, _, _, ..] => Some("ICO"),
+        _ => None,
+    }
+}
+
+/// Width and height for the formats that keep them at a fixed offset.
+fn image_dimensions(kind: &str, bytes: &[u8]) -> Option<(u32, u32)> {
+    let be = |at: usize| -> Option<u32> {
+        bytes
+            .get(at..at + 4)
+            .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+    };
+    let le16 = |at: usize| -> Option<u32> {
+        bytes
+            .get(at..at + 2)
+            .map(|b| u32::from(u16::from_le_bytes([b[0], b[1]])))
+    };
+    let le32 = |at: usize| -> Option<u32> {
+        bytes
+            .get(at..at + 4)
+            .map(|b| i32::from_le_bytes([b[0], b[1], b[2], b[3]]).unsigned_abs())
+    };
+    match kind {
+        "PNG" => Some((be(16)?, be(20)?)),
+        "GIF" => Some((le16(6)?, le16(8)?)),
+        "BMP" => Some((le32(18)?, le32(22)?)),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbering_windows_and_footer() {
+        let text = "a\nb\nc\nd\n";
+        assert_eq!(
+            number_lines(text, 1, None),
+            "     1\ta\n     2\tb\n     3\tc\n     4\td\n"
+        );
+        assert_eq!(
+            number_lines(text, 2, Some(2)),
+            "     2\tb\n     3\tc\n\n[lines 2-3 of 4; continue with offset=4]"
+        );
+        assert!(number_lines(text, 9, None).contains("past the end"));
+        assert_eq!(number_lines("", 1, None), "(empty file)");
+    }
+
+    #[test]
+    fn long_lines_are_cut() {
+        let line = "x".repeat(MAX_LINE_CHARS + 10);
+        let out = number_lines(&line, 1, None);
+        assert!(out.contains(&format!("[line cut: {} chars]", MAX_LINE_CHARS + 10)));
+        assert!(out.len() < MAX_LINE_CHARS + 100);
+    }
+
+    #[test]
+    fn magic_bytes() {
+        assert_eq!(image_kind(b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR"), Some("PNG"));
+        assert_eq!(image_kind(b"GIF89a.."), Some("GIF"));
+        assert_eq!(image_kind(b"RIFF\0\0\0\0WEBPVP8 "), Some("WebP"));
+        assert_eq!(image_kind(b"\xff\xd8\xff\xe0"), Some("JPEG"));
+        assert_eq!(image_kind(b"hello world, not an image"), None);
+        assert_eq!(image_kind(b"<svg xmlns="), None);
+    }
+}

@@ -1,0 +1,474 @@
+use std::path::Path;
+
+use serde_json::json;
+use turnstone_tools::{NoOutput, ToolContext};
+
+use super::{prepare, run};
+
+fn ctx() -> (tempfile::TempDir, ToolContext) {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = ToolContext::new(dir.path());
+    (dir, ctx)
+}
+
+fn write(dir: &Path, name: &str, content: &[u8]) {
+    let path = dir.join(name);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, content).unwrap();
+}
+
+// ---------------------------------------------------------------- read_file
+
+#[tokio::test]
+async fn read_file_numbers_lines_and_records_the_read() {
+    let (dir, ctx) = ctx();
+    write(dir.path(), "a.txt", b"alpha\nbeta\ngamma\n");
+    let prepared = prepare("read_file", json!({"path": "a.txt"}), &ctx).unwrap();
+    assert!(!prepared.needs_approval);
+    let out = run("read_file", json!({"path": "a.txt"}), &ctx).await;
+    assert!(!out.is_error);
+    assert_eq!(out.content, "     1\talpha\n     2\tbeta\n     3\tgamma\n");
+    let canonical = std::fs::canonicalize(dir.path().join("a.txt")).unwrap();
+    assert!(ctx.read_files.lock().unwrap().contains(&canonical));
+}
+
+#[tokio::test]
+async fn read_file_offset_and_limit() {
+    let (dir, ctx) = ctx();
+    let text: String = (1..=10).map(|i| format!("l{i}\n")).collect();
+    write(dir.path(), "a.txt", text.as_bytes());
+    let out = run(
+        "read_file",
+        json!({"path": "a.txt", "offset": 4, "limit": 2}),
+        &ctx,
+    )
+    .await;
+    assert_eq!(
+        out.content,
+        "     4\tl4\n     5\tl5\n\n[lines 4-5 of 10; continue with offset=6]"
+    );
+    assert!(prepare("read_file", json!({"path": "a.txt", "limit": 0}), &ctx).is_err());
+}
+
+#[tokio::test]
+async fn read_file_errors_are_clear() {
+    let (dir, ctx) = ctx();
+    std::fs::create_dir(dir.path().join("sub")).unwrap();
+    let missing = run("read_file", json!({"path": "nope.txt"}), &ctx).await;
+    assert!(missing.is_error);
+    assert_eq!(missing.content, "Error: file not found: nope.txt");
+    let directory = run("read_file", json!({"path": "sub/.."}), &ctx).await;
+    assert!(directory.is_error);
+    assert!(
+        directory.content.contains("is a directory"),
+        "{}",
+        directory.content
+    );
+    write(dir.path(), "blob.bin", b"\x7fELF\x00\x01\x02garbage");
+    let binary = run("read_file", json!({"path": "blob.bin"}), &ctx).await;
+    assert!(binary.is_error);
+    assert!(binary.content.contains("binary"), "{}", binary.content);
+    assert!(
+        ctx.read_files.lock().unwrap().is_empty(),
+        "failed reads are not recorded"
+    );
+}
+
+#[tokio::test]
+async fn read_file_describes_images_and_refuses_huge_ones() {
+    let (dir, ctx) = ctx();
+    let mut png = b"\x89PNG\r\n\x1a\n\x00\x00\x00\x0dIHDR".to_vec();
+    png.extend_from_slice(&640u32.to_be_bytes());
+    png.extend_from_slice(&480u32.to_be_bytes());
+    png.extend_from_slice(&[0u8; 64]);
+    write(dir.path(), "pic.png", &png);
+    let out = run("read_file", json!({"path": "pic.png"}), &ctx).await;
+    assert!(!out.is_error, "{}", out.content);
+    assert!(
+        out.content.contains("PNG") && out.content.contains("640x480"),
+        "{}",
+        out.content
+    );
+    assert!(out.content.contains(&format!("{} bytes", png.len())));
+    let mut big = b"GIF89a".to_vec();
+    big.resize(5 * 1024 * 1024, 0);
+    write(dir.path(), "big.gif", &big);
+    let out = run("read_file", json!({"path": "big.gif"}), &ctx).await;
+    assert!(out.is_error);
+    assert!(out.content.contains("limit"), "{}", out.content);
+}
+
+#[tokio::test]
+async fn read_file_output_is_truncated_to_the_context_limit() {
+    let (dir, mut ctx) = ctx();
+    ctx.truncation_limit = 64;
+    let text: String = (1..=100).map(|i| format!("line {i}\n")).collect();
+    write(dir.path(), "long.txt", text.as_bytes());
+    let out = run("read_file", json!({"path": "long.txt"}), &ctx).await;
+    assert!(
+        out.content.contains("output exceeded 64 char limit"),
+        "{}",
+        out.content
+    );
+    assert!(out.content.ends_with("line 100\n"));
+}
+
+// ---------------------------------------------------------------- write_file
+
+#[tokio::test]
+async fn write_file_creates_parents_and_labels_approvals() {
+    let (dir, ctx) = ctx();
+    let prepared = prepare(
+        "write_file",
+        json!({"path": "new/deep/f.txt", "content": "hi\n"}),
+        &ctx,
+    )
+    .unwrap();
+    assert!(prepared.needs_approval);
+    assert_eq!(prepared.approval_label, "write_file");
+    assert_eq!(prepared.preview, "hi");
+    let out = run(
+        "write_file",
+        json!({"path": "new/deep/f.txt", "content": "hi\n"}),
+        &ctx,
+    )
+    .await;
+    assert!(!out.is_error, "{}", out.content);
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("new/deep/f.txt")).unwrap(),
+        "hi\n"
+    );
+
+    write(dir.path(), "old.txt", b"one\ntwo\n");
+    let unread = prepare(
+        "write_file",
+        json!({"path": "old.txt", "content": "one\n2\n"}),
+        &ctx,
+    )
+    .unwrap();
+    assert_eq!(unread.approval_label, "overwrite_file");
+    assert!(
+        unread.preview.contains("-two") && unread.preview.contains("+2"),
+        "{}",
+        unread.preview
+    );
+    run("read_file", json!({"path": "old.txt"}), &ctx).await;
+    let read = prepare(
+        "write_file",
+        json!({"path": "old.txt", "content": "x"}),
+        &ctx,
+    )
+    .unwrap();
+    assert_eq!(read.approval_label, "write_file");
+    let append = prepare(
+        "write_file",
+        json!({"path": "old.txt", "content": "x", "mode": "append"}),
+        &ctx,
+    )
+    .unwrap();
+    assert_eq!(append.approval_label, "append_file");
+}
+
+#[tokio::test]
+async fn write_file_append_and_errors() {
+    let (dir, ctx) = ctx();
+    write(dir.path(), "log.txt", b"a\n");
+    let out = run(
+        "write_file",
+        json!({"path": "log.txt", "content": "b\n", "mode": "append"}),
+        &ctx,
+    )
+    .await;
+    assert!(!out.is_error);
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("log.txt")).unwrap(),
+        "a\nb\n"
+    );
+    assert!(
+        prepare(
+            "write_file",
+            json!({"path": "log.txt", "content": "x", "mode": "insert"}),
+            &ctx
+        )
+        .is_err()
+    );
+    assert!(prepare("write_file", json!({"path": "log.txt"}), &ctx).is_err());
+    std::fs::create_dir(dir.path().join("d")).unwrap();
+    assert!(
+        prepare("write_file", json!({"path": "d", "content": "x"}), &ctx)
+            .unwrap_err()
+            .contains("directory")
+    );
+}
+
+// ---------------------------------------------------------------- edit_file
+
+async fn read(ctx: &ToolContext, path: &str) {
+    let out = run("read_file", json!({"path": path}), ctx).await;
+    assert!(!out.is_error, "{}", out.content);
+}
+
+#[tokio::test]
+async fn edit_requires_a_prior_read() {
+    let (dir, ctx) = ctx();
+    write(dir.path(), "f.rs", b"fn main() {}\n");
+    let err = prepare(
+        "edit_file",
+        json!({"path": "f.rs", "old_string": "main", "new_string": "start"}),
+        &ctx,
+    )
+    .unwrap_err();
+    assert!(err.contains("read_file"), "{err}");
+    read(&ctx, "f.rs").await;
+    let prepared = prepare(
+        "edit_file",
+        json!({"path": "f.rs", "old_string": "main", "new_string": "start"}),
+        &ctx,
+    )
+    .unwrap();
+    assert_eq!(prepared.approval_label, "edit_file");
+    assert!(prepared.needs_approval);
+    assert!(
+        prepared.preview.contains("-fn main() {}") && prepared.preview.contains("+fn start() {}")
+    );
+}
+
+#[tokio::test]
+async fn edit_replaces_exactly_once() {
+    let (dir, ctx) = ctx();
+    write(dir.path(), "f.txt", b"red green blue\n");
+    read(&ctx, "f.txt").await;
+    let out = run(
+        "edit_file",
+        json!({"path": "f.txt", "old_string": "green", "new_string": "GREEN"}),
+        &ctx,
+    )
+    .await;
+    assert!(!out.is_error, "{}", out.content);
+    assert!(out.content.contains("line 1"));
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("f.txt")).unwrap(),
+        "red GREEN blue\n"
+    );
+}
+
+#[tokio::test]
+async fn edit_not_found_and_ambiguous() {
+    let (dir, ctx) = ctx();
+    write(dir.path(), "f.txt", b"x\ny\nx\n");
+    read(&ctx, "f.txt").await;
+    let missing = prepare(
+        "edit_file",
+        json!({"path": "f.txt", "old_string": "zzz", "new_string": "q"}),
+        &ctx,
+    );
+    assert!(missing.unwrap_err().contains("not found"));
+    let ambiguous = prepare(
+        "edit_file",
+        json!({"path": "f.txt", "old_string": "x", "new_string": "q"}),
+        &ctx,
+    );
+    assert!(ambiguous.unwrap_err().contains("occurs 2 times"));
+    let near = run(
+        "edit_file",
+        json!({"path": "f.txt", "old_string": "x", "new_string": "q", "near_line": 3}),
+        &ctx,
+    )
+    .await;
+    assert!(!near.is_error, "{}", near.content);
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("f.txt")).unwrap(),
+        "x\ny\nq\n"
+    );
+    let all = run(
+        "edit_file",
+        json!({"path": "f.txt", "old_string": "\n", "new_string": ";", "replace_all": true}),
+        &ctx,
+    )
+    .await;
+    assert!(
+        all.content.contains("replaced 3 occurrences"),
+        "{}",
+        all.content
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("f.txt")).unwrap(),
+        "x;y;q;"
+    );
+}
+
+#[tokio::test]
+async fn edit_batch_is_all_or_nothing() {
+    let (dir, ctx) = ctx();
+    let original = "one\ntwo\nthree\n";
+    write(dir.path(), "f.txt", original.as_bytes());
+    read(&ctx, "f.txt").await;
+    let tool = super::registry().get("edit_file").unwrap();
+    let good = json!({"path": "f.txt", "edits": [
+        {"old_string": "one", "new_string": "1"},
+        {"old_string": "three", "new_string": "3"}
+    ]});
+    let prepared = tool.prepare(good, &ctx).unwrap();
+    // The file changes between approval and execution: one edit no longer applies.
+    write(dir.path(), "f.txt", b"one\ntwo\nTHREE\n");
+    let out = tool.execute(&prepared, &ctx, &NoOutput).await;
+    assert!(out.is_error);
+    assert!(
+        out.content.contains("edit #2") && out.content.contains("no edits were applied"),
+        "{}",
+        out.content
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("f.txt")).unwrap(),
+        "one\ntwo\nTHREE\n"
+    );
+
+    let out = run(
+        "edit_file",
+        json!({"path": "f.txt", "edits": [
+            {"old_string": "THREE", "new_string": "3"},
+            {"old_string": "one", "new_string": "1"}
+        ]}),
+        &ctx,
+    )
+    .await;
+    assert!(!out.is_error, "{}", out.content);
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("f.txt")).unwrap(),
+        "1\ntwo\n3\n"
+    );
+    let bad = prepare(
+        "edit_file",
+        json!({"path": "f.txt", "edits": [
+            {"old_string": "two", "new_string": "2"},
+            {"old_string": "missing", "new_string": "x"}
+        ]}),
+        &ctx,
+    );
+    assert!(bad.unwrap_err().contains("edit #2"));
+}
+
+#[tokio::test]
+async fn edit_keeps_permissions_and_leaves_no_temp_files() {
+    use std::os::unix::fs::PermissionsExt;
+    let (dir, ctx) = ctx();
+    write(dir.path(), "run.sh", b"echo a\n");
+    let path = dir.path().join("run.sh");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    read(&ctx, "run.sh").await;
+    let out = run(
+        "edit_file",
+        json!({"path": "run.sh", "old_string": "a", "new_string": "b"}),
+        &ctx,
+    )
+    .await;
+    assert!(!out.is_error, "{}", out.content);
+    assert_eq!(
+        std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+        0o755
+    );
+    let names: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, ["run.sh"]);
+}
+
+#[tokio::test]
+async fn edit_missing_file_and_directory() {
+    let (dir, ctx) = ctx();
+    std::fs::create_dir(dir.path().join("sub")).unwrap();
+    let missing = prepare(
+        "edit_file",
+        json!({"path": "nope", "old_string": "a", "new_string": "b"}),
+        &ctx,
+    );
+    assert!(missing.unwrap_err().contains("not found"));
+    let directory = prepare(
+        "edit_file",
+        json!({"path": "sub", "old_string": "a", "new_string": "b"}),
+        &ctx,
+    );
+    assert!(directory.unwrap_err().contains("directory"));
+}
+
+// ---------------------------------------------------------------- diff_file
+
+#[tokio::test]
+async fn diff_two_files_and_file_against_content() {
+    let (dir, ctx) = ctx();
+    write(dir.path(), "a.txt", b"1\n2\n3\n");
+    write(dir.path(), "b.txt", b"1\ntwo\n3\n");
+    let prepared = prepare(
+        "diff_file",
+        json!({"path_a": "a.txt", "path_b": "b.txt"}),
+        &ctx,
+    )
+    .unwrap();
+    assert!(!prepared.needs_approval);
+    let out = run(
+        "diff_file",
+        json!({"path_a": "a.txt", "path_b": "b.txt"}),
+        &ctx,
+    )
+    .await;
+    assert!(!out.is_error, "{}", out.content);
+    assert!(
+        out.content.starts_with("--- a.txt\n+++ b.txt\n"),
+        "{}",
+        out.content
+    );
+    assert!(out.content.contains("-2\n+two\n"));
+    let against = run(
+        "diff_file",
+        json!({"path_a": "a.txt", "content_b": "1\n2\n3\n"}),
+        &ctx,
+    )
+    .await;
+    assert!(
+        against.content.starts_with("No differences"),
+        "{}",
+        against.content
+    );
+    // diff counts as a read for edit_file.
+    assert!(
+        prepare(
+            "edit_file",
+            json!({"path": "a.txt", "old_string": "2", "new_string": "x"}),
+            &ctx
+        )
+        .is_ok()
+    );
+}
+
+#[tokio::test]
+async fn diff_argument_and_file_errors() {
+    let (dir, ctx) = ctx();
+    write(dir.path(), "a.txt", b"x\n");
+    write(dir.path(), "bin", b"\x00\x01");
+    assert!(prepare("diff_file", json!({"path_a": "a.txt"}), &ctx).is_err());
+    assert!(
+        prepare(
+            "diff_file",
+            json!({"path_a": "a.txt", "path_b": "a.txt", "content_b": "x"}),
+            &ctx
+        )
+        .is_err()
+    );
+    let missing = run(
+        "diff_file",
+        json!({"path_a": "a.txt", "path_b": "zz.txt"}),
+        &ctx,
+    )
+    .await;
+    assert!(missing.is_error && missing.content.contains("not found"));
+    let binary = run("diff_file", json!({"path_a": "bin", "content_b": ""}), &ctx).await;
+    assert!(binary.is_error && binary.content.contains("binary"));
+    let ctx_lines = prepare(
+        "diff_file",
+        json!({"path_a": "a.txt", "content_b": "", "context_lines": 99}),
+        &ctx,
+    )
+    .unwrap();
+    assert_eq!(ctx_lines.args["context_lines"], 20);
+}
