@@ -27,15 +27,25 @@ pub async fn run_prompt(
             return Ok(());
         }
     }
+    let mut mid_line = false;
     while let Some(item) = sub.next().await {
         let Item::Event(env) = item else {
             writeln!(out, "[some events were dropped]")?;
             continue;
         };
         match &env.event {
-            Event::Content { text } => write!(out, "{text}")?,
-            Event::Reasoning { text } => write!(out, "\x1b[2m{text}\x1b[0m")?,
-            Event::StreamEnd => writeln!(out)?,
+            Event::Content { text } => {
+                write!(out, "{text}")?;
+                mid_line = !text.ends_with('\n');
+            }
+            Event::Reasoning { text } => {
+                write!(out, "\x1b[2m{text}\x1b[0m")?;
+                mid_line = !text.ends_with('\n');
+            }
+            Event::StreamEnd if mid_line => {
+                writeln!(out)?;
+                mid_line = false;
+            }
             Event::ToolInfo { items } => {
                 for item in items {
                     writeln!(out, "{}", item.header)?;

@@ -106,10 +106,6 @@ async fn turn(ws: &WorkstreamHandle, text: &str) {
             break;
         }
     }
-    // The busy flag clears right after turn_complete; wait for it.
-    while ws.is_busy() {
-        tokio::task::yield_now().await;
-    }
 }
 
 fn rss_bytes() -> Option<u64> {

@@ -84,13 +84,18 @@ impl Turn<'_> {
         });
     }
 
+    /// Ends the turn: the workstream accepts a new send from here on, then the final state
+    /// and `turn_complete` are emitted (in that order), so a frontend that reacts to either
+    /// can send right away.
     fn finish(&self, state: WsState) {
+        *lock(&self.shared.turn_token) = None;
+        self.shared.busy.store(false, Ordering::Release);
+        self.shared.set_state(state);
         self.emit(Event::TurnComplete {
             correlation_id: self.correlation_id.clone(),
             content: self.content.clone(),
             state,
         });
-        self.shared.set_state(state);
     }
 
     fn add_content(&mut self, text: &str) {

@@ -98,10 +98,7 @@ async fn main() -> anyhow::Result<()> {
     let mut out = std::io::stdout();
     let mut answers = Stdin;
     if args.prompts.is_empty() {
-        loop {
-            let Some(line) = answers.next_answer() else {
-                break;
-            };
+        while let Some(line) = answers.next_answer() {
             let prompt = line.trim();
             if !prompt.is_empty() {
                 run_prompt(&ws, prompt, &mut out, &mut answers).await?;

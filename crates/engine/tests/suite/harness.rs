@@ -111,19 +111,20 @@ pub async fn read_until(sub: &mut Subscription, stop: impl Fn(&Event) -> bool) -
     }
 }
 
-/// Reads the rest of the turn (through `turn_complete` and the final state change).
+/// Reads the rest of the turn (through the final state change and `turn_complete`).
 pub async fn read_turn(sub: &mut Subscription) -> Vec<Event> {
-    let mut events = read_until(sub, |e| matches!(e, Event::TurnComplete { .. })).await;
-    events.extend(
-        read_until(sub, |e| {
-            matches!(
-                e,
+    let events = read_until(sub, |e| matches!(e, Event::TurnComplete { .. })).await;
+    let n = events.len();
+    assert!(
+        n >= 2
+            && matches!(
+                events[n - 2],
                 Event::StateChange {
                     state: WsState::Idle | WsState::Error
                 }
-            )
-        })
-        .await,
+            ),
+        "a turn ends with its final state change, then turn_complete: {:?}",
+        types(&events)
     );
     events
 }
