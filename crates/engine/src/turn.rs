@@ -578,16 +578,31 @@ struct Prep {
     tool: Option<Arc<dyn Tool>>,
 }
 
+/// Most `tool_output_chunk` events one call may emit: a command printing thousands of
+/// lines must not flush every subscriber's resume window. The full (truncated) output still
+/// arrives in `tool_result`.
+const MAX_STREAMED_CHUNKS: usize = 100;
+
 struct ChunkSink<'a> {
     shared: &'a Shared,
     call_id: &'a str,
+    sent: std::sync::atomic::AtomicUsize,
 }
 
 impl OutputSink for ChunkSink<'_> {
     fn chunk(&self, text: &str) {
+        let n = self.sent.fetch_add(1, Ordering::Relaxed);
+        let chunk = match n.cmp(&MAX_STREAMED_CHUNKS) {
+            std::cmp::Ordering::Less => text.to_string(),
+            std::cmp::Ordering::Equal => {
+                "[\u{2026} further output is not streamed; the tool result contains it]\n"
+                    .to_string()
+            }
+            std::cmp::Ordering::Greater => return,
+        };
         self.shared.emit(Event::ToolOutputChunk {
             call_id: self.call_id.to_string(),
-            chunk: text.to_string(),
+            chunk,
         });
     }
 }
@@ -602,6 +617,7 @@ async fn run_one<'a>(
     let sink = ChunkSink {
         shared,
         call_id: &call.id,
+        sent: Default::default(),
     };
     let output = tool.execute(prepared, ctx, &sink).await;
     (call, output)

@@ -76,3 +76,31 @@ async fn closing_a_workstream_cancels_its_pending_approval() {
     assert_provider_acceptable(&ws.history());
     assert!(h.manager.get(keep.id()).is_some());
 }
+
+#[tokio::test]
+async fn idle_cleanup_closes_old_idle_workstreams_but_never_the_last() {
+    let h =
+        Harness::with(|o| o.manager.idle_timeout = Some(std::time::Duration::from_millis(1))).await;
+    let (a, _) = h.manager.create(CreateOptions::default()).unwrap();
+    let (b, _) = h.manager.create(CreateOptions::default()).unwrap();
+    let (busy, _) = h.manager.create(CreateOptions::default()).unwrap();
+    let mut sub = send(&busy, "TOOL: echo hold");
+    read_until(&mut sub, |e| matches!(e, Event::ApproveRequest { .. })).await;
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    let closed = h.manager.close_idle();
+    let mut ids: Vec<String> = closed.iter().map(|c| c.ws_id.clone()).collect();
+    ids.sort();
+    let mut expected = vec![a.id().to_string(), b.id().to_string()];
+    expected.sort();
+    assert_eq!(ids, expected, "both idle ones closed, the busy one kept");
+    assert!(closed.iter().all(|c| c.reason == "idle"));
+    assert!(h.manager.get(busy.id()).is_some());
+    busy.cancel();
+    read_turn(&mut sub).await;
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    assert!(
+        h.manager.close_idle().is_empty(),
+        "the last workstream is never closed"
+    );
+    assert_eq!(h.manager.len(), 1);
+}

@@ -196,3 +196,82 @@ async fn bash_output_streams_as_chunks_before_the_result() {
     let result = t.iter().position(|x| *x == "tool_result").unwrap();
     assert!(last_chunk < result);
 }
+
+#[tokio::test]
+async fn a_length_cut_discards_partial_tool_calls_with_a_warning() {
+    let h = Harness::start().await;
+    h.llm.push_reply(
+        turnstone_testkit::ScriptReply::tool_calls([("bash", r#"{"command": "echo never"}"#)])
+            .with_text("partial")
+            .with_finish_reason("length"),
+    );
+    let ws = h.workstream();
+    let mut sub = send(&ws, "anything");
+    let events = read_turn(&mut sub).await;
+    let errs = errors(&events);
+    assert!(
+        errs.iter()
+            .any(|e| e.starts_with("Warning: response truncated")),
+        "{errs:?}"
+    );
+    assert!(
+        errs.iter()
+            .any(|e| e == "Discarding partial tool calls from truncated response.")
+    );
+    assert!(tool_results(&events).is_empty());
+    assert!(!types(&events).contains(&"approve_request"));
+    assert_eq!(ws.state(), WsState::Idle);
+    let history = ws.history();
+    assert!(history[1].tool_calls.is_empty());
+    assert_provider_acceptable(&history);
+}
+
+#[tokio::test]
+async fn a_content_filter_stop_warns() {
+    let h = Harness::start().await;
+    h.llm.push_reply(
+        turnstone_testkit::ScriptReply::text("redacted").with_finish_reason("content_filter"),
+    );
+    let ws = h.workstream();
+    let mut sub = send(&ws, "anything");
+    let events = read_turn(&mut sub).await;
+    assert!(errors(&events).contains(&"Warning: response blocked by content filter.".to_string()));
+    assert_eq!(ws.state(), WsState::Idle);
+}
+
+#[tokio::test]
+async fn long_tool_output_is_truncated_head_and_tail_with_a_marker() {
+    let h = Harness::with(|o| {
+        o.config.skip_permissions = true;
+        o.config.truncation = 2_000;
+    })
+    .await;
+    let ws = h.workstream();
+    let mut sub = send(
+        &ws,
+        "TOOL: echo START; for i in $(seq 3000); do echo line$i; done; echo END",
+    );
+    let events = read_turn(&mut sub).await;
+    let (_, output, _) = tool_results(&events).remove(0);
+    assert!(
+        output.contains("START") && output.contains("END"),
+        "head and tail kept"
+    );
+    assert!(output.contains("chars truncated"), "visible marker");
+    assert!(output.chars().count() < 2_500, "{}", output.chars().count());
+}
+
+#[tokio::test]
+async fn a_flood_of_output_lines_streams_a_bounded_number_of_chunks() {
+    let h = Harness::with(|o| o.config.skip_permissions = true).await;
+    let ws = h.workstream();
+    let mut sub = send(&ws, "TOOL: for i in $(seq 5000); do echo line$i; done");
+    let events = read_turn(&mut sub).await;
+    let chunks = events
+        .iter()
+        .filter(|e| matches!(e, Event::ToolOutputChunk { .. }))
+        .count();
+    assert_eq!(chunks, 101, "100 lines and one note");
+    let (_, output, _) = tool_results(&events).remove(0);
+    assert!(output.contains("line5000"), "the result has the tail");
+}
