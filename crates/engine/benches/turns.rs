@@ -179,6 +179,12 @@ async fn run(sizes: Sizes, full: bool) {
     let after = rss_bytes().unwrap_or(0);
     let per_idle = after.saturating_sub(before) as f64 / sizes.idle_workstreams as f64;
     assert_eq!(idle.len(), sizes.idle_workstreams);
+    // The same workstreams after one short turn each: history and retained events included.
+    for ws in &idle {
+        turn(ws, "hello from the benchmark").await;
+    }
+    let after_turn = rss_bytes().unwrap_or(0);
+    let per_used = after_turn.saturating_sub(before) as f64 / sizes.idle_workstreams as f64;
 
     println!(
         "turnstone-engine turn benchmark ({})",
@@ -199,5 +205,9 @@ async fn run(sizes: Sizes, full: bool) {
         "  memory per idle workstream:             {:>10.1} KiB  (RSS growth over {} workstreams)",
         per_idle / 1024.0,
         sizes.idle_workstreams
+    );
+    println!(
+        "  memory per idle workstream, one turn done: {:>8.1} KiB  (history and retained events included)",
+        per_used / 1024.0
     );
 }

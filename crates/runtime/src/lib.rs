@@ -2,10 +2,12 @@
 //!
 //! What every Turnstone binary shares: layered configuration ([`config`]: defaults → TOML
 //! file → `TURNSTONE_*` environment → command line), tracing initialisation ([`telemetry`]:
-//! text or JSON logs), and graceful shutdown ([`shutdown`]).
+//! text or JSON logs), graceful shutdown ([`shutdown`]), and authentication and authorisation
+//! ([`auth`]: scopes, HS256 JWTs, config and API tokens, the route → scope table).
 //!
 //! It must not know domain logic: no workstreams, tools, models, Redis or HTTP routes.
 
+pub mod auth;
 pub mod config;
 pub mod shutdown;
 pub mod telemetry;

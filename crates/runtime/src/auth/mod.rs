@@ -1,0 +1,217 @@
+//! Authentication and authorisation shared by every Turnstone service (node, console,
+//! bridge), wire-compatible with the original (node API spec §3).
+//!
+//! * [`scope`] — scopes `read` ⊂ `write` ⊂ `approve` and RBAC permission strings.
+//! * [`policy`] — which scope a method + path needs ([`required_scope`]), whether auth is on
+//!   ([`auth_enabled`]) and where it may be off ([`check_bind_policy`]).
+//! * [`jwt`] — HS256 tokens: [`mint`], [`verify`], service identities and [`ServiceToken`].
+//! * [`tokens`] — config tokens (constant-time) and `ts_` API tokens (SHA-256 +
+//!   [`ApiTokenLookup`]).
+//! * [`authenticator`] — [`Authenticator`]: credentials from the `Authorization` header or the
+//!   `turnstone_auth` cookie → [`Identity`].
+//!
+//! It knows no HTTP framework and no storage: a service wraps [`Authenticator::check_request`]
+//! in its own middleware and turns an [`AuthError`] into a response with
+//! [`AuthError::status`] and [`AuthError::body_message`]; the store implements
+//! [`ApiTokenLookup`]. Secrets and tokens never appear in `Debug` output or logs.
+//!
+//! ```
+//! use turnstone_runtime::auth::{Access, Scope, required_scope};
+//! assert_eq!(required_scope("POST", "/v1/api/send"), Access::Requires(Scope::Write));
+//! assert_eq!(required_scope("GET", "/health"), Access::Public);
+//! ```
+
+pub mod authenticator;
+pub mod jwt;
+pub mod policy;
+pub mod scope;
+pub mod tokens;
+
+pub use authenticator::{
+    AUTH_COOKIE, AuthConfig, AuthEnv, Authenticator, SecretSource, bearer_token,
+    clear_cookie_header, cookie_value, extract_token, set_cookie_header,
+};
+pub use jwt::{
+    AUDIENCE_CHANNEL, AUDIENCE_CONSOLE, AUDIENCE_SERVER, Claims, DEFAULT_LEEWAY, DEFAULT_TOKEN_TTL,
+    ISSUER, JwtError, JwtSecret, NewClaims, SERVICE_TOKEN_TTL, ServiceToken, mint, mint_at, verify,
+    verify_at,
+};
+pub use policy::{Access, auth_enabled, check_bind_policy, must_require_auth, required_scope};
+pub use scope::{Permissions, Scope, Scopes};
+pub use tokens::{
+    API_TOKEN_PREFIX, ApiTokenLookup, ApiTokenLookupError, ApiTokenRecord, ConfigToken, TokenRole,
+    generate_api_token, hash_api_token, looks_like_api_token, match_config_token, secrets_equal,
+};
+
+/// Body text of every 401 the auth layer produces.
+pub const UNAUTHORIZED_MESSAGE: &str = "Unauthorized: missing or invalid token";
+
+/// Why a request was not let through, or an auth operation failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AuthError {
+    /// No bearer token and no `turnstone_auth` cookie.
+    #[error("missing credentials")]
+    MissingCredentials,
+    /// A token was presented but no token kind accepted it.
+    #[error("invalid token")]
+    InvalidToken,
+    /// A JWT was refused (returned by [`verify`]; the authenticator falls through to the other
+    /// token kinds and reports [`AuthError::InvalidToken`]).
+    #[error("invalid JWT: {0}")]
+    Jwt(#[from] JwtError),
+    /// Authenticated, but the token does not grant the scope.
+    #[error("token lacks '{0}' scope")]
+    InsufficientScope(Scope),
+    /// A scope name that is not `read`, `write` or `approve`.
+    #[error("unknown scope {0:?}")]
+    UnknownScope(String),
+    /// The system random generator failed.
+    #[error("random generator failure")]
+    Random,
+}
+
+impl AuthError {
+    /// HTTP status: 403 for a missing scope, 500 for an internal failure, else 401.
+    pub fn status(&self) -> u16 {
+        match self {
+            AuthError::InsufficientScope(_) => 403,
+            AuthError::Random => 500,
+            AuthError::MissingCredentials
+            | AuthError::InvalidToken
+            | AuthError::Jwt(_)
+            | AuthError::UnknownScope(_) => 401,
+        }
+    }
+
+    /// The `error` string of the JSON body (`{"error": "<this>"}`), exactly as the original.
+    pub fn body_message(&self) -> String {
+        match self {
+            AuthError::InsufficientScope(scope) => {
+                format!("Forbidden: token lacks '{scope}' scope")
+            }
+            AuthError::Random => "Internal Server Error".to_string(),
+            AuthError::MissingCredentials
+            | AuthError::InvalidToken
+            | AuthError::Jwt(_)
+            | AuthError::UnknownScope(_) => UNAUTHORIZED_MESSAGE.to_string(),
+        }
+    }
+
+    /// The whole JSON body, `{"error": "..."}`.
+    pub fn body_json(&self) -> serde_json::Value {
+        serde_json::json!({ "error": self.body_message() })
+    }
+}
+
+/// How an identity proved itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CredentialKind {
+    Jwt,
+    ApiToken,
+    ConfigToken,
+}
+
+/// Who is calling, after authentication.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    /// User id; empty for config tokens and JWTs minted from them.
+    pub user_id: String,
+    /// Expanded through the hierarchy.
+    pub scopes: Scopes,
+    /// Token source (`config`, `database`, `password`, `oidc`, `jwt`, `console`, `bridge`, …).
+    pub source: String,
+    pub permissions: Permissions,
+    pub kind: CredentialKind,
+}
+
+impl Identity {
+    /// Whether this identity holds `permission`. Identity-less credentials (config tokens,
+    /// no user id) count as full access, as in the original.
+    pub fn has_permission(&self, permission: &str) -> bool {
+        self.user_id.is_empty() || self.permissions.contains(permission)
+    }
+
+    /// Only service callers (`src` `console` or `bridge`) may create workstreams on behalf of
+    /// another user (`user_id` in `workstreams/new`).
+    pub fn may_act_for_other_users(&self) -> bool {
+        matches!(self.source.as_str(), "console" | "bridge")
+    }
+
+    /// `full` iff the scopes include `write` (the login response's `role`).
+    pub fn role(&self) -> TokenRole {
+        TokenRole::for_scopes(&self.scopes)
+    }
+}
+
+/// `Ok` if `identity` grants what `access` requires.
+pub fn authorize(identity: &Identity, access: Access) -> Result<(), AuthError> {
+    match access {
+        Access::Public => Ok(()),
+        Access::Requires(scope) if identity.scopes.has(scope) => Ok(()),
+        Access::Requires(scope) => Err(AuthError::InsufficientScope(scope)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn identity(scopes: &str, user: &str, source: &str) -> Identity {
+        Identity {
+            user_id: user.into(),
+            scopes: Scopes::parse(scopes).expand(),
+            source: source.into(),
+            permissions: Permissions::parse("read"),
+            kind: CredentialKind::Jwt,
+        }
+    }
+
+    #[test]
+    fn error_statuses_and_bodies() {
+        assert_eq!(AuthError::MissingCredentials.status(), 401);
+        assert_eq!(
+            AuthError::InvalidToken.body_message(),
+            "Unauthorized: missing or invalid token"
+        );
+        let forbidden = AuthError::InsufficientScope(Scope::Approve);
+        assert_eq!(forbidden.status(), 403);
+        assert_eq!(
+            forbidden.body_message(),
+            "Forbidden: token lacks 'approve' scope"
+        );
+        assert_eq!(
+            forbidden.body_json().to_string(),
+            r#"{"error":"Forbidden: token lacks 'approve' scope"}"#
+        );
+        assert_eq!(AuthError::Jwt(JwtError::Expired).status(), 401);
+    }
+
+    #[test]
+    fn authorize_by_hierarchy() {
+        let reader = identity("read", "u", "password");
+        assert_eq!(authorize(&reader, Access::Public), Ok(()));
+        assert_eq!(authorize(&reader, Access::Requires(Scope::Read)), Ok(()));
+        assert_eq!(
+            authorize(&reader, Access::Requires(Scope::Write)),
+            Err(AuthError::InsufficientScope(Scope::Write))
+        );
+        let approver = identity("approve", "u", "bridge");
+        for scope in Scope::ALL {
+            assert_eq!(authorize(&approver, Access::Requires(scope)), Ok(()));
+        }
+    }
+
+    #[test]
+    fn permissions_and_service_sources() {
+        let user = identity("read", "u", "password");
+        assert!(user.has_permission("read"));
+        assert!(!user.has_permission("conversation.modify"));
+        assert!(!user.may_act_for_other_users());
+        let config = identity("approve", "", "config");
+        assert!(config.has_permission("conversation.modify"));
+        assert!(identity("approve", "bridge", "bridge").may_act_for_other_users());
+        assert!(identity("read", "console-collector", "console").may_act_for_other_users());
+        assert_eq!(config.role(), TokenRole::Full);
+        assert_eq!(user.role(), TokenRole::Read);
+    }
+}
