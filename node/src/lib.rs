@@ -1,10 +1,20 @@
 //! # turnstone-node
 //!
-//! The node: it will own the HTTP API, SSE, auth and the web UI (`turnstone-server`) and the
-//! terminal client (`turnstone`). Today it holds the in-process demo ([`demo`]): one
-//! workstream driven from the terminal against a real OpenAI-compatible endpoint or the
-//! scripted fake model.
+//! The node: it will own the HTTP API, SSE, auth and the web UI (`turnstone-server`). Today
+//! it holds the terminal frontends, both running the engine in-process:
 //!
-//! It must not know Redis: the bridge talks to a node over HTTP only.
+//! * [`cli`] — the `turnstone` terminal client: a REPL with streaming markdown output,
+//!   approval prompts, slash commands and several workstreams; also usable through a pipe;
+//! * [`demo`] — `turnstone-demo`, one workstream driven by prompts given as arguments;
+//! * [`backend`] — the model they run on: an OpenAI-compatible endpoint, or the scripted
+//!   fake model started in-process when no base URL is given.
+//!
+//! It must not know Redis (the bridge talks to a node over HTTP only) and, for now, nothing
+//! about persistence: sessions are not saved yet.
 
+pub mod backend;
+pub mod cli;
 pub mod demo;
+pub mod error;
+
+pub use error::NodeError;
