@@ -26,7 +26,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 pub use config::{EngineConfig, ManagerConfig};
 pub use event::{Envelope, Event, StatusInfo, ToolItem, WsState};
-pub use log::{EventLog, Item, Subscription};
+pub use log::{EventLog, Item, Sequenced, Subscription};
 pub use manager::{Closed, CreateOptions, Manager, ManagerError};
 pub use workstream::{ApproveOutcome, Decision, EventHook, SendOutcome, Verdict, WorkstreamHandle};
 

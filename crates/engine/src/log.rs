@@ -1,6 +1,8 @@
-//! The per-workstream ordered event log: a bounded ring of recent events plus a broadcast to
-//! live subscribers. A subscriber resumes from any `seq` still in the ring, and is told
-//! explicitly when events it asked for are gone ([`Item::Truncated`]) — never a silent gap.
+//! Ordered, resumable logs: a bounded ring of recent entries plus a broadcast to live
+//! subscribers. Each workstream has one ([`EventLog`]); a node keeps one more over all its
+//! workstreams (any `T` that knows its own [`Sequenced::seq`]).
+//!
+//! A subscriber resumes from any `seq` still in the ring, and is told explicitly when events it asked for are gone ([`Item::Truncated`]) — never a silent gap.
 //! Slow subscribers never slow the writer: the broadcast drops for them, and they recover
 //! from the ring on their next read (or learn of the truncation).
 
@@ -10,26 +12,35 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::broadcast;
 
-use crate::event::{Envelope, Event};
+use crate::event::Envelope;
 
-struct Ring {
-    next_seq: u64,
-    events: VecDeque<Arc<Envelope>>,
+/// An entry that carries its position in a log.
+pub trait Sequenced: Send + Sync + 'static {
+    fn seq(&self) -> u64;
 }
 
-/// A bounded, ordered, resumable event log.
-pub struct EventLog {
-    ws_id: Arc<str>,
+impl Sequenced for Envelope {
+    fn seq(&self) -> u64 {
+        self.seq
+    }
+}
+
+struct Ring<T> {
+    next_seq: u64,
+    events: VecDeque<Arc<T>>,
+}
+
+/// A bounded, ordered, resumable log of `T` (by default workstream events).
+pub struct EventLog<T: Sequenced = Envelope> {
     capacity: usize,
-    ring: Mutex<Ring>,
-    live: broadcast::Sender<Arc<Envelope>>,
+    ring: Mutex<Ring<T>>,
+    live: broadcast::Sender<Arc<T>>,
     truncations: AtomicU64,
 }
 
-impl std::fmt::Debug for EventLog {
+impl<T: Sequenced> std::fmt::Debug for EventLog<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("EventLog")
-            .field("ws_id", &self.ws_id)
             .field("capacity", &self.capacity)
             .field("last_seq", &self.last_seq())
             .finish()
@@ -38,22 +49,21 @@ impl std::fmt::Debug for EventLog {
 
 /// What a subscriber reads next.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Item {
-    Event(Arc<Envelope>),
-    /// Events `from..=to` are no longer retained; the next item follows `to`.
+pub enum Item<T = Envelope> {
+    Event(Arc<T>),
+    /// Entries `from..=to` are no longer retained; the next item follows `to`.
     Truncated {
         from: u64,
         to: u64,
     },
 }
 
-impl EventLog {
-    /// `capacity` events are retained for resumption; the live channel holds `live_capacity`
-    /// events per subscriber before it lags (and then recovers from the ring).
-    pub fn new(ws_id: Arc<str>, capacity: usize, live_capacity: usize) -> Self {
+impl<T: Sequenced> EventLog<T> {
+    /// `capacity` entries are retained for resumption; the live channel holds `live_capacity`
+    /// entries per subscriber before it lags (and then recovers from the ring).
+    pub fn new(capacity: usize, live_capacity: usize) -> Self {
         let (live, _) = broadcast::channel(live_capacity.max(1));
         Self {
-            ws_id,
             capacity: capacity.max(1),
             ring: Mutex::new(Ring {
                 next_seq: 1,
@@ -64,18 +74,19 @@ impl EventLog {
         }
     }
 
-    fn ring(&self) -> MutexGuard<'_, Ring> {
+    fn ring(&self) -> MutexGuard<'_, Ring<T>> {
         self.ring.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Appends an event, assigning the next `seq`. Never blocks on subscribers.
-    pub fn push(&self, event: Event) -> Arc<Envelope> {
+    /// Appends the entry `make` builds from the next `seq`. Never blocks on subscribers.
+    pub fn push_with(&self, make: impl FnOnce(u64) -> T) -> Arc<T> {
         let mut ring = self.ring();
-        let env = Arc::new(Envelope {
-            seq: ring.next_seq,
-            ws_id: self.ws_id.clone(),
-            event,
-        });
+        let env = Arc::new(make(ring.next_seq));
+        debug_assert_eq!(
+            env.seq(),
+            ring.next_seq,
+            "an entry must carry the seq it was given"
+        );
         ring.next_seq += 1;
         if ring.events.len() == self.capacity {
             ring.events.pop_front();
@@ -99,7 +110,7 @@ impl EventLog {
 
     /// Subscribes to events after `after` (`None` = only new events; `Some(0)` = everything
     /// retained).
-    pub fn subscribe(self: &Arc<Self>, after: Option<u64>) -> Subscription {
+    pub fn subscribe(self: &Arc<Self>, after: Option<u64>) -> Subscription<T> {
         let ring = self.ring();
         let last = ring.next_seq - 1;
         let rx = self.live.subscribe();
@@ -113,9 +124,13 @@ impl EventLog {
     }
 
     /// Retained events with `seq > after`, and the truncation gap if some are missing.
-    fn read_after(&self, after: u64) -> (Option<(u64, u64)>, Vec<Arc<Envelope>>) {
+    fn read_after(&self, after: u64) -> (Option<(u64, u64)>, Vec<Arc<T>>) {
         let ring = self.ring();
-        let first = ring.events.front().map(|e| e.seq).unwrap_or(ring.next_seq);
+        let first = ring
+            .events
+            .front()
+            .map(|e| e.seq())
+            .unwrap_or(ring.next_seq);
         let gap = (after + 1 < first).then(|| (after + 1, first - 1));
         if gap.is_some() {
             self.truncations.fetch_add(1, Ordering::Relaxed);
@@ -127,13 +142,13 @@ impl EventLog {
 }
 
 /// A position in an [`EventLog`]. Reads are in `seq` order with no duplicates.
-pub struct Subscription {
-    log: Arc<EventLog>,
-    rx: broadcast::Receiver<Arc<Envelope>>,
+pub struct Subscription<T: Sequenced = Envelope> {
+    log: Arc<EventLog<T>>,
+    rx: broadcast::Receiver<Arc<T>>,
     position: u64,
 }
 
-impl std::fmt::Debug for Subscription {
+impl<T: Sequenced> std::fmt::Debug for Subscription<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Subscription")
             .field("position", &self.position)
@@ -141,14 +156,14 @@ impl std::fmt::Debug for Subscription {
     }
 }
 
-impl Subscription {
+impl<T: Sequenced> Subscription<T> {
     /// The `seq` of the last item handed out.
     pub fn position(&self) -> u64 {
         self.position
     }
 
     /// Everything already available, without waiting (a resuming client's backlog).
-    pub fn backlog(&mut self) -> Vec<Item> {
+    pub fn backlog(&mut self) -> Vec<Item<T>> {
         let (gap, events) = self.log.read_after(self.position);
         let mut out = Vec::with_capacity(events.len() + 1);
         if let Some((from, to)) = gap {
@@ -156,14 +171,14 @@ impl Subscription {
             self.position = to;
         }
         for e in events {
-            self.position = e.seq;
+            self.position = e.seq();
             out.push(Item::Event(e));
         }
         out
     }
 
     /// The next item; waits for a new event. Returns `None` when the log is gone.
-    pub async fn next(&mut self) -> Option<Item> {
+    pub async fn next(&mut self) -> Option<Item<T>> {
         loop {
             // Anything retained beyond our position (after a lag, or events published
             // between subscribe and the first recv) comes from the ring first.
@@ -174,14 +189,14 @@ impl Subscription {
                     return Some(Item::Truncated { from, to });
                 }
                 if let Some(e) = events.into_iter().next() {
-                    self.position = e.seq;
+                    self.position = e.seq();
                     return Some(Item::Event(e));
                 }
             }
             match self.rx.recv().await {
                 Ok(env) => {
-                    if env.seq == self.position + 1 {
-                        self.position = env.seq;
+                    if env.seq() == self.position + 1 {
+                        self.position = env.seq();
                         return Some(Item::Event(env));
                     }
                     // Older than our position: already delivered from the ring; newer:
@@ -198,10 +213,25 @@ impl Subscription {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::event::Event;
 
     fn info(n: u64) -> Event {
         Event::Info {
             message: n.to_string(),
+        }
+    }
+
+    fn log(capacity: usize, live: usize) -> Arc<EventLog> {
+        Arc::new(EventLog::new(capacity, live))
+    }
+
+    impl EventLog {
+        fn push(&self, event: Event) -> Arc<Envelope> {
+            self.push_with(|seq| Envelope {
+                seq,
+                ws_id: "ws".into(),
+                event,
+            })
         }
     }
 
@@ -217,7 +247,7 @@ mod tests {
 
     #[tokio::test]
     async fn resume_returns_exactly_the_missed_events() {
-        let log = Arc::new(EventLog::new("ws".into(), 100, 16));
+        let log = log(100, 16);
         for n in 1..=5 {
             log.push(info(n));
         }
@@ -232,7 +262,7 @@ mod tests {
 
     #[tokio::test]
     async fn resume_beyond_the_ring_reports_truncation() {
-        let log = Arc::new(EventLog::new("ws".into(), 3, 16));
+        let log = log(3, 16);
         for n in 1..=10 {
             log.push(info(n));
         }
@@ -242,7 +272,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_lagging_subscriber_recovers_from_the_ring_without_gaps() {
-        let log = Arc::new(EventLog::new("ws".into(), 1000, 2));
+        let log = log(1000, 2);
         let mut sub = log.subscribe(None);
         for n in 1..=50 {
             log.push(info(n));
@@ -265,7 +295,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_subscriber_too_slow_for_the_ring_is_told_what_it_lost() {
-        let log = Arc::new(EventLog::new("ws".into(), 4, 2));
+        let log = log(4, 2);
         let mut sub = log.subscribe(None);
         for n in 1..=20 {
             log.push(info(n));

@@ -107,7 +107,11 @@ pub(crate) struct Shared {
 
 impl Shared {
     pub fn emit(&self, event: Event) -> Arc<Envelope> {
-        let env = self.log.push(event);
+        let env = self.log.push_with(|seq| Envelope {
+            seq,
+            ws_id: self.id.clone(),
+            event,
+        });
         if let Some(hook) = &self.hook {
             hook(&env);
         }
@@ -159,11 +163,7 @@ impl WorkstreamHandle {
         let mut tool_ctx = ToolContext::new(config.cwd.clone());
         tool_ctx.truncation_limit = config.truncation_limit(engine.context_window());
         let shared = Arc::new(Shared {
-            log: Arc::new(EventLog::new(
-                id.clone(),
-                config.event_log_capacity,
-                config.live_buffer,
-            )),
+            log: Arc::new(EventLog::new(config.event_log_capacity, config.live_buffer)),
             id,
             name: Mutex::new(name),
             state: AtomicU8::new(WsState::Idle.to_u8()),
