@@ -80,6 +80,13 @@ impl<T: Sequenced> EventLog<T> {
 
     /// Appends the entry `make` builds from the next `seq`. Never blocks on subscribers.
     pub fn push_with(&self, make: impl FnOnce(u64) -> T) -> Arc<T> {
+        self.push_then(make, |_| {})
+    }
+
+    /// Like [`push_with`](Self::push_with), and runs `then` with the new entry before the
+    /// next entry can be pushed: hooks that forward entries elsewhere (a node-wide log) see
+    /// them in `seq` order.
+    pub fn push_then(&self, make: impl FnOnce(u64) -> T, then: impl FnOnce(&Arc<T>)) -> Arc<T> {
         let mut ring = self.ring();
         let env = Arc::new(make(ring.next_seq));
         debug_assert_eq!(
@@ -94,6 +101,7 @@ impl<T: Sequenced> EventLog<T> {
         ring.events.push_back(env.clone());
         // Sent under the lock so that subscribe() sees either the ring or the channel copy.
         let _ = self.live.send(env.clone());
+        then(&env);
         env
     }
 

@@ -103,6 +103,10 @@ pub(crate) struct Shared {
     pub tool_ctx: ToolContext,
     /// Cancelled when the workstream is closed: ends its task.
     pub closed: CancellationToken,
+    /// The last activity line and its kind (`thinking`, `tool`, `approval`, or empty).
+    pub activity: Mutex<(String, String)>,
+    /// Tool results emitted over the workstream's life.
+    pub tool_calls_total: AtomicU64,
 }
 
 impl Shared {
@@ -182,6 +186,8 @@ impl WorkstreamHandle {
             tool_calls_this_turn: AtomicU64::new(0),
             tool_ctx,
             closed: CancellationToken::new(),
+            activity: Mutex::new((String::new(), String::new())),
+            tool_calls_total: AtomicU64::new(0),
         });
         let (inbox, rx) = mpsc::channel(4);
         let span = tracing::info_span!("workstream", ws_id = %shared.id);
@@ -383,6 +389,35 @@ impl WorkstreamHandle {
     /// Whether the workstream was closed.
     pub fn is_closed(&self) -> bool {
         self.shared.closed.is_cancelled()
+    }
+
+    /// Resolves once the workstream is closed (ends its event streams).
+    pub async fn closed(&self) {
+        self.shared.closed.cancelled().await;
+    }
+
+    /// The current activity line and its kind, for dashboards.
+    pub fn activity(&self) -> (String, String) {
+        lock(&self.shared.activity).clone()
+    }
+
+    /// Tool results over the workstream's life.
+    pub fn tool_calls_total(&self) -> u64 {
+        self.shared.tool_calls_total.load(Ordering::Relaxed)
+    }
+
+    /// Tells this workstream's frontends something (command output, notices).
+    pub fn emit_info(&self, message: impl Into<String>) {
+        self.shared.emit(Event::Info {
+            message: message.into(),
+        });
+    }
+
+    /// Reports an error to this workstream's frontends without changing its state.
+    pub fn emit_error(&self, message: impl Into<String>) {
+        self.shared.emit(Event::Error {
+            message: message.into(),
+        });
     }
 }
 
