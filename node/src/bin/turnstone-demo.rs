@@ -3,15 +3,12 @@
 
 use std::io::BufRead;
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use clap::Parser;
-use turnstone_engine::{CreateOptions, Engine, EngineConfig, Manager, ManagerConfig};
-use turnstone_llm::{CircuitBreaker, OpenAiConfig, OpenAiProvider, Resilient, RetryPolicy};
+use turnstone_engine::{CreateOptions, EngineConfig, Manager, ManagerConfig};
+use turnstone_node::backend::{Backend, resolve_cwd};
 use turnstone_node::demo::{Answers, run_prompt};
 use turnstone_runtime::{LogFormat, init_tracing};
-use turnstone_testkit::FakeLlm;
-use turnstone_tools::ToolRegistry;
 
 #[derive(Debug, Parser)]
 #[command(about = "Run a Turnstone workstream in the terminal (demo)")]
@@ -56,39 +53,20 @@ async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     init_tracing(&args.log_level, LogFormat::Text).map_err(anyhow::Error::msg)?;
 
-    let fake = match &args.base_url {
-        Some(_) => None,
-        None => Some(FakeLlm::start().await),
-    };
-    let base_url = match (&args.base_url, &fake) {
-        (Some(url), _) => url.clone(),
-        (None, Some(f)) => f.base_url(),
-        (None, None) => anyhow::bail!("no model endpoint"),
-    };
-    if fake.is_some() {
+    let backend = Backend::connect(args.base_url.as_deref(), args.api_key.clone()).await?;
+    if backend.is_scripted() {
         eprintln!(
-            "[using the built-in scripted model at {base_url}; pass --base-url for a real one]"
+            "[using the built-in scripted model at {}; pass --base-url for a real one]",
+            backend.base_url
         );
     }
-    let mut llm_config = OpenAiConfig::new(base_url);
-    llm_config.api_key = args.api_key.clone();
-    let provider = OpenAiProvider::new(llm_config)?;
-    let resilient = Resilient::new(
-        Arc::new(provider),
-        RetryPolicy::default(),
-        Arc::new(CircuitBreaker::default()),
-    );
-    let cwd = match args.cwd {
-        Some(dir) => dir,
-        None => std::env::current_dir()?,
-    };
     let config = EngineConfig {
         model: args.model.clone(),
         skip_permissions: args.skip_permissions,
-        cwd,
+        cwd: resolve_cwd(args.cwd.clone())?,
         ..EngineConfig::default()
     };
-    let engine = Engine::new(resilient, Arc::new(ToolRegistry::with_builtins()?), config).await;
+    let engine = backend.engine(config).await?;
     let manager = Manager::new(engine, ManagerConfig::default());
     let (ws, _) = manager.create(CreateOptions {
         name: Some("demo".into()),

@@ -1,0 +1,88 @@
+//! The model backend a terminal frontend runs its engine on: a real OpenAI-compatible
+//! endpoint, or — without a base URL — the scripted fake model started in-process on
+//! `127.0.0.1` (handy for trying the client and for its tests).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use turnstone_engine::{Engine, EngineConfig};
+use turnstone_llm::{CircuitBreaker, OpenAiConfig, OpenAiProvider, Resilient, RetryPolicy};
+use turnstone_testkit::{FakeLlm, FakeLlmConfig};
+use turnstone_tools::ToolRegistry;
+
+use crate::error::NodeError;
+
+/// A connected model: the resilient client, where it points, and the in-process fake model
+/// (kept alive as long as this value) when one was started.
+pub struct Backend {
+    pub provider: Resilient,
+    pub base_url: String,
+    fake: Option<FakeLlm>,
+}
+
+impl std::fmt::Debug for Backend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Backend")
+            .field("base_url", &self.base_url)
+            .field("scripted", &self.fake.is_some())
+            .finish()
+    }
+}
+
+impl Backend {
+    /// Connects to `base_url`, or starts the scripted model when it is `None`.
+    pub async fn connect(
+        base_url: Option<&str>,
+        api_key: Option<String>,
+    ) -> Result<Self, NodeError> {
+        let fake = match base_url {
+            Some(_) => None,
+            None => Some(
+                FakeLlm::bind(
+                    std::net::SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, 0)),
+                    FakeLlmConfig::default(),
+                )
+                .await
+                .map_err(|e| NodeError::FakeModel(e.to_string()))?,
+            ),
+        };
+        let base_url = match (base_url, &fake) {
+            (Some(url), _) => url.to_string(),
+            (None, Some(f)) => f.base_url(),
+            (None, None) => return Err(NodeError::FakeModel("no endpoint".into())),
+        };
+        let mut config = OpenAiConfig::new(base_url.clone());
+        config.api_key = api_key;
+        let provider = Resilient::new(
+            Arc::new(OpenAiProvider::new(config)?),
+            RetryPolicy::default(),
+            Arc::new(CircuitBreaker::default()),
+        );
+        Ok(Self {
+            provider,
+            base_url,
+            fake,
+        })
+    }
+
+    /// Whether this is the built-in scripted model.
+    pub fn is_scripted(&self) -> bool {
+        self.fake.is_some()
+    }
+
+    /// Builds an engine with the built-in tools on this backend. The returned engine holds
+    /// its own client; keep `self` alive for the scripted model to keep serving.
+    pub async fn engine(&self, config: EngineConfig) -> Result<Arc<Engine>, NodeError> {
+        let tools = Arc::new(ToolRegistry::with_builtins()?);
+        Ok(Engine::new(self.provider.clone(), tools, config).await)
+    }
+}
+
+/// The tools' working directory: `cwd` when given (it must exist), else the process's.
+pub fn resolve_cwd(cwd: Option<PathBuf>) -> Result<PathBuf, NodeError> {
+    match cwd {
+        Some(path) if path.is_dir() => Ok(path),
+        Some(path) => Err(NodeError::BadCwd { path }),
+        None => Ok(std::env::current_dir()?),
+    }
+}

@@ -1,0 +1,65 @@
+//! `turnstone`: the terminal client. Interactive when stdin is a terminal; otherwise reads
+//! prompts line by line from stdin and prints the replies.
+
+use std::io::IsTerminal;
+use std::process::ExitCode;
+
+use clap::Parser;
+use turnstone_engine::{Manager, ManagerConfig};
+use turnstone_node::NodeError;
+use turnstone_node::backend::{Backend, resolve_cwd};
+use turnstone_node::cli::render::Style;
+use turnstone_node::cli::repl::{Repl, ReplOptions, ctrl_c_presses, stdin_lines};
+use turnstone_node::cli::settings::{CliArgs, Settings};
+use turnstone_runtime::{LogFormat, init_tracing};
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let args = CliArgs::parse();
+    match run(args).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("turnstone: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(args: CliArgs) -> Result<(), NodeError> {
+    let settings = Settings::resolve(&args, &|var| std::env::var(var).ok())?;
+    if let Err(e) = init_tracing(&settings.log_level, LogFormat::Text) {
+        eprintln!("turnstone: logging disabled: {e}");
+    }
+    let cwd = resolve_cwd(settings.cwd.clone())?;
+    let backend = Backend::connect(settings.base_url.as_deref(), settings.api_key.clone()).await?;
+    if backend.is_scripted() {
+        eprintln!(
+            "[using the built-in scripted model at {}; pass --base-url for a real one]",
+            backend.base_url
+        );
+    }
+    let engine = backend.engine(settings.engine_config(cwd)).await?;
+    let manager = Manager::new(
+        engine,
+        ManagerConfig {
+            idle_timeout: None,
+            ..ManagerConfig::default()
+        },
+    );
+
+    let interactive = std::io::stdin().is_terminal();
+    let stdout_tty = std::io::stdout().is_terminal();
+    let no_color = std::env::var("NO_COLOR").ok();
+    let options = ReplOptions {
+        interactive,
+        stdout_tty,
+        style: Style::detect(stdout_tty, no_color.as_deref()),
+        spinner: interactive && std::io::stderr().is_terminal(),
+        model: settings.model.clone(),
+        endpoint: backend.base_url.clone(),
+    };
+    let mut repl = Repl::new(manager, options, std::io::stdout())?;
+    let result = repl.run(stdin_lines(), ctrl_c_presses()).await;
+    drop(backend);
+    result
+}

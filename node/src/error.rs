@@ -1,0 +1,26 @@
+//! The node crate's error type.
+
+use std::path::PathBuf;
+
+/// Why the terminal client (or the demo) could not start or had to stop.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeError {
+    #[error(transparent)]
+    Config(#[from] turnstone_runtime::ConfigError),
+    #[error(
+        "provider `{0}` is not supported yet (only `openai`, i.e. any OpenAI-compatible endpoint)"
+    )]
+    UnsupportedProvider(String),
+    #[error("working directory {path} is not a directory")]
+    BadCwd { path: PathBuf },
+    #[error("the built-in scripted model could not start: {0}")]
+    FakeModel(String),
+    #[error("model client: {0}")]
+    Llm(#[from] turnstone_llm::LlmError),
+    #[error("tool registry: {0}")]
+    Tools(#[from] turnstone_tools::RegistryError),
+    #[error(transparent)]
+    Workstream(#[from] turnstone_engine::ManagerError),
+    #[error("terminal i/o: {0}")]
+    Io(#[from] std::io::Error),
+}
