@@ -16,5 +16,6 @@ pub mod backend;
 pub mod cli;
 pub mod demo;
 pub mod error;
+pub mod server;
 
 pub use error::NodeError;

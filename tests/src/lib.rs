@@ -5,7 +5,8 @@
 //!
 //! * `wire_contract` — real turns through the engine against the fake LLM over HTTP; every
 //!   engine event must decode as the node's SSE payload (`turnstone_proto::sse::WsEvent`,
-//!   node spec §2.2) and a tool turn must follow the captured order of node spec §2.4;
+//!   node spec §2.2) with its fields intact;
+//! * `turn_order` — the per-workstream event order of the captures in node spec §2.4/§2.6;
 //! * `binaries` — `turnstone-fake-llm` and `turnstone-demo` as processes;
 //! * `openai_load` — many concurrent streams through one OpenAI-compatible client.
 //!

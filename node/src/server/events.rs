@@ -1,0 +1,216 @@
+//! The three event streams: per workstream (`/v1/api/events?ws_id=`), global
+//! (`/v1/api/events/global`) and node-wide ordered (`/v1/api/events/node`, ours).
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use axum::extract::{Query, State};
+use axum::http::HeaderMap;
+use axum::response::Response;
+use futures::Stream;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use turnstone_engine::{Event, Item, Sequenced, Subscription, WorkstreamHandle, WsState};
+
+use super::error::ApiError;
+use super::sse::{self, Frame, PING_INTERVAL};
+use super::state::{Node, NodeEvent, NodeEventKind, per_ws_visible};
+use super::views;
+
+#[derive(Debug, Deserialize)]
+pub struct WsQuery {
+    #[serde(default)]
+    ws_id: String,
+}
+
+fn truncated(from: u64, to: u64) -> Value {
+    json!({"type": "events_truncated", "missed_from": from, "missed_to": to})
+}
+
+/// Follows `sub`, mapping each item to frames, with a keep-alive ping; ends when `until`
+/// resolves (the workstream closed) or the log is gone.
+fn follow<T: Sequenced>(
+    first: Vec<Frame>,
+    sub: Subscription<T>,
+    until: Option<WorkstreamHandle>,
+    map: impl Fn(Item<T>) -> Vec<Frame> + Send + 'static,
+) -> impl Stream<Item = Frame> + Send + 'static {
+    struct St<T: Sequenced, M> {
+        queue: VecDeque<Frame>,
+        sub: Subscription<T>,
+        until: Option<WorkstreamHandle>,
+        ticker: tokio::time::Interval,
+        map: M,
+    }
+    let mut ticker = tokio::time::interval(PING_INTERVAL);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    ticker.reset();
+    let state = St {
+        queue: first.into(),
+        sub,
+        until,
+        ticker,
+        map,
+    };
+    futures::stream::unfold(state, |mut st| async move {
+        loop {
+            if let Some(frame) = st.queue.pop_front() {
+                return Some((frame, st));
+            }
+            let closed = async {
+                match &st.until {
+                    Some(ws) => ws.closed().await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                biased;
+                item = st.sub.next() => match item {
+                    Some(item) => st.queue.extend((st.map)(item)),
+                    None => return None,
+                },
+                _ = closed => return None,
+                _ = st.ticker.tick() => return Some((Frame::Ping, st)),
+            }
+        }
+    })
+}
+
+/// Frames of one per-workstream item.
+fn ws_frames(node: &Node, ws: &WorkstreamHandle, item: Item) -> Vec<Frame> {
+    match item {
+        Item::Truncated { from, to } => vec![Frame::event(None, truncated(from, to))],
+        Item::Event(env) => {
+            if !per_ws_visible(&env.event) {
+                return Vec::new();
+            }
+            let mut frames = Vec::with_capacity(2);
+            if let Event::TurnComplete { content, state, .. } = &env.event {
+                frames.push(Frame::event(
+                    None,
+                    views::ws_state(node, ws, *state, Some(content)),
+                ));
+            }
+            frames.push(Frame::event(Some(env.seq), views::event_json(&env.event)));
+            frames
+        }
+    }
+}
+
+/// `GET /v1/api/events?ws_id=` — per-workstream stream with `Last-Event-ID` resumption.
+pub async fn workstream_events(
+    State(node): State<Arc<Node>>,
+    Query(q): Query<WsQuery>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let ws = node
+        .workstream(&q.ws_id)
+        .ok_or_else(ApiError::unknown_workstream)?;
+    let resume = sse::last_event_id(&headers);
+    let mut sub = ws.subscribe(resume);
+    let mut first = Vec::new();
+    match resume {
+        None => first.extend(
+            views::attach_preamble(&node, &ws)
+                .into_iter()
+                .map(|v| Frame::event(None, v)),
+        ),
+        Some(_) => {
+            for item in sub.backlog() {
+                first.extend(ws_frames(&node, &ws, item));
+            }
+        }
+    }
+    let (n, w) = (node.clone(), ws.clone());
+    Ok(sse::response(follow(first, sub, Some(ws), move |item| {
+        ws_frames(&n, &w, item)
+    })))
+}
+
+/// Frames of one node-wide item on the global stream (original `ws_state`, `ws_activity`,
+/// `ws_rename`, `ws_closed`).
+fn global_frames(node: &Node, item: Item<NodeEvent>) -> Vec<Frame> {
+    let Item::Event(entry) = item else {
+        return Vec::new();
+    };
+    let value = match &entry.kind {
+        NodeEventKind::Ws(env) => {
+            let Some(ws) = node.workstream(&env.ws_id) else {
+                return Vec::new();
+            };
+            match &env.event {
+                // The final state of a turn is announced with its content on turn_complete.
+                Event::StateChange { state }
+                    if !matches!(state, WsState::Idle | WsState::Error) =>
+                {
+                    views::ws_state(node, &ws, *state, None)
+                }
+                Event::TurnComplete { state, content, .. } => {
+                    views::ws_state(node, &ws, *state, Some(content))
+                }
+                Event::Activity {
+                    activity,
+                    activity_state,
+                } => json!({
+                    "type": "ws_activity",
+                    "ws_id": &*env.ws_id,
+                    "activity": activity,
+                    "activity_state": activity_state,
+                }),
+                _ => return Vec::new(),
+            }
+        }
+        NodeEventKind::Closed { .. } | NodeEventKind::Renamed { .. } => {
+            let mut v = entry.to_json();
+            if let Some(o) = v.as_object_mut() {
+                o.remove("node_seq");
+            }
+            v
+        }
+    };
+    vec![Frame::event(Some(entry.seq), value)]
+}
+
+/// `GET /v1/api/events/global` — live state of every workstream (no initial frame).
+pub async fn global_events(State(node): State<Arc<Node>>, headers: HeaderMap) -> Response {
+    let resume = sse::last_event_id(&headers);
+    let mut sub = node.node_log.subscribe(resume);
+    let first: Vec<Frame> = if resume.is_some() {
+        sub.backlog()
+            .into_iter()
+            .flat_map(|i| global_frames(&node, i))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let n = node.clone();
+    sse::response(follow(first, sub, None, move |item| {
+        global_frames(&n, item)
+    }))
+}
+
+fn node_frames(item: Item<NodeEvent>) -> Vec<Frame> {
+    match item {
+        Item::Event(entry) => vec![Frame::event(Some(entry.seq), entry.to_json())],
+        Item::Truncated { from, to } => vec![Frame::event(None, truncated(from, to))],
+    }
+}
+
+/// `GET /v1/api/events/node` — every event of every workstream, in order, with `ws_id`,
+/// `ws_seq` and `node_seq`; resumable with `Last-Event-ID` (a `node_seq`). Without it the
+/// stream starts with the live events; `?from=0` replays everything retained.
+pub async fn node_events(
+    State(node): State<Arc<Node>>,
+    Query(q): Query<NodeQuery>,
+    headers: HeaderMap,
+) -> Response {
+    let resume = sse::last_event_id(&headers).or(q.from);
+    let mut sub = node.node_log.subscribe(resume);
+    let first: Vec<Frame> = sub.backlog().into_iter().flat_map(node_frames).collect();
+    sse::response(follow(first, sub, None, node_frames))
+}
+
+#[derive(Debug, Deserialize)]
+pub struct NodeQuery {
+    from: Option<u64>,
+}

@@ -1,0 +1,107 @@
+//! Server-Sent Events framed like the original (`data: <json>` lines, CRLF, a `: ping`
+//! comment every few seconds) plus `id: <seq>` lines so clients can resume with
+//! `Last-Event-ID`.
+
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::http::{HeaderMap, HeaderValue, header};
+use axum::response::{IntoResponse, Response};
+use futures::Stream;
+use serde_json::Value;
+
+/// One SSE frame.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Frame {
+    /// An event with an optional id.
+    Event { id: Option<u64>, data: Value },
+    /// A keep-alive comment.
+    Ping,
+}
+
+impl Frame {
+    pub fn event(id: Option<u64>, data: Value) -> Self {
+        Self::Event { id, data }
+    }
+
+    /// The bytes on the wire.
+    pub fn encode(&self) -> Bytes {
+        match self {
+            Self::Event { id, data } => {
+                let mut out = String::new();
+                if let Some(id) = id {
+                    out.push_str(&format!("id: {id}\r\n"));
+                }
+                out.push_str("data: ");
+                out.push_str(&data.to_string());
+                out.push_str("\r\n\r\n");
+                Bytes::from(out)
+            }
+            Self::Ping => Bytes::from(format!("\u{3a} ping - {}\r\n\r\n", utc_now())),
+        }
+    }
+}
+
+fn utc_now() -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    format!("{}.{:06}", now.as_secs(), now.subsec_micros())
+}
+
+/// The `Last-Event-ID` a reconnecting client sent, if it is a number.
+pub fn last_event_id(headers: &HeaderMap) -> Option<u64> {
+    headers
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// Interval between keep-alive comments.
+pub const PING_INTERVAL: Duration = Duration::from_secs(5);
+
+/// Turns a stream of frames into an SSE response with the original's headers.
+pub fn response(frames: impl Stream<Item = Frame> + Send + 'static) -> Response {
+    use futures::StreamExt;
+    let body = Body::from_stream(frames.map(|f| Ok::<_, std::convert::Infallible>(f.encode())));
+    let mut response = body.into_response();
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream; charset=utf-8"),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    headers.insert(header::CONNECTION, HeaderValue::from_static("keep-alive"));
+    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_use_crlf_and_carry_ids() {
+        let f = Frame::event(
+            Some(7),
+            serde_json::json!({"type": "content", "text": "hi"}),
+        );
+        assert_eq!(
+            f.encode(),
+            Bytes::from("id: 7\r\ndata: {\"type\":\"content\",\"text\":\"hi\"}\r\n\r\n")
+        );
+        let no_id = Frame::event(None, serde_json::json!({"type": "connected"}));
+        assert!(no_id.encode().starts_with(b"data: "));
+        assert!(Frame::Ping.encode().starts_with(b": ping - "));
+    }
+
+    #[test]
+    fn last_event_id_is_parsed_leniently() {
+        let mut h = HeaderMap::new();
+        assert_eq!(last_event_id(&h), None);
+        h.insert("last-event-id", HeaderValue::from_static(" 42 "));
+        assert_eq!(last_event_id(&h), Some(42));
+        h.insert("last-event-id", HeaderValue::from_static("nope"));
+        assert_eq!(last_event_id(&h), None);
+    }
+}

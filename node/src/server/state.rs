@@ -1,0 +1,267 @@
+//! The node's shared state: the workstream manager, the node-wide ordered event log, the
+//! idempotency window of sends, auth, and start-up facts for `/health`.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use serde_json::{Value, json};
+use turnstone_engine::{
+    Closed, CreateOptions, Envelope, Event, EventLog, Manager, ManagerError, Sequenced,
+    WorkstreamHandle,
+};
+use turnstone_runtime::auth::Authenticator;
+
+/// One entry of the node-wide stream: a workstream event, or a node-level notice about a
+/// workstream (closed, renamed) that no workstream log carries.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeEvent {
+    /// Position in the node-wide stream (the SSE `id` of `/v1/api/events/node`).
+    pub seq: u64,
+    pub kind: NodeEventKind,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum NodeEventKind {
+    Ws(Arc<Envelope>),
+    Closed {
+        ws_id: String,
+        reason: String,
+        name: Option<String>,
+    },
+    Renamed {
+        ws_id: String,
+        name: String,
+    },
+}
+
+impl Sequenced for NodeEvent {
+    fn seq(&self) -> u64 {
+        self.seq
+    }
+}
+
+impl NodeEvent {
+    /// The JSON of this entry on the node-wide stream: the workstream event with `ws_id`,
+    /// its per-workstream `seq` as `ws_seq`, and `node_seq`.
+    pub fn to_json(&self) -> Value {
+        let mut value = match &self.kind {
+            NodeEventKind::Ws(env) => {
+                let mut v = serde_json::to_value(&env.event).unwrap_or(Value::Null);
+                if let Some(o) = v.as_object_mut() {
+                    o.insert("ws_id".into(), json!(&*env.ws_id));
+                    o.insert("ws_seq".into(), json!(env.seq));
+                }
+                v
+            }
+            NodeEventKind::Closed {
+                ws_id,
+                reason,
+                name,
+            } => {
+                let mut v = json!({"type": "ws_closed", "ws_id": ws_id, "reason": reason});
+                if let (Some(name), Some(o)) = (name, v.as_object_mut()) {
+                    o.insert("name".into(), json!(name));
+                }
+                v
+            }
+            NodeEventKind::Renamed { ws_id, name } => {
+                json!({"type": "ws_rename", "ws_id": ws_id, "name": name})
+            }
+        };
+        if let Some(o) = value.as_object_mut() {
+            o.insert("node_seq".into(), json!(self.seq));
+        }
+        value
+    }
+}
+
+/// Settings of a node server.
+#[derive(Debug, Clone)]
+pub struct NodeOptions {
+    pub node_id: String,
+    /// Model name reported by `/health` and `connected`.
+    pub model: String,
+    pub model_alias: String,
+    /// Node-wide events retained for `Last-Event-ID` resumption.
+    pub node_log_capacity: usize,
+    /// How long a `correlation_id` / `Idempotency-Key` of a send is remembered.
+    pub idempotency_window: Duration,
+    /// Most remembered keys (oldest forgotten first).
+    pub idempotency_capacity: usize,
+}
+
+impl Default for NodeOptions {
+    fn default() -> Self {
+        Self {
+            node_id: "local".into(),
+            model: String::new(),
+            model_alias: String::new(),
+            node_log_capacity: 65_536,
+            idempotency_window: Duration::from_secs(600),
+            idempotency_capacity: 100_000,
+        }
+    }
+}
+
+/// What a send with a given key did the first time.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RememberedSend {
+    pub ws_id: String,
+    pub status: &'static str,
+    at: SystemTime,
+}
+
+#[derive(Debug, Default)]
+struct Idempotency {
+    by_key: HashMap<String, RememberedSend>,
+    order: VecDeque<String>,
+}
+
+/// The node.
+pub struct Node {
+    pub options: NodeOptions,
+    pub manager: Manager,
+    pub node_log: Arc<EventLog<NodeEvent>>,
+    pub auth: Authenticator,
+    pub started: SystemTime,
+    idempotency: Mutex<Idempotency>,
+}
+
+impl std::fmt::Debug for Node {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Node")
+            .field("node_id", &self.options.node_id)
+            .finish()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Node {
+    /// Builds a node around an engine manager; every workstream event is forwarded, in order,
+    /// into the node-wide log.
+    pub fn new(
+        engine: Arc<turnstone_engine::Engine>,
+        manager_config: turnstone_engine::ManagerConfig,
+        auth: Authenticator,
+        options: NodeOptions,
+    ) -> Arc<Self> {
+        let node_log: Arc<EventLog<NodeEvent>> =
+            Arc::new(EventLog::new(options.node_log_capacity, 1024));
+        let hook_log = node_log.clone();
+        let manager = Manager::new(engine, manager_config).with_event_hook(Arc::new(move |env| {
+            hook_log.push_with(|seq| NodeEvent {
+                seq,
+                kind: NodeEventKind::Ws(env.clone()),
+            });
+        }));
+        Arc::new(Self {
+            options,
+            manager,
+            node_log,
+            auth,
+            started: SystemTime::now(),
+            idempotency: Mutex::new(Idempotency::default()),
+        })
+    }
+
+    pub fn uptime(&self) -> Duration {
+        self.started.elapsed().unwrap_or_default()
+    }
+
+    pub fn workstream(&self, ws_id: &str) -> Option<WorkstreamHandle> {
+        self.manager.get(ws_id)
+    }
+
+    /// Creates a workstream, announcing an eviction on the node-wide stream.
+    pub fn create_workstream(
+        &self,
+        options: CreateOptions,
+    ) -> Result<WorkstreamHandle, ManagerError> {
+        let (handle, evicted) = self.manager.create(options)?;
+        if let Some(closed) = evicted {
+            self.announce_closed(&closed);
+        }
+        Ok(handle)
+    }
+
+    pub fn announce_closed(&self, closed: &Closed) {
+        let name = (closed.reason == "evicted").then(|| closed.name.clone());
+        self.node_log.push_with(|seq| NodeEvent {
+            seq,
+            kind: NodeEventKind::Closed {
+                ws_id: closed.ws_id.clone(),
+                reason: closed.reason.to_string(),
+                name,
+            },
+        });
+    }
+
+    pub fn announce_rename(&self, ws_id: &str, name: &str) {
+        self.node_log.push_with(|seq| NodeEvent {
+            seq,
+            kind: NodeEventKind::Renamed {
+                ws_id: ws_id.to_string(),
+                name: name.to_string(),
+            },
+        });
+    }
+
+    /// Runs `start` unless `key` was seen within the idempotency window, in which case the
+    /// first outcome is returned and nothing runs. The check and the start are atomic, so
+    /// two concurrent sends with one key start one turn.
+    pub fn send_once(
+        &self,
+        key: Option<&str>,
+        ws_id: &str,
+        start: impl FnOnce() -> &'static str,
+    ) -> (RememberedSend, bool) {
+        let Some(key) = key.filter(|k| !k.is_empty()) else {
+            return (
+                RememberedSend {
+                    ws_id: ws_id.to_string(),
+                    status: start(),
+                    at: SystemTime::now(),
+                },
+                false,
+            );
+        };
+        let mut memo = lock(&self.idempotency);
+        let now = SystemTime::now();
+        let window = self.options.idempotency_window;
+        while let Some(oldest) = memo.order.front().cloned() {
+            let expired = memo
+                .by_key
+                .get(&oldest)
+                .is_none_or(|r| now.duration_since(r.at).unwrap_or_default() > window);
+            if expired || memo.order.len() > self.options.idempotency_capacity {
+                memo.order.pop_front();
+                memo.by_key.remove(&oldest);
+            } else {
+                break;
+            }
+        }
+        if let Some(previous) = memo.by_key.get(key) {
+            return (previous.clone(), true);
+        }
+        let outcome = RememberedSend {
+            ws_id: ws_id.to_string(),
+            status: start(),
+            at: now,
+        };
+        // A refused send (busy) is not remembered: a retry may legitimately start the turn.
+        if outcome.status == "ok" {
+            memo.by_key.insert(key.to_string(), outcome.clone());
+            memo.order.push_back(key.to_string());
+        }
+        (outcome, false)
+    }
+}
+
+/// Is this per-workstream event one the original's per-workstream stream carries?
+pub fn per_ws_visible(event: &Event) -> bool {
+    !matches!(event, Event::Activity { .. })
+}

@@ -1,0 +1,158 @@
+//! Routes that drive a turn: send (idempotent), approve (decided once), cancel, command,
+//! plan.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+use turnstone_engine::{ApproveOutcome, SendOutcome};
+use turnstone_proto::api::{ApproveBody, CancelBody, CommandBody, PlanBody, SendBody};
+
+use super::body::WireJson;
+use super::error::ApiError;
+use super::state::Node;
+
+/// Body of `/send`: the original fields plus an optional `correlation_id`.
+#[derive(Debug, serde::Deserialize, Default)]
+#[serde(default)]
+pub struct SendExtras {
+    correlation_id: Option<String>,
+}
+
+/// `POST /v1/api/send`. A `correlation_id` in the body (or an `Idempotency-Key` header)
+/// makes it idempotent: a repeat within the window returns the first result and starts
+/// nothing.
+pub async fn send(
+    State(node): State<Arc<Node>>,
+    headers: HeaderMap,
+    WireJson(raw): WireJson<Value>,
+) -> Result<Response, ApiError> {
+    let body: SendBody = turnstone_proto::api::decode("SendBody", raw.to_string().as_bytes())?;
+    let extras: SendExtras = serde_json::from_value(raw).unwrap_or_default();
+    let message = body.message.trim();
+    if message.is_empty() {
+        return Err(ApiError::BadRequest("Empty message".into()));
+    }
+    let ws = node
+        .workstream(&body.ws_id)
+        .ok_or_else(ApiError::unknown_workstream)?;
+    let key = extras.correlation_id.filter(|c| !c.is_empty()).or_else(|| {
+        headers
+            .get("idempotency-key")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+    });
+    let (outcome, replayed) = node.send_once(key.as_deref(), ws.id(), || {
+        match ws.send(message, key.clone()) {
+            SendOutcome::Started { .. } => "ok",
+            SendOutcome::Busy => "busy",
+            SendOutcome::Closed => "closed",
+        }
+    });
+    if outcome.status == "closed" {
+        return Err(ApiError::unknown_workstream());
+    }
+    if replayed && outcome.ws_id != ws.id() {
+        return Err(ApiError::Conflict {
+            message: "correlation_id was already used for another workstream".into(),
+            detail: json!({"ws_id": outcome.ws_id}),
+        });
+    }
+    let mut response = Json(json!({"status": outcome.status})).into_response();
+    if replayed {
+        response.headers_mut().insert(
+            "idempotent-replayed",
+            axum::http::HeaderValue::from_static("true"),
+        );
+    }
+    Ok(response)
+}
+
+/// `POST /v1/api/approve`. The first decision wins; a later one is `409` with the recorded
+/// verdict. With nothing ever decided it is `200 {"status":"ok"}`, as the original.
+pub async fn approve(
+    State(node): State<Arc<Node>>,
+    WireJson(body): WireJson<ApproveBody>,
+) -> Result<Json<Value>, ApiError> {
+    let ws = node
+        .workstream(&body.ws_id)
+        .ok_or_else(ApiError::unknown_workstream)?;
+    match ws.approve(body.approved, body.feedback.clone(), body.always) {
+        ApproveOutcome::Resolved(_) | ApproveOutcome::NotPending(None) => {
+            Ok(Json(json!({"status": "ok"})))
+        }
+        ApproveOutcome::NotPending(Some(v)) => Err(ApiError::Conflict {
+            message: "Approval already decided".into(),
+            detail: json!({"verdict": {
+                "request_id": v.request_id,
+                "approved": v.approved,
+                "feedback": v.feedback,
+                "decided_by": v.decided_by,
+            }}),
+        }),
+    }
+}
+
+/// `POST /v1/api/cancel`.
+pub async fn cancel(
+    State(node): State<Arc<Node>>,
+    WireJson(body): WireJson<CancelBody>,
+) -> Result<Json<Value>, ApiError> {
+    let ws = node
+        .workstream(&body.ws_id)
+        .ok_or_else(ApiError::unknown_workstream)?;
+    ws.cancel();
+    Ok(Json(json!({"status": "ok"})))
+}
+
+/// `POST /v1/api/plan` — plan review is not built yet; nothing is pending, so it is a no-op.
+pub async fn plan(
+    State(node): State<Arc<Node>>,
+    WireJson(body): WireJson<PlanBody>,
+) -> Result<Json<Value>, ApiError> {
+    node.workstream(&body.ws_id)
+        .ok_or_else(ApiError::unknown_workstream)?;
+    Ok(Json(json!({"status": "ok"})))
+}
+
+/// `POST /v1/api/command` — slash commands; output arrives as `info`/`error` events.
+pub async fn command(
+    State(node): State<Arc<Node>>,
+    WireJson(body): WireJson<CommandBody>,
+) -> Result<Json<Value>, ApiError> {
+    let text = body.command.trim();
+    if text.is_empty() {
+        return Err(ApiError::BadRequest("Empty command".into()));
+    }
+    let ws = node
+        .workstream(&body.ws_id)
+        .ok_or_else(ApiError::unknown_workstream)?;
+    let (word, rest) = text.split_once(char::is_whitespace).unwrap_or((text, ""));
+    let rest = rest.trim();
+    match word {
+        "/clear" | "/new" => {
+            if ws.replace_history(Vec::new()) {
+                ws.emit_info("Conversation cleared.");
+            } else {
+                ws.emit_error("Cannot clear while processing.");
+                return Ok(Json(json!({"status": "busy"})));
+            }
+        }
+        "/name" if !rest.is_empty() => {
+            ws.set_name(rest);
+            node.announce_rename(ws.id(), rest);
+            ws.emit_info(format!("Workstream named: {rest}"));
+        }
+        "/help" => ws.emit_info(
+            "Commands: /clear, /new, /name <name>, /model, /help. More arrive with persistence.",
+        ),
+        "/model" => ws.emit_info(format!("Model: {}", node.options.model)),
+        other => ws.emit_info(format!(
+            "Unknown command: {other}. Type /help for available commands."
+        )),
+    }
+    Ok(Json(json!({"status": "ok"})))
+}

@@ -1,0 +1,146 @@
+//! How engine state looks on the wire: history entries, `ws_state` payloads, the attach
+//! preamble of a per-workstream stream.
+
+use serde_json::{Value, json};
+use turnstone_engine::{Event, WorkstreamHandle, WsState};
+use turnstone_llm::{ChatMessage, Role};
+
+use super::state::Node;
+
+/// Tool-result prefixes that mark a history entry as an error (node spec §2.2).
+const ERROR_PREFIXES: &[&str] = &[
+    "Error",
+    "Command timed out",
+    "Search timed out",
+    "Unknown tool:",
+    "JSON parse error:",
+    "MCP prompt timed out",
+    "MCP prompt error",
+];
+
+/// The `history` entries of a conversation (node spec §2.2 `HistoryEntry`).
+pub fn history_entries(messages: &[ChatMessage], pending: bool) -> Vec<Value> {
+    let mut entries: Vec<Value> = Vec::with_capacity(messages.len());
+    let mut last_call_entry = None;
+    for m in messages {
+        match m.role() {
+            Role::System => continue,
+            Role::User => entries.push(json!({"role": "user", "content": m.content})),
+            Role::Assistant => {
+                let mut entry = json!({"role": "assistant", "content": m.content});
+                if !m.tool_calls.is_empty() {
+                    entry["tool_calls"] = m
+                        .tool_calls
+                        .iter()
+                        .map(|c| json!({"id": c.id, "name": c.name, "arguments": c.arguments}))
+                        .collect();
+                    last_call_entry = Some(entries.len());
+                }
+                entries.push(entry);
+            }
+            Role::Tool => {
+                let content = m.content.clone().unwrap_or_default();
+                let mut entry = json!({"role": "tool", "content": content});
+                if content.starts_with("Denied by user") || content.starts_with("Blocked") {
+                    entry["denied"] = json!(true);
+                    if let Some(i) = last_call_entry {
+                        entries[i]["denied"] = json!(true);
+                    }
+                }
+                if ERROR_PREFIXES.iter().any(|p| content.starts_with(p)) {
+                    entry["is_error"] = json!(true);
+                }
+                entries.push(entry);
+            }
+        }
+    }
+    if pending && let Some(i) = last_call_entry {
+        entries[i]["pending"] = json!(true);
+    }
+    entries
+}
+
+/// Share of the context window the workstream's last request used.
+pub fn context_ratio(node: &Node, ws: &WorkstreamHandle) -> f64 {
+    let usage = ws.usage();
+    let window = f64::from(node.manager.engine().context_window());
+    if window == 0.0 {
+        0.0
+    } else {
+        (usage.prompt_tokens + usage.completion_tokens) as f64 / window
+    }
+}
+
+/// A `ws_state` payload (global stream; also per-workstream at turn end, so the original
+/// SDK's `send_and_wait` completes — node spec §2.7).
+pub fn ws_state(
+    node: &Node,
+    ws: &WorkstreamHandle,
+    state: WsState,
+    content: Option<&str>,
+) -> Value {
+    let (activity, activity_state) = ws.activity();
+    let mut v = json!({
+        "type": "ws_state",
+        "ws_id": ws.id(),
+        "state": state,
+        "tokens": ws.tokens_total(),
+        "context_ratio": context_ratio(node, ws),
+        "activity": activity,
+        "activity_state": activity_state,
+    });
+    if state == WsState::Idle {
+        v["content"] = json!(content.unwrap_or(""));
+    }
+    v
+}
+
+/// The frames a client gets when it attaches without `Last-Event-ID`: `connected`, `status`
+/// (if there is usage), `history` (if there are messages), and the pending approval.
+pub fn attach_preamble(node: &Node, ws: &WorkstreamHandle) -> Vec<Value> {
+    let mut out = vec![json!({
+        "type": "connected",
+        "model": node.options.model,
+        "model_alias": node.options.model_alias,
+        "skip_permissions": ws.skip_permissions(),
+    })];
+    let usage = ws.usage();
+    if usage.prompt_tokens + usage.completion_tokens > 0 {
+        let window = u64::from(node.manager.engine().context_window());
+        let used = usage.prompt_tokens + usage.completion_tokens;
+        let pct = if window == 0 {
+            0.0
+        } else {
+            (used as f64 / window as f64 * 1000.0).round() / 10.0
+        };
+        out.push(json!({
+            "type": "status",
+            "prompt_tokens": usage.prompt_tokens,
+            "completion_tokens": usage.completion_tokens,
+            "total_tokens": used,
+            "context_window": window,
+            "pct": pct,
+            "effort": node.manager.engine().config().reasoning_effort,
+            "cache_creation_tokens": usage.cache_creation_tokens,
+            "cache_read_tokens": usage.cache_read_tokens,
+            "tool_calls_this_turn": 0,
+            "turn_count": ws.turn_count(),
+        }));
+    }
+    let pending = ws.pending_approval();
+    let messages = ws.history();
+    if !messages.is_empty() {
+        out.push(
+            json!({"type": "history", "messages": history_entries(&messages, pending.is_some())}),
+        );
+    }
+    if let Some(env) = pending {
+        out.push(serde_json::to_value(&env.event).unwrap_or(Value::Null));
+    }
+    out
+}
+
+/// The wire JSON of an engine event.
+pub fn event_json(event: &Event) -> Value {
+    serde_json::to_value(event).unwrap_or(Value::Null)
+}
