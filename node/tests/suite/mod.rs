@@ -1,6 +1,7 @@
 //! End-to-end tests of the `turnstone` binary against its built-in scripted model.
 
 mod pipe;
+mod server;
 mod tty;
 
 use std::path::Path;

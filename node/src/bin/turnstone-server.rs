@@ -1,0 +1,184 @@
+//! `turnstone-server`: the node. Serves the v0.9.6 HTTP API and SSE for workstreams run by
+//! the engine, against `--base-url` or, without one, the built-in scripted model.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use clap::Parser;
+use turnstone_engine::{CreateOptions, EngineConfig, ManagerConfig};
+use turnstone_node::backend::{Backend, resolve_cwd};
+use turnstone_node::server::{self, Node, NodeOptions};
+use turnstone_runtime::auth::{
+    AUDIENCE_SERVER, AuthConfig, AuthEnv, Authenticator, ConfigToken, TokenRole, check_bind_policy,
+    generate_api_token,
+};
+use turnstone_runtime::{LogFormat, Shutdown, init_tracing};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "turnstone-server",
+    about = "A Turnstone node: HTTP API, SSE, workstreams"
+)]
+struct Args {
+    /// Address to bind.
+    #[arg(long, env = "TURNSTONE_HOST", default_value = "0.0.0.0")]
+    host: IpAddr,
+    /// Port to bind (0 picks a free one).
+    #[arg(long, env = "TURNSTONE_PORT", default_value_t = 8080)]
+    port: u16,
+    /// OpenAI-compatible endpoint. Default: the built-in scripted model (a demo).
+    #[arg(long, env = "TURNSTONE_BASE_URL")]
+    base_url: Option<String>,
+    /// Model name (default: the first model the endpoint lists).
+    #[arg(long, env = "TURNSTONE_MODEL")]
+    model: Option<String>,
+    /// API key of the endpoint (default: OPENAI_API_KEY).
+    #[arg(long, env = "OPENAI_API_KEY", hide_env_values = true)]
+    api_key: Option<String>,
+    /// Provider kind; only `openai` (OpenAI-compatible) is available so far.
+    #[arg(long, default_value = "openai")]
+    provider: String,
+    /// MCP servers (accepted for compatibility; MCP support is not built yet).
+    #[arg(long)]
+    mcp_config: Option<PathBuf>,
+    /// Node id (default: `<hostname>_<4 hex>`).
+    #[arg(long, env = "TURNSTONE_NODE_ID")]
+    node_id: Option<String>,
+    /// Most live workstreams; creating one more evicts the oldest idle one.
+    #[arg(long, default_value_t = 50)]
+    max_workstreams: usize,
+    /// Approve every tool call without asking.
+    #[arg(long)]
+    skip_permissions: bool,
+    /// Working directory of the tools.
+    #[arg(long)]
+    cwd: Option<PathBuf>,
+    /// Log level (error, warn, info, debug, trace, or an EnvFilter directive).
+    #[arg(long, env = "TURNSTONE_LOG_LEVEL", default_value = "info")]
+    log_level: String,
+    /// Log format.
+    #[arg(long, env = "TURNSTONE_LOG_FORMAT", value_enum, default_value = "text")]
+    log_format: LogFormat,
+}
+
+fn default_node_id() -> String {
+    let host = std::fs::read_to_string("/etc/hostname")
+        .ok()
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty() && h != "localhost");
+    let suffix = turnstone_engine::new_ws_id();
+    match host {
+        Some(h) => format!("{h}_{}", &suffix[..4]),
+        None => suffix[..12].to_string(),
+    }
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    init_tracing(&args.log_level.to_lowercase(), args.log_format).map_err(anyhow::Error::msg)?;
+    if args.provider != "openai" {
+        anyhow::bail!(
+            "--provider {}: only `openai` (OpenAI-compatible) is available so far",
+            args.provider
+        );
+    }
+    if args.mcp_config.is_some() {
+        tracing::warn!("--mcp-config is accepted but MCP servers are not supported yet");
+    }
+
+    // Auth: on by default; off only on a loopback bind.
+    let env = AuthEnv::from_process();
+    let mut auth_config = AuthConfig::default();
+    let mut printed_token = None;
+    if env.auth_token.is_none()
+        && env.jwt_secret.is_none()
+        && !matches!(env.auth_enabled.as_deref(), Some("0" | "false" | "no"))
+    {
+        // Nothing to log in with: make a full-access token for this run and say so once.
+        let token = generate_api_token()?;
+        auth_config
+            .tokens
+            .push(ConfigToken::new(token.clone(), TokenRole::Full));
+        printed_token = Some(token);
+    }
+    let auth = Authenticator::from_config(&auth_config, &env, AUDIENCE_SERVER)?;
+    check_bind_policy(auth.is_enabled(), args.host).map_err(anyhow::Error::msg)?;
+    if !auth.is_enabled() {
+        tracing::warn!(host = %args.host, "auth is DISABLED (allowed only on a loopback bind)");
+    }
+
+    let backend = Backend::connect(args.base_url.as_deref(), args.api_key.clone()).await?;
+    if backend.is_scripted() {
+        tracing::info!(url = %backend.base_url, "no --base-url: using the built-in scripted model");
+    }
+    let model = args
+        .model
+        .clone()
+        .unwrap_or_else(|| "fake-model".to_string());
+    let config = EngineConfig {
+        model: model.clone(),
+        skip_permissions: args.skip_permissions,
+        cwd: resolve_cwd(args.cwd.clone())?,
+        ..EngineConfig::default()
+    };
+    let engine = backend.engine(config).await?;
+    let node_id = args.node_id.clone().unwrap_or_else(default_node_id);
+    let node = Node::new(
+        engine,
+        ManagerConfig {
+            max_workstreams: args.max_workstreams,
+            ..ManagerConfig::default()
+        },
+        auth,
+        NodeOptions {
+            node_id: node_id.clone(),
+            model,
+            ..NodeOptions::default()
+        },
+    );
+    node.create_workstream(CreateOptions {
+        name: Some("default".into()),
+        ..CreateOptions::default()
+    })?;
+
+    let listener = tokio::net::TcpListener::bind(SocketAddr::new(args.host, args.port)).await?;
+    let addr = listener.local_addr()?;
+    println!("turnstone-server {node_id} listening on http://{addr}");
+    if let Some(token) = printed_token {
+        println!("login token (full access, this run only): {token}");
+    }
+    use std::io::Write;
+    std::io::stdout().flush()?;
+
+    let shutdown = Shutdown::new();
+    tokio::spawn(shutdown.clone().trigger_on_signals());
+    let cleanup = spawn_idle_cleanup(node.clone(), shutdown.clone());
+    let s = shutdown.clone();
+    server::run(listener, node, async move { s.triggered().await }).await?;
+    cleanup.abort();
+    drop(backend);
+    tracing::info!("stopped");
+    Ok(())
+}
+
+fn spawn_idle_cleanup(node: Arc<Node>, shutdown: Shutdown) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let Some(timeout) = node.manager.config().idle_timeout else {
+            return;
+        };
+        let period = (timeout / 4).min(std::time::Duration::from_secs(300));
+        let mut tick = tokio::time::interval(period);
+        loop {
+            tokio::select! {
+                _ = shutdown.triggered() => return,
+                _ = tick.tick() => {
+                    for closed in node.manager.close_idle() {
+                        node.announce_closed(&closed);
+                    }
+                }
+            }
+        }
+    })
+}

@@ -1,0 +1,230 @@
+//! The node HTTP server in-process: real HTTP on 127.0.0.1:0, the scripted fake model
+//! over HTTP, real tools in a temp dir.
+
+mod api;
+mod streams;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use serde_json::Value;
+use turnstone_engine::{CreateOptions, Engine, EngineConfig, ManagerConfig};
+use turnstone_llm::{CircuitBreaker, OpenAiConfig, OpenAiProvider, Resilient, RetryPolicy};
+use turnstone_node::server::{self, Node, NodeOptions};
+use turnstone_runtime::auth::{AUDIENCE_SERVER, Authenticator, ConfigToken, TokenRole};
+use turnstone_testkit::FakeLlm;
+use turnstone_tools::ToolRegistry;
+
+pub const FULL: &str = "full-token-for-tests";
+pub const READ: &str = "read-token-for-tests";
+
+pub struct TestNode {
+    pub llm: FakeLlm,
+    pub node: Arc<Node>,
+    pub base: String,
+    pub default_ws: String,
+    pub http: reqwest::Client,
+    _dir: tempfile::TempDir,
+    _server: tokio::task::JoinHandle<()>,
+}
+
+impl TestNode {
+    pub async fn start() -> Self {
+        let llm = FakeLlm::start().await;
+        let dir = tempfile::tempdir().unwrap();
+        let provider = OpenAiProvider::new(OpenAiConfig::new(llm.base_url())).unwrap();
+        let policy = RetryPolicy {
+            max_retries: 1,
+            delays: vec![Duration::from_millis(10)],
+            ..RetryPolicy::default()
+        };
+        let resilient = Resilient::new(
+            Arc::new(provider),
+            policy,
+            Arc::new(CircuitBreaker::default()),
+        );
+        let config = EngineConfig {
+            model: "fake-model".into(),
+            cwd: dir.path().to_path_buf(),
+            ..EngineConfig::default()
+        };
+        let engine = Engine::new(
+            resilient,
+            Arc::new(ToolRegistry::with_builtins().unwrap()),
+            config,
+        )
+        .await;
+        let auth = Authenticator::new(
+            true,
+            None,
+            vec![
+                ConfigToken::new(FULL, TokenRole::Full),
+                ConfigToken::new(READ, TokenRole::Read),
+            ],
+            AUDIENCE_SERVER,
+        );
+        let node = Node::new(
+            engine,
+            ManagerConfig::default(),
+            auth,
+            NodeOptions {
+                node_id: "node-test".into(),
+                model: "fake-model".into(),
+                ..NodeOptions::default()
+            },
+        );
+        let default_ws = node
+            .create_workstream(CreateOptions {
+                name: Some("default".into()),
+                ..CreateOptions::default()
+            })
+            .unwrap()
+            .id()
+            .to_string();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let served = node.clone();
+        let server = tokio::spawn(async move {
+            server::run(listener, served, std::future::pending())
+                .await
+                .unwrap();
+        });
+        Self {
+            llm,
+            node,
+            base,
+            default_ws,
+            http: reqwest::Client::new(),
+            _dir: dir,
+            _server: server,
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    pub async fn get(&self, path: &str, token: Option<&str>) -> (u16, Value) {
+        let mut req = self.http.get(self.url(path));
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        let resp = req.send().await.unwrap();
+        let status = resp.status().as_u16();
+        (status, resp.json().await.unwrap_or(Value::Null))
+    }
+
+    pub async fn post(&self, path: &str, body: Value) -> (u16, Value) {
+        self.post_raw(path, body.to_string(), FULL).await
+    }
+
+    pub async fn post_raw(&self, path: &str, body: String, token: &str) -> (u16, Value) {
+        let resp = self
+            .http
+            .post(self.url(path))
+            .bearer_auth(token)
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        let status = resp.status().as_u16();
+        (status, resp.json().await.unwrap_or(Value::Null))
+    }
+
+    /// Opens an SSE stream.
+    pub async fn sse(&self, path: &str, last_event_id: Option<u64>) -> SseClient {
+        let mut req = self.http.get(self.url(path)).bearer_auth(FULL);
+        if let Some(id) = last_event_id {
+            req = req.header("last-event-id", id.to_string());
+        }
+        let resp = req.send().await.unwrap();
+        assert_eq!(resp.status(), 200, "SSE {path}");
+        assert!(
+            resp.headers()["content-type"]
+                .to_str()
+                .unwrap()
+                .starts_with("text/event-stream"),
+            "content type"
+        );
+        SseClient {
+            stream: Box::pin(resp.bytes_stream()),
+            buf: String::new(),
+        }
+    }
+}
+
+/// One parsed SSE event.
+#[derive(Debug, Clone)]
+pub struct SseEvent {
+    pub id: Option<u64>,
+    pub data: Value,
+}
+
+impl SseEvent {
+    pub fn kind(&self) -> &str {
+        self.data["type"].as_str().unwrap_or("")
+    }
+}
+
+pub struct SseClient {
+    stream: std::pin::Pin<Box<dyn futures::Stream<Item = reqwest::Result<bytes::Bytes>> + Send>>,
+    buf: String,
+}
+
+impl SseClient {
+    /// The next event (comments skipped), within 20 s.
+    pub async fn next(&mut self) -> SseEvent {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(end) = self.buf.find("\r\n\r\n") {
+                let frame: String = self.buf.drain(..end + 4).collect();
+                let mut id = None;
+                let mut data = None;
+                for line in frame.split("\r\n") {
+                    if let Some(v) = line.strip_prefix("id: ") {
+                        id = v.trim().parse().ok();
+                    } else if let Some(v) = line.strip_prefix("data: ") {
+                        data = Some(serde_json::from_str(v).expect("data is JSON"));
+                    }
+                }
+                if let Some(data) = data {
+                    return SseEvent { id, data };
+                }
+                continue;
+            }
+            let chunk = tokio::time::timeout_at(deadline, self.stream.next())
+                .await
+                .expect("SSE event within 20 s")
+                .expect("stream still open")
+                .expect("stream readable");
+            self.buf.push_str(std::str::from_utf8(&chunk).unwrap());
+        }
+    }
+
+    /// Events until one of type `kind` (inclusive).
+    pub async fn until(&mut self, kind: &str) -> Vec<SseEvent> {
+        let mut out = Vec::new();
+        loop {
+            let e = self.next().await;
+            let done = e.kind() == kind;
+            out.push(e);
+            if done {
+                return out;
+            }
+        }
+    }
+}
+
+pub fn kinds(events: &[SseEvent]) -> Vec<&str> {
+    events.iter().map(SseEvent::kind).collect()
+}
+
+pub fn text_of(events: &[SseEvent]) -> String {
+    events
+        .iter()
+        .filter(|e| e.kind() == "content")
+        .filter_map(|e| e.data["text"].as_str())
+        .collect()
+}
