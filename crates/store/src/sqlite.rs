@@ -1,0 +1,91 @@
+//! The embedded default backend: one SQLite file (WAL mode, busy timeout), FTS5 search.
+
+use std::path::Path;
+use std::time::Duration;
+
+use sqlx::migrate::Migrator;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::{Row as _, SqlitePool};
+
+use crate::error::{Result, StoreError};
+use crate::model::{SchemaDescription, SearchHit};
+use crate::sql_common::impl_store;
+
+static MIGRATOR: Migrator = sqlx::migrate!("./migrations/sqlite");
+
+/// How long a writer waits for another connection's lock before `SQLITE_BUSY`.
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+/// Connections in the pool (WAL lets readers run beside the one writer).
+const POOL_SIZE: u32 = 4;
+
+/// [`crate::Store`] on one SQLite file.
+pub struct SqliteStore {
+    pool: SqlitePool,
+}
+
+impl SqliteStore {
+    /// Opens (creating if missing) the file and applies the SQLite migrations.
+    pub async fn open(path: impl AsRef<Path>) -> Result<Self> {
+        let options = SqliteConnectOptions::new()
+            .filename(path.as_ref())
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Normal)
+            .busy_timeout(BUSY_TIMEOUT);
+        let pool = SqlitePoolOptions::new()
+            .max_connections(POOL_SIZE)
+            .connect_with(options)
+            .await
+            .map_err(|source| StoreError::Connect {
+                target: format!("sqlite database {}", path.as_ref().display()),
+                source,
+            })?;
+        MIGRATOR.run(&pool).await?;
+        Ok(Self { pool })
+    }
+
+    async fn fts_search(&self, terms: &[String], limit: i64) -> Result<Vec<SearchHit>> {
+        // Every word becomes a quoted FTS5 string: no operator or syntax survives.
+        let expr = terms
+            .iter()
+            .map(|t| format!("\"{}\"", t.replace('"', "\"\"")))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let rows = sqlx::query(
+            "SELECT c.id, c.ws_id, c.role, c.tool_name, c.content, c.timestamp, \
+             snippet(conversations_fts, 0, '[', ']', '…', 16) AS snippet \
+             FROM conversations_fts JOIN conversations c ON c.id = conversations_fts.rowid \
+             WHERE conversations_fts MATCH $1 \
+             ORDER BY conversations_fts.rowid DESC LIMIT $2",
+        )
+        .bind(expr)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(|r| Self::hit_from_row(r, true)).collect()
+    }
+
+    async fn schema_impl(&self) -> Result<SchemaDescription> {
+        let tables: Vec<String> = sqlx::query_scalar(
+            "SELECT name FROM sqlite_master WHERE type = 'table' \
+             AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' AND name NOT LIKE '\\_sqlx%' ESCAPE '\\'",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        let mut out = SchemaDescription::new();
+        for table in tables {
+            let rows = sqlx::query("SELECT name FROM pragma_table_info($1)")
+                .bind(&table)
+                .fetch_all(&self.pool)
+                .await?;
+            let columns = rows
+                .iter()
+                .map(|r| r.try_get::<String, _>("name"))
+                .collect::<Result<_, _>>()?;
+            out.insert(table, columns);
+        }
+        Ok(out)
+    }
+}
+
+impl_store!(SqliteStore, sqlx::Sqlite, "sqlite");

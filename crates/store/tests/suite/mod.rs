@@ -1,0 +1,6 @@
+mod events;
+mod memory;
+mod schema;
+mod search;
+mod sessions;
+mod writer;
