@@ -28,7 +28,9 @@ pub use config::{EngineConfig, ManagerConfig};
 pub use event::{Envelope, Event, StatusInfo, ToolItem, WsState};
 pub use log::{EventLog, Item, Sequenced, Subscription};
 pub use manager::{Closed, CreateOptions, Manager, ManagerError};
-pub use workstream::{ApproveOutcome, Decision, EventHook, SendOutcome, Verdict, WorkstreamHandle};
+pub use workstream::{
+    ApproveOutcome, Decision, EventHook, Journal, SendOutcome, Verdict, WorkstreamHandle,
+};
 
 use turnstone_llm::{Resilient, ToolSpec};
 use turnstone_tools::ToolRegistry;

@@ -11,7 +11,7 @@ use turnstone_llm::ChatMessage;
 use crate::Engine;
 use crate::config::ManagerConfig;
 use crate::event::WsState;
-use crate::workstream::{EventHook, WorkstreamHandle, lock};
+use crate::workstream::{EventHook, Journal, WorkstreamHandle, lock};
 
 /// Why the manager refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -57,6 +57,7 @@ pub struct Manager {
     engine: Arc<Engine>,
     config: ManagerConfig,
     hook: Option<EventHook>,
+    journal: Option<Arc<dyn Journal>>,
     entries: Mutex<(u64, HashMap<Arc<str>, Entry>)>,
 }
 
@@ -74,6 +75,7 @@ impl Manager {
             engine,
             config,
             hook: None,
+            journal: None,
             entries: Mutex::new((0, HashMap::new())),
         }
     }
@@ -81,6 +83,12 @@ impl Manager {
     /// Calls `hook` with every event of every workstream created afterwards.
     pub fn with_event_hook(mut self, hook: EventHook) -> Self {
         self.hook = Some(hook);
+        self
+    }
+
+    /// Hands every conversation change of workstreams created afterwards to `journal`.
+    pub fn with_journal(mut self, journal: Arc<dyn Journal>) -> Self {
+        self.journal = Some(journal);
         self
     }
 
@@ -128,6 +136,7 @@ impl Manager {
             id.clone(),
             name,
             self.hook.clone(),
+            self.journal.clone(),
             options.history,
         );
         if let Some(skip) = options.skip_permissions {

@@ -557,7 +557,7 @@ impl Turn<'_> {
     /// Appends one tool message per call, in call order: the real result, the prepare-time
     /// error, or `missing` for calls that did not run (denied or cancelled).
     fn fold(&self, prepared: &[Prep], mut results: HashMap<String, ToolOutput>, missing: &str) {
-        let mut messages = lock(&self.shared.messages);
+        let mut folded = Vec::with_capacity(prepared.len());
         for p in prepared {
             let content = if let Some(error) = &p.item.error {
                 error.clone()
@@ -566,8 +566,9 @@ impl Turn<'_> {
             } else {
                 missing.to_string()
             };
-            messages.push(ChatMessage::tool(p.call.id.clone(), content));
+            folded.push(ChatMessage::tool(p.call.id.clone(), content));
         }
+        self.shared.append_messages(folded);
     }
 }
 

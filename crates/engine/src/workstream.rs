@@ -19,6 +19,15 @@ use crate::Engine;
 use crate::event::{Envelope, Event, ToolItem, WsState};
 use crate::log::{EventLog, Subscription};
 
+/// Where conversations are made durable. Called on the turn's task: implementations must
+/// not block (queue the write) and must never fail the turn.
+pub trait Journal: Send + Sync + 'static {
+    /// Messages were appended to `ws_id`'s conversation, in this order.
+    fn appended(&self, ws_id: &str, messages: &[ChatMessage]);
+    /// The conversation was replaced (`/clear`, a resume, a compaction).
+    fn replaced(&self, ws_id: &str, messages: &[ChatMessage]);
+}
+
 /// Called with every event of every workstream right after it is logged (a node-wide
 /// stream, metrics, persistence). Must not block.
 pub type EventHook = Arc<dyn Fn(&Arc<Envelope>) + Send + Sync>;
@@ -89,6 +98,7 @@ pub(crate) struct Shared {
     pub busy: AtomicBool,
     pub log: Arc<EventLog>,
     hook: Option<EventHook>,
+    journal: Option<Arc<dyn Journal>>,
     pub messages: Mutex<Vec<ChatMessage>>,
     pub pending: Mutex<Option<PendingApproval>>,
     pub last_verdict: Mutex<Option<Verdict>>,
@@ -133,7 +143,15 @@ impl Shared {
     }
 
     pub fn push_message(&self, message: ChatMessage) {
-        lock(&self.messages).push(message);
+        self.append_messages(vec![message]);
+    }
+
+    /// Appends messages at once (a fold) and hands them to the journal.
+    pub fn append_messages(&self, messages: Vec<ChatMessage>) {
+        if let Some(journal) = &self.journal {
+            journal.appended(&self.id, &messages);
+        }
+        lock(&self.messages).extend(messages);
     }
 }
 
@@ -160,6 +178,7 @@ impl WorkstreamHandle {
         id: String,
         name: String,
         hook: Option<EventHook>,
+        journal: Option<Arc<dyn Journal>>,
         history: Vec<ChatMessage>,
     ) -> Self {
         let config = engine.config();
@@ -173,6 +192,7 @@ impl WorkstreamHandle {
             state: AtomicU8::new(WsState::Idle.to_u8()),
             busy: AtomicBool::new(false),
             hook,
+            journal,
             messages: Mutex::new(history),
             pending: Mutex::new(None),
             last_verdict: Mutex::new(None),
@@ -373,6 +393,9 @@ impl WorkstreamHandle {
     pub fn replace_history(&self, messages: Vec<ChatMessage>) -> bool {
         if self.is_busy() {
             return false;
+        }
+        if let Some(journal) = &self.shared.journal {
+            journal.replaced(&self.shared.id, &messages);
         }
         *lock(&self.shared.messages) = messages;
         *lock(&self.shared.usage) = Usage::default();
