@@ -121,15 +121,27 @@ pub(crate) struct Shared {
 
 impl Shared {
     pub fn emit(&self, event: Event) -> Arc<Envelope> {
-        let env = self.log.push_with(|seq| Envelope {
+        match &event {
+            Event::Activity {
+                activity,
+                activity_state,
+            } => *lock(&self.activity) = (activity.clone(), activity_state.clone()),
+            Event::ToolResult { .. } => {
+                self.tool_calls_total.fetch_add(1, Ordering::Relaxed);
+            }
+            _ => {}
+        }
+        let make = |seq| Envelope {
             seq,
             ws_id: self.id.clone(),
             event,
-        });
-        if let Some(hook) = &self.hook {
-            hook(&env);
+        };
+        // The hook runs under the log's lock, so a node-wide log sees this workstream's
+        // events in `seq` order even when two tasks emit at once.
+        match &self.hook {
+            Some(hook) => self.log.push_then(make, |env| hook(env)),
+            None => self.log.push_with(make),
         }
-        env
     }
 
     pub fn state(&self) -> WsState {

@@ -2,5 +2,6 @@ mod harness;
 
 mod binaries;
 mod openai_load;
+mod python_sdk;
 mod turn_order;
 mod wire_contract;

@@ -275,3 +275,22 @@ async fn a_flood_of_output_lines_streams_a_bounded_number_of_chunks() {
     let (_, output, _) = tool_results(&events).remove(0);
     assert!(output.contains("line5000"), "the result has the tail");
 }
+
+#[tokio::test]
+async fn counters_and_activity_follow_the_turn() {
+    let h = Harness::with(|o| o.config.skip_permissions = true).await;
+    let ws = h.workstream();
+    let mut sub = send(&ws, "TOOL: echo one\nTOOL: echo two");
+    let events = read_turn(&mut sub).await;
+    assert_eq!(tool_results(&events).len(), 2);
+    assert_eq!(ws.tool_calls_total(), 2);
+    assert_eq!(
+        ws.activity(),
+        (String::new(), String::new()),
+        "cleared at the end"
+    );
+    let saw_tool_activity = events
+        .iter()
+        .any(|e| matches!(e, Event::Activity { activity_state, .. } if activity_state == "tool"));
+    assert!(saw_tool_activity);
+}
