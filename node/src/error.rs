@@ -21,6 +21,8 @@ pub enum NodeError {
     Tools(#[from] turnstone_tools::RegistryError),
     #[error(transparent)]
     Workstream(#[from] turnstone_engine::ManagerError),
+    #[error("persistence: {0}")]
+    Persistence(String),
     #[error("terminal i/o: {0}")]
     Io(#[from] std::io::Error),
 }

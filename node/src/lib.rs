@@ -16,6 +16,7 @@ pub mod backend;
 pub mod cli;
 pub mod demo;
 pub mod error;
+pub mod persist;
 pub mod server;
 
 pub use error::NodeError;

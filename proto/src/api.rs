@@ -25,6 +25,7 @@ pub const STATUS_BUSY: &str = "busy";
 
 wire_struct! {
     /// `{"status": ...}`: the reply of simple mutations (node spec §1.1, §1.3.6).
+    #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
     pub struct StatusReply {
         /// `"ok"` or `"busy"`.
         pub status: String = STATUS_OK.to_owned(),
@@ -33,6 +34,7 @@ wire_struct! {
 
 wire_struct! {
     /// `{"error": "..."}`: every application error body (node spec §1.1).
+    #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
     pub struct ErrorReply {
         pub error: String = String::new(),
     }
@@ -40,6 +42,7 @@ wire_struct! {
 
 wire_struct! {
     /// `POST /v1/api/send` (node spec §1.3.6).
+    #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
     pub struct SendBody {
         pub ws_id: String = String::new(),
         pub message: String = String::new(),
@@ -49,6 +52,7 @@ wire_struct! {
 wire_struct! {
     /// `POST /v1/api/approve` (node spec §1.3.7). `feedback` is omitted when
     /// `None` (the bridge sends it only when set).
+    #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
     pub struct ApproveBody {
         pub ws_id: String = String::new(),
         pub approved: bool = false,
@@ -61,6 +65,7 @@ wire_struct! {
 wire_struct! {
     /// `POST /v1/api/plan` (node spec §1.3.10): `""` approves, text revises,
     /// `"reject"` rejects.
+    #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
     pub struct PlanBody {
         pub ws_id: String = String::new(),
         pub feedback: String = String::new(),
@@ -69,6 +74,7 @@ wire_struct! {
 
 wire_struct! {
     /// `POST /v1/api/command` (node spec §1.3.8).
+    #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
     pub struct CommandBody {
         pub ws_id: String = String::new(),
         pub command: String = String::new(),
@@ -77,6 +83,7 @@ wire_struct! {
 
 wire_struct! {
     /// `POST /v1/api/cancel` (node spec §1.3.9).
+    #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
     pub struct CancelBody {
         pub ws_id: String = String::new(),
         pub force: bool = false,
@@ -91,6 +98,7 @@ wire_struct! {
     /// `POST /v1/api/workstreams/new` (node spec §1.3.11; cluster spec §3.5).
     /// `model`, `resume_ws`, `skill` and `user_id` are omitted when empty, as
     /// the bridge sends them.
+    #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
     pub struct CreateWorkstreamBody {
         pub name: String = String::new(),
         pub auto_approve: bool = false,
@@ -107,6 +115,7 @@ wire_struct! {
 
 wire_struct! {
     /// The 200 reply of `POST /v1/api/workstreams/new` (node spec §1.3.11).
+    #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
     pub struct CreateWorkstreamReply {
         pub ws_id: String = String::new(),
         pub name: String = String::new(),
@@ -117,6 +126,7 @@ wire_struct! {
 
 wire_struct! {
     /// `POST /v1/api/workstreams/close` (node spec §1.3.12).
+    #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
     pub struct CloseWorkstreamBody {
         pub ws_id: String = String::new(),
     }
@@ -125,6 +135,7 @@ wire_struct! {
 wire_struct! {
     /// One row of `GET /v1/api/workstreams` (node spec §1.3.3) and of the MQ
     /// `ws_list` event.
+    #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
     pub struct WorkstreamSummary {
         pub id: String = String::new(),
         pub name: String = String::new(),
@@ -134,6 +145,7 @@ wire_struct! {
 
 wire_struct! {
     /// `GET /v1/api/workstreams` (node spec §1.3.3), in creation order.
+    #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
     pub struct WorkstreamList {
         pub workstreams: Vec<WorkstreamSummary> = Vec::new(),
     }
@@ -141,6 +153,7 @@ wire_struct! {
 
 wire_struct! {
     /// Per-state counts in `/health` (node spec §1.3.1).
+    #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
     pub struct HealthWorkstreams {
         pub total: u64 = 0,
         pub idle: u64 = 0,
@@ -153,6 +166,7 @@ wire_struct! {
 
 wire_struct! {
     /// LLM backend status in `/health` (node spec §1.3.1).
+    #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
     pub struct HealthBackend {
         /// `"up"` or `"down"`.
         pub status: String = "up".to_owned(),
@@ -163,6 +177,7 @@ wire_struct! {
 
 wire_struct! {
     /// MCP counts in `/health`, present only with an MCP client (node spec §1.3.1).
+    #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
     pub struct HealthMcp {
         pub servers: u64 = 0,
         pub resources: u64 = 0,
@@ -173,6 +188,7 @@ wire_struct! {
 wire_struct! {
     /// `GET /health` (node spec §1.3.1; cluster spec §4.1), keys in wire order.
     /// `mcp` is omitted when `None`; a missing `max_ws` reads as 10.
+    #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
     pub struct Health {
         /// `"ok"` or `"degraded"`.
         pub status: String = STATUS_OK.to_owned(),
@@ -190,6 +206,7 @@ wire_struct! {
 
 wire_struct! {
     /// One workstream of `GET /v1/api/dashboard` (node spec §1.3.4).
+    #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
     pub struct DashboardWorkstream {
         pub id: String = String::new(),
         pub name: String = String::new(),
@@ -209,6 +226,7 @@ wire_struct! {
 
 wire_struct! {
     /// The `aggregate` of `GET /v1/api/dashboard` (node spec §1.3.4).
+    #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
     pub struct DashboardAggregate {
         pub total_tokens: u64 = 0,
         pub total_tool_calls: u64 = 0,
@@ -223,6 +241,7 @@ wire_struct! {
 
 wire_struct! {
     /// `GET /v1/api/dashboard` (node spec §1.3.4).
+    #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
     pub struct Dashboard {
         pub workstreams: Vec<DashboardWorkstream> = Vec::new(),
         pub aggregate: DashboardAggregate = DashboardAggregate::default(),

@@ -8,12 +8,14 @@ use std::sync::Arc;
 use clap::Parser;
 use turnstone_engine::{CreateOptions, EngineConfig, ManagerConfig};
 use turnstone_node::backend::{Backend, resolve_cwd};
+use turnstone_node::persist::Persistence;
 use turnstone_node::server::{self, Node, NodeOptions};
 use turnstone_runtime::auth::{
     AUDIENCE_SERVER, AuthConfig, AuthEnv, Authenticator, ConfigToken, TokenRole, check_bind_policy,
     generate_api_token,
 };
 use turnstone_runtime::{LogFormat, Shutdown, init_tracing};
+use turnstone_store::StoreConfig;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -54,12 +56,45 @@ struct Args {
     /// Working directory of the tools.
     #[arg(long)]
     cwd: Option<PathBuf>,
+    /// Storage backend: `sqlite` (default, one file) or `postgresql`.
+    #[arg(long, env = "TURNSTONE_DB_BACKEND", default_value = "sqlite")]
+    db_backend: String,
+    /// SQLite file.
+    #[arg(long, env = "TURNSTONE_DB_PATH", default_value = ".turnstone.db")]
+    db_path: PathBuf,
+    /// PostgreSQL URL (with `--db-backend postgresql`).
+    #[arg(long, env = "TURNSTONE_DB_URL", hide_env_values = true)]
+    db_url: Option<String>,
+    /// PostgreSQL pool size.
+    #[arg(long, env = "TURNSTONE_DB_POOL_SIZE", default_value_t = 2)]
+    db_pool_size: u32,
+    /// Keep nothing on disk (no conversation history, no resume).
+    #[arg(long)]
+    no_persistence: bool,
+    /// Sessions without an alias older than this many days are pruned at start (0 = never).
+    #[arg(long, default_value_t = 90)]
+    session_retention_days: u32,
     /// Log level (error, warn, info, debug, trace, or an EnvFilter directive).
     #[arg(long, env = "TURNSTONE_LOG_LEVEL", default_value = "info")]
     log_level: String,
     /// Log format.
     #[arg(long, env = "TURNSTONE_LOG_FORMAT", value_enum, default_value = "text")]
     log_format: LogFormat,
+    /// Origins allowed by CORS, comma-separated (default: none, and no CORS at all).
+    #[arg(long, env = "TURNSTONE_CORS_ORIGINS", value_delimiter = ',')]
+    cors_origins: Vec<String>,
+    /// Rate-limit requests per client IP (token bucket; `/health`, `/metrics` exempt).
+    #[arg(long, env = "TURNSTONE_RATELIMIT_ENABLED")]
+    ratelimit_enabled: bool,
+    /// Bucket refill rate, requests per second.
+    #[arg(long, env = "TURNSTONE_RATELIMIT_RPS", default_value_t = 10.0)]
+    ratelimit_rps: f64,
+    /// Bucket capacity (burst).
+    #[arg(long, env = "TURNSTONE_RATELIMIT_BURST", default_value_t = 20)]
+    ratelimit_burst: u32,
+    /// Proxies whose `X-Forwarded-For` is believed: comma-separated CIDRs or addresses.
+    #[arg(long, env = "TURNSTONE_RATELIMIT_TRUSTED_PROXIES", default_value = "")]
+    ratelimit_trusted_proxies: String,
 }
 
 fn default_node_id() -> String {
@@ -125,19 +160,54 @@ async fn main() -> anyhow::Result<()> {
     };
     let engine = backend.engine(config).await?;
     let node_id = args.node_id.clone().unwrap_or_else(default_node_id);
-    let node = Node::new(
-        engine,
-        ManagerConfig {
-            max_workstreams: args.max_workstreams,
-            ..ManagerConfig::default()
-        },
-        auth,
-        NodeOptions {
-            node_id: node_id.clone(),
-            model,
-            ..NodeOptions::default()
-        },
-    );
+    let manager_config = ManagerConfig {
+        max_workstreams: args.max_workstreams,
+        ..ManagerConfig::default()
+    };
+    let ratelimit = server::ratelimit::RateLimitConfig {
+        enabled: args.ratelimit_enabled,
+        requests_per_second: args.ratelimit_rps,
+        burst: args.ratelimit_burst,
+        trusted_proxies: server::ratelimit::Cidr::parse_list(&args.ratelimit_trusted_proxies)?,
+    };
+    ratelimit.validate()?;
+    let options = NodeOptions {
+        node_id: node_id.clone(),
+        model,
+        ratelimit,
+        cors_origins: args
+            .cors_origins
+            .iter()
+            .map(|o| o.trim().to_string())
+            .filter(|o| !o.is_empty())
+            .collect(),
+        ..NodeOptions::default()
+    };
+    let persistence = if args.no_persistence {
+        None
+    } else {
+        let store_config = match args.db_backend.as_str() {
+            "sqlite" => StoreConfig::sqlite(&args.db_path),
+            "postgresql" | "postgres" => {
+                let url = args.db_url.clone().ok_or_else(|| {
+                    anyhow::anyhow!("--db-backend postgresql needs --db-url (or TURNSTONE_DB_URL)")
+                })?;
+                StoreConfig::postgres(url, args.db_pool_size)
+            }
+            other => anyhow::bail!("--db-backend {other}: expected sqlite or postgresql"),
+        };
+        let p = Persistence::open(&store_config, &node_id).await?;
+        match p.store.prune_sessions(args.session_retention_days).await {
+            Ok(n) if n > 0 => tracing::info!(pruned = n, "old and empty sessions pruned"),
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "session pruning failed"),
+        }
+        Some(p)
+    };
+    let node = match persistence.clone() {
+        Some(p) => Node::with_persistence(engine, manager_config, auth, options, p),
+        None => Node::new(engine, manager_config, auth, options),
+    };
     node.create_workstream(CreateOptions {
         name: Some("default".into()),
         ..CreateOptions::default()
@@ -158,6 +228,15 @@ async fn main() -> anyhow::Result<()> {
     let s = shutdown.clone();
     server::run(listener, node, async move { s.triggered().await }).await?;
     cleanup.abort();
+    if let Some(p) = persistence {
+        let counters = p.writer.shutdown().await;
+        tracing::info!(
+            written = counters.written,
+            dropped = counters.dropped,
+            failed = counters.failed,
+            "history flushed"
+        );
+    }
     drop(backend);
     tracing::info!("stopped");
     Ok(())

@@ -5,13 +5,17 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::Parser;
+use std::sync::Arc;
 use turnstone_engine::{Manager, ManagerConfig};
 use turnstone_node::NodeError;
+
 use turnstone_node::backend::{Backend, resolve_cwd};
 use turnstone_node::cli::render::Style;
 use turnstone_node::cli::repl::{Repl, ReplOptions, ctrl_c_presses, stdin_lines};
 use turnstone_node::cli::settings::{CliArgs, Settings};
+use turnstone_node::persist::{Persistence, StoreJournal};
 use turnstone_runtime::{LogFormat, init_tracing};
+use turnstone_store::StoreConfig;
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -39,13 +43,23 @@ async fn run(args: CliArgs) -> Result<(), NodeError> {
         );
     }
     let engine = backend.engine(settings.engine_config(cwd)).await?;
-    let manager = Manager::new(
+    let mut manager = Manager::new(
         engine,
         ManagerConfig {
             idle_timeout: None,
             ..ManagerConfig::default()
         },
     );
+    // Sessions are saved to SQLite (TURNSTONE_DB_PATH, default `.turnstone.db`) unless
+    // TURNSTONE_NO_PERSISTENCE is set; `/resume` reads them back.
+    let persistence = if std::env::var_os("TURNSTONE_NO_PERSISTENCE").is_some() {
+        None
+    } else {
+        let path = std::env::var("TURNSTONE_DB_PATH").unwrap_or_else(|_| ".turnstone.db".into());
+        let p = Persistence::open(&StoreConfig::sqlite(path), "local").await?;
+        manager = manager.with_journal(Arc::new(StoreJournal(p.clone())));
+        Some(p)
+    };
 
     let interactive = std::io::stdin().is_terminal();
     let stdout_tty = std::io::stdout().is_terminal();
@@ -59,7 +73,13 @@ async fn run(args: CliArgs) -> Result<(), NodeError> {
         endpoint: backend.base_url.clone(),
     };
     let mut repl = Repl::new(manager, options, std::io::stdout())?;
+    if let Some(p) = &persistence {
+        repl = repl.with_persistence(p.clone());
+    }
     let result = repl.run(stdin_lines(), ctrl_c_presses()).await;
+    if let Some(p) = persistence {
+        p.writer.shutdown().await;
+    }
     drop(backend);
     result
 }

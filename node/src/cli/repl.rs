@@ -10,6 +10,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::io::{BufRead, Write};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::mpsc;
@@ -24,6 +25,7 @@ use crate::cli::commands::{self, Command};
 use crate::cli::render::{MarkdownRenderer, Style, ToolOutput};
 use crate::cli::spinner::Spinner;
 use crate::error::NodeError;
+use crate::persist::Persistence;
 
 /// A second Ctrl-C within this window exits.
 pub const DOUBLE_CTRL_C: Duration = Duration::from_secs(2);
@@ -63,6 +65,7 @@ enum Flow {
 /// The terminal client over one [`Manager`].
 pub struct Repl<W: Write> {
     manager: Manager,
+    persistence: Option<Arc<Persistence>>,
     opts: ReplOptions,
     out: W,
     /// Workstreams in display order (`/ws <n>` is 1-based into this).
@@ -95,6 +98,45 @@ impl<W: Write> std::fmt::Debug for Repl<W> {
 
 impl<W: Write> Repl<W> {
     /// Creates the first workstream.
+    /// Saves and resumes sessions through `persistence` (its journal must be on the
+    /// manager given to [`Repl::new`]).
+    pub fn with_persistence(mut self, persistence: Arc<Persistence>) -> Self {
+        self.persistence = Some(persistence);
+        self
+    }
+
+    /// `/resume <alias|id|prefix>`: the saved conversation opens as a new workstream under
+    /// its stored id (so it keeps accruing there) and becomes the current one.
+    async fn resume(&mut self, target: &str) -> Result<(), NodeError> {
+        let Some(p) = self.persistence.clone() else {
+            return self.info("Sessions are not saved in this run: nothing to resume.");
+        };
+        let session = match p.store.resume_session(target).await {
+            Ok(s) => s,
+            Err(e) => return self.info(&format!("Cannot resume {target:?}: {e}")),
+        };
+        let ws_id = session.workstream.ws_id.clone();
+        if let Some(idx) = self.list.iter().position(|w| w.id() == ws_id) {
+            return self.switch_to(idx);
+        }
+        let count = session.messages.len();
+        let name = session
+            .workstream
+            .alias
+            .clone()
+            .unwrap_or(session.workstream.name.clone());
+        let handle = self.create_with(CreateOptions {
+            id: Some(ws_id),
+            name: Some(name),
+            history: session.messages,
+            ..CreateOptions::default()
+        })?;
+        self.list.push(handle);
+        let idx = self.list.len() - 1;
+        self.info(&format!("Resumed {target} ({count} messages)."))?;
+        self.switch_to(idx)
+    }
+
     pub fn new(manager: Manager, opts: ReplOptions, out: W) -> Result<Self, NodeError> {
         let (events_tx, events_rx) = mpsc::channel(EVENT_BUFFER);
         let mut repl = Self {
@@ -114,6 +156,7 @@ impl<W: Write> Repl<W> {
             reasoning_mid_line: false,
             shown_prompt: None,
             last_ctrl_c: None,
+            persistence: None,
         };
         let first = repl.create_workstream(None)?;
         repl.list.push(first);
@@ -146,7 +189,7 @@ impl<W: Write> Repl<W> {
                 },
                 Some((ws_id, item)) = self.events_rx.recv() => self.on_event(&ws_id, item)?,
                 line = lines.recv(), if want_input => match line {
-                    Some(line) => if self.on_line(&line)? == Flow::Exit { break },
+                    Some(line) => if self.on_line(&line).await? == Flow::Exit { break },
                     None => break,
                 },
             }
@@ -269,10 +312,14 @@ impl<W: Write> Repl<W> {
 
     /// Creates a workstream and starts forwarding its events (not yet in `list`).
     fn create_workstream(&mut self, name: Option<String>) -> Result<WorkstreamHandle, NodeError> {
-        let (handle, evicted) = self.manager.create(CreateOptions {
+        self.create_with(CreateOptions {
             name,
             ..CreateOptions::default()
-        })?;
+        })
+    }
+
+    fn create_with(&mut self, options: CreateOptions) -> Result<WorkstreamHandle, NodeError> {
+        let (handle, evicted) = self.manager.create(options)?;
         let mut sub = handle.subscribe(None);
         let tx = self.events_tx.clone();
         let id = handle.id().to_string();
@@ -333,11 +380,11 @@ impl<W: Write> Repl<W> {
 
     // ---- input -------------------------------------------------------------------------
 
-    fn on_line(&mut self, line: &str) -> Result<Flow, NodeError> {
+    async fn on_line(&mut self, line: &str) -> Result<Flow, NodeError> {
         // The user's Enter moved the cursor past any prompt.
         self.shown_prompt = None;
         if let Some(command) = commands::parse(line) {
-            return self.on_command(command);
+            return self.on_command(command).await;
         }
         let current = self.current().clone();
         if self.awaiting_approval.as_deref() == Some(current.id()) {
@@ -373,7 +420,7 @@ impl<W: Write> Repl<W> {
         Ok(Flow::Continue)
     }
 
-    fn on_command(&mut self, command: Command) -> Result<Flow, NodeError> {
+    async fn on_command(&mut self, command: Command) -> Result<Flow, NodeError> {
         match command {
             Command::Exit => return Ok(Flow::Exit),
             Command::Help => self.line(commands::HELP)?,
@@ -432,11 +479,17 @@ impl<W: Write> Repl<W> {
             }
             Command::WsRename(name) | Command::Name(name) => {
                 self.current().set_name(name.clone());
-                self.info(&format!("Workstream {} is now named {name}", self.current + 1))?;
+                if let Some(p) = self.persistence.clone()
+                    && let Err(e) = p.save_alias(self.current().id(), &name).await
+                {
+                    self.info(&format!("The name was not saved: {e}"))?;
+                }
+                self.info(&format!(
+                    "Workstream {} is now named {name}",
+                    self.current + 1
+                ))?;
             }
-            Command::Resume(target) => self.info(&format!(
-                "Persistence is not available yet: cannot resume {target:?} (sessions are not saved in this build)."
-            ))?,
+            Command::Resume(target) => self.resume(&target).await?,
             Command::Clear => {
                 if self.current().replace_history(Vec::new()) {
                     self.info("Conversation context cleared.")?;

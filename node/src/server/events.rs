@@ -21,6 +21,10 @@ use super::views;
 pub struct WsQuery {
     #[serde(default)]
     ws_id: String,
+    /// Resume point for clients that cannot set headers (a browser `EventSource` opened
+    /// anew); the `Last-Event-ID` header wins when both are present. Not a number: ignored.
+    #[serde(default)]
+    last_event_id: Option<String>,
 }
 
 fn truncated(from: u64, to: u64) -> Value {
@@ -106,7 +110,11 @@ pub async fn workstream_events(
     let ws = node
         .workstream(&q.ws_id)
         .ok_or_else(ApiError::unknown_workstream)?;
-    let resume = sse::last_event_id(&headers);
+    let resume = sse::last_event_id(&headers).or_else(|| {
+        q.last_event_id
+            .as_deref()
+            .and_then(|v| v.trim().parse().ok())
+    });
     let mut sub = ws.subscribe(resume);
     let mut first = Vec::new();
     match resume {

@@ -31,6 +31,12 @@ pub async fn health(State(node): State<Arc<Node>>) -> Json<Value> {
         BreakerState::HalfOpen => ("half_open", false),
     };
     let uptime = (node.uptime().as_secs_f64() * 100.0).round() / 100.0;
+    // Proof of progress: how late a 100 ms timer fires, and how long since a turn ended.
+    let lag_ms = (node.metrics.event_loop_lag().as_secs_f64() * 100_000.0).round() / 100.0;
+    let last_turn_age = node
+        .metrics
+        .last_turn_completed_age()
+        .map(|age| (age.as_secs_f64() * 100.0).round() / 100.0);
     Json(json!({
         "status": if up { "ok" } else { "degraded" },
         "version": env!("CARGO_PKG_VERSION"),
@@ -51,5 +57,7 @@ pub async fn health(State(node): State<Arc<Node>>) -> Json<Value> {
             "node_seq": node.node_log.last_seq(),
             "truncations": node.node_log.truncation_count(),
         },
+        "event_loop_lag_ms": lag_ms,
+        "last_turn_completed_age_seconds": last_turn_age,
     }))
 }

@@ -9,9 +9,14 @@ pub mod body;
 pub mod error;
 pub mod events;
 pub mod health;
+pub mod login;
+pub mod metrics;
+pub mod openapi;
+pub mod ratelimit;
 pub mod sse;
 pub mod state;
 pub mod turns;
+pub mod ui;
 pub mod views;
 pub mod workstreams;
 
@@ -26,13 +31,22 @@ use tracing::Instrument;
 pub use error::ApiError;
 pub use state::{Node, NodeEvent, NodeEventKind, NodeOptions};
 
-/// The node's routes, with auth, body limit and a tracing span per request.
+/// The node's routes, with (outermost first) a tracing span per request, HTTP metrics, body
+/// limit, auth and the per-IP rate limit.
 pub fn router(node: Arc<Node>) -> Router {
+    metrics::Metrics::start(&node);
+    let limiter = node.options.ratelimit.enabled.then(|| {
+        Arc::new(ratelimit::RateLimiter::new(
+            node.options.ratelimit.clone(),
+            node.metrics.clone(),
+        ))
+    });
     let api = Router::new()
         .route("/api/events", get(events::workstream_events))
         .route("/api/events/global", get(events::global_events))
         .route("/api/events/node", get(events::node_events))
         .route("/api/workstreams", get(workstreams::list))
+        .route("/api/workstreams/saved", get(workstreams::saved))
         .route("/api/dashboard", get(workstreams::dashboard))
         .route("/api/workstreams/new", post(workstreams::create))
         .route("/api/workstreams/close", post(workstreams::close))
@@ -40,17 +54,71 @@ pub fn router(node: Arc<Node>) -> Router {
         .route("/api/approve", post(turns::approve))
         .route("/api/cancel", post(turns::cancel))
         .route("/api/plan", post(turns::plan))
-        .route("/api/command", post(turns::command));
+        .route("/api/command", post(turns::command))
+        .merge(login::routes());
     Router::new()
         .route("/health", get(health::health))
+        .route("/metrics", get(metrics::metrics))
+        .route("/", get(ui::index))
+        .route("/static/{*path}", get(ui::static_file))
         .nest("/v1", api)
+        .merge(openapi::routes())
+        // Unknown path: 404 `Not Found`; known path, wrong method: 405 with `Allow`. Keep
+        // these after every route (the 405 fallback applies to routes registered before it).
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(axum::middleware::from_fn_with_state(
+            limiter,
+            ratelimit::limit,
+        ))
         .layer(axum::middleware::from_fn_with_state(
             node.clone(),
             auth::require_scope,
         ))
         .layer(DefaultBodyLimit::max(body::BODY_LIMIT))
+        .layer(tower::util::option_layer(cors_layer(
+            &node.options.cors_origins,
+        )))
+        .layer(axum::middleware::from_fn_with_state(
+            node.clone(),
+            metrics::track_http,
+        ))
         .layer(axum::middleware::from_fn(trace_request))
         .with_state(node)
+}
+
+/// Plain-text 404 for unknown paths, as the original.
+async fn not_found() -> (axum::http::StatusCode, &'static str) {
+    (axum::http::StatusCode::NOT_FOUND, "Not Found")
+}
+
+/// Plain-text 405 for a known path with another method (axum adds `Allow`).
+async fn method_not_allowed() -> (axum::http::StatusCode, &'static str) {
+    (
+        axum::http::StatusCode::METHOD_NOT_ALLOWED,
+        "Method Not Allowed",
+    )
+}
+
+/// CORS, only when origins are configured: methods `GET, POST, OPTIONS`, headers
+/// `Content-Type, Authorization`.
+fn cors_layer(origins: &[String]) -> Option<tower_http::cors::CorsLayer> {
+    use axum::http::{HeaderValue, Method, header};
+    let origins: Vec<HeaderValue> = origins
+        .iter()
+        .map(|o| o.trim())
+        .filter(|o| !o.is_empty())
+        .filter_map(|o| HeaderValue::from_str(o).ok())
+        .collect();
+    if origins.is_empty() {
+        return None;
+    }
+    Some(
+        tower_http::cors::CorsLayer::new()
+            .allow_origin(origins)
+            .allow_methods([Method::GET, Method::POST, Method::OPTIONS])
+            .allow_headers([header::CONTENT_TYPE, header::AUTHORIZATION]),
+    )
 }
 
 async fn trace_request(
@@ -73,7 +141,8 @@ pub async fn run(
     node: Arc<Node>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(node))
+    let app = router(node).into_make_service_with_connect_info::<std::net::SocketAddr>();
+    axum::serve(listener, app)
         .with_graceful_shutdown(shutdown)
         .await
 }

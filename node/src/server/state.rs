@@ -12,6 +12,8 @@ use turnstone_engine::{
 };
 use turnstone_runtime::auth::Authenticator;
 
+use crate::persist::{Persistence, StoreJournal};
+
 /// One entry of the node-wide stream: a workstream event, or a node-level notice about a
 /// workstream (closed, renamed) that no workstream log carries.
 #[derive(Debug, Clone, PartialEq)]
@@ -89,6 +91,11 @@ pub struct NodeOptions {
     pub idempotency_window: Duration,
     /// Most remembered keys (oldest forgotten first).
     pub idempotency_capacity: usize,
+    /// Per-client-IP rate limiting (off by default).
+    pub ratelimit: super::ratelimit::RateLimitConfig,
+    /// Origins allowed by CORS (`TURNSTONE_CORS_ORIGINS`); empty = no CORS at all, as the
+    /// original (then `OPTIONS` is `405`).
+    pub cors_origins: Vec<String>,
 }
 
 impl Default for NodeOptions {
@@ -100,6 +107,8 @@ impl Default for NodeOptions {
             node_log_capacity: 65_536,
             idempotency_window: Duration::from_secs(600),
             idempotency_capacity: 100_000,
+            ratelimit: super::ratelimit::RateLimitConfig::default(),
+            cors_origins: Vec::new(),
         }
     }
 }
@@ -125,6 +134,10 @@ pub struct Node {
     pub node_log: Arc<EventLog<NodeEvent>>,
     pub auth: Authenticator,
     pub started: SystemTime,
+    /// `/metrics` state, fed from `node_log` once the router is built.
+    pub metrics: Arc<super::metrics::Metrics>,
+    /// The store, when the node persists (the default for `turnstone-server`).
+    pub persistence: Option<Arc<Persistence>>,
     idempotency: Mutex<Idempotency>,
 }
 
@@ -149,21 +162,49 @@ impl Node {
         auth: Authenticator,
         options: NodeOptions,
     ) -> Arc<Self> {
+        Self::build(engine, manager_config, auth, options, None)
+    }
+
+    /// A node whose conversations and approvals are persisted.
+    pub fn with_persistence(
+        engine: Arc<turnstone_engine::Engine>,
+        manager_config: turnstone_engine::ManagerConfig,
+        auth: Authenticator,
+        options: NodeOptions,
+        persistence: Arc<Persistence>,
+    ) -> Arc<Self> {
+        Self::build(engine, manager_config, auth, options, Some(persistence))
+    }
+
+    fn build(
+        engine: Arc<turnstone_engine::Engine>,
+        manager_config: turnstone_engine::ManagerConfig,
+        auth: Authenticator,
+        options: NodeOptions,
+        persistence: Option<Arc<Persistence>>,
+    ) -> Arc<Self> {
         let node_log: Arc<EventLog<NodeEvent>> =
             Arc::new(EventLog::new(options.node_log_capacity, 1024));
         let hook_log = node_log.clone();
-        let manager = Manager::new(engine, manager_config).with_event_hook(Arc::new(move |env| {
-            hook_log.push_with(|seq| NodeEvent {
-                seq,
-                kind: NodeEventKind::Ws(env.clone()),
-            });
-        }));
+        let mut manager =
+            Manager::new(engine, manager_config).with_event_hook(Arc::new(move |env| {
+                hook_log.push_with(|seq| NodeEvent {
+                    seq,
+                    kind: NodeEventKind::Ws(env.clone()),
+                });
+            }));
+        if let Some(p) = &persistence {
+            manager = manager.with_journal(Arc::new(StoreJournal(p.clone())));
+            p.spawn_approval_recorder(&node_log);
+        }
         Arc::new(Self {
             options,
             manager,
             node_log,
             auth,
             started: SystemTime::now(),
+            metrics: Arc::new(super::metrics::Metrics::new()),
+            persistence,
             idempotency: Mutex::new(Idempotency::default()),
         })
     }
@@ -185,6 +226,9 @@ impl Node {
         if let Some(closed) = evicted {
             self.announce_closed(&closed);
         }
+        if let Some(p) = &self.persistence {
+            p.record_workstream(handle.id(), &handle.name());
+        }
         Ok(handle)
     }
 
@@ -201,6 +245,9 @@ impl Node {
     }
 
     pub fn announce_rename(&self, ws_id: &str, name: &str) {
+        if let Some(p) = &self.persistence {
+            p.record_alias(ws_id, name);
+        }
         self.node_log.push_with(|seq| NodeEvent {
             seq,
             kind: NodeEventKind::Renamed {

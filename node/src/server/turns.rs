@@ -75,11 +75,34 @@ pub async fn send(
 /// verdict. With nothing ever decided it is `200 {"status":"ok"}`, as the original.
 pub async fn approve(
     State(node): State<Arc<Node>>,
-    WireJson(body): WireJson<ApproveBody>,
+    WireJson(raw): WireJson<Value>,
 ) -> Result<Json<Value>, ApiError> {
+    let body: ApproveBody =
+        turnstone_proto::api::decode("ApproveBody", raw.to_string().as_bytes())?;
+    let request_id = raw.get("request_id").and_then(Value::as_str).unwrap_or("");
     let ws = node
         .workstream(&body.ws_id)
         .ok_or_else(ApiError::unknown_workstream)?;
+    // A decision naming a request that is not the pending one: answer from the durable
+    // record (it may have been decided before a restart).
+    let names_other = |env: Arc<turnstone_engine::Envelope>| !matches!(&env.event, turnstone_engine::Event::ApproveRequest { request_id: r, .. } if r == request_id);
+    if !request_id.is_empty()
+        && ws.pending_approval().is_none_or(names_other)
+        && let Some(p) = &node.persistence
+        && let Some(record) = p.approval(request_id).await
+        && record.state != turnstone_store::ApprovalState::Pending
+    {
+        return Err(ApiError::Conflict {
+            message: "Approval already decided".into(),
+            detail: json!({"verdict": {
+                "request_id": record.request_id,
+                "approved": record.state == turnstone_store::ApprovalState::Approved,
+                "feedback": record.feedback,
+                "decided_by": record.decided_by,
+                "state": record.state.as_str(),
+            }}),
+        });
+    }
     match ws.approve(body.approved, body.feedback.clone(), body.always) {
         ApproveOutcome::Resolved(_) | ApproveOutcome::NotPending(None) => {
             Ok(Json(json!({"status": "ok"})))
@@ -146,9 +169,30 @@ pub async fn command(
             node.announce_rename(ws.id(), rest);
             ws.emit_info(format!("Workstream named: {rest}"));
         }
-        "/help" => ws.emit_info(
-            "Commands: /clear, /new, /name <name>, /model, /help. More arrive with persistence.",
-        ),
+        "/resume" if !rest.is_empty() => {
+            let Some(p) = &node.persistence else {
+                ws.emit_error("This node runs without persistence; nothing to resume.");
+                return Ok(Json(json!({"status": "ok"})));
+            };
+            match p.store.resume_session(rest).await {
+                Ok(session) => {
+                    let n = session.messages.len();
+                    if ws.replace_history(session.messages) {
+                        ws.emit_info(format!(
+                            "Resumed {} ({n} messages).",
+                            session.workstream.ws_id
+                        ));
+                    } else {
+                        ws.emit_error("Cannot resume while processing.");
+                        return Ok(Json(json!({"status": "busy"})));
+                    }
+                }
+                Err(e) => ws.emit_error(format!("Command error: {e}")),
+            }
+        }
+        "/help" => {
+            ws.emit_info("Commands: /clear, /new, /name <name>, /resume <alias|id>, /model, /help.")
+        }
         "/model" => ws.emit_info(format!("Model: {}", node.options.model)),
         other => ws.emit_info(format!(
             "Unknown command: {other}. Type /help for available commands."

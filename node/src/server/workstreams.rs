@@ -74,10 +74,7 @@ pub async fn create(
     WireJson(body): WireJson<CreateWorkstreamBody>,
 ) -> Result<Json<Value>, ApiError> {
     if !body.resume_ws.is_empty() {
-        return Err(ApiError::Unavailable(
-            "Resuming a saved workstream needs persistence, which this node does not have yet"
-                .into(),
-        ));
+        return resume(&node, &body).await;
     }
     if !body.skill.is_empty() {
         return Err(ApiError::BadRequest(format!(
@@ -112,4 +109,74 @@ pub async fn close(
         Ok(()) => Ok(Json(json!({"status": "ok"}))),
         Err(_) => Err(ApiError::BadRequest("Cannot close last workstream".into())),
     }
+}
+
+/// `workstreams/new` with `resume_ws`: the saved conversation (alias, id or unique id prefix)
+/// becomes a live workstream under its stored id, so history keeps accruing in one place.
+async fn resume(node: &Node, body: &CreateWorkstreamBody) -> Result<Json<Value>, ApiError> {
+    let Some(p) = &node.persistence else {
+        return Err(ApiError::Unavailable(
+            "This node runs without persistence; nothing to resume".into(),
+        ));
+    };
+    let session = p
+        .store
+        .resume_session(&body.resume_ws)
+        .await
+        .map_err(|e| match e {
+            turnstone_store::StoreError::NotFound(_) => {
+                ApiError::NotFound(format!("Workstream not found: {}", body.resume_ws))
+            }
+            other => ApiError::BadRequest(other.to_string()),
+        })?;
+    let ws_id = session.workstream.ws_id.clone();
+    let count = session.messages.len();
+    if let Some(live) = node.workstream(&ws_id) {
+        return Ok(Json(
+            json!({"ws_id": live.id(), "name": live.name(), "resumed": true, "message_count": live.history().len()}),
+        ));
+    }
+    let name = Some(body.name.clone())
+        .filter(|n| !n.is_empty())
+        .or(session.workstream.alias.clone())
+        .or(session.workstream.title.clone())
+        .unwrap_or_else(|| session.workstream.name.clone());
+    let ws = node
+        .create_workstream(CreateOptions {
+            id: Some(ws_id),
+            name: Some(name),
+            skip_permissions: body.auto_approve.then_some(true),
+            history: session.messages,
+        })
+        .map_err(|e| ApiError::BadRequest(e.to_string()))?;
+    Ok(Json(
+        json!({"ws_id": ws.id(), "name": ws.name(), "resumed": true, "message_count": count}),
+    ))
+}
+
+/// `GET /v1/api/workstreams/saved` — up to 50 persisted workstreams with messages, newest
+/// first (empty without persistence).
+pub async fn saved(State(node): State<Arc<Node>>) -> Result<Json<Value>, ApiError> {
+    let Some(p) = &node.persistence else {
+        return Ok(Json(json!({"workstreams": []})));
+    };
+    let sessions = p
+        .store
+        .list_sessions(50)
+        .await
+        .map_err(|e| ApiError::Unavailable(format!("Storage unavailable: {e}")))?;
+    let rows: Vec<Value> = sessions
+        .into_iter()
+        .map(|s| {
+            json!({
+                "ws_id": s.workstream.ws_id,
+                "alias": s.workstream.alias,
+                "title": s.workstream.title,
+                "created": s.workstream.created,
+                "updated": s.workstream.updated,
+                "message_count": s.message_count,
+            })
+        })
+        .collect();
+    Ok(Json(json!({ "workstreams": rows })))
 }

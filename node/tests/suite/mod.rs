@@ -9,6 +9,8 @@ use std::path::Path;
 /// Environment variables that would leak the developer's setup into a test run.
 pub const SCRUBBED_ENV: &[&str] = &[
     "TURNSTONE_CONFIG",
+    "TURNSTONE_DB_PATH",
+    "TURNSTONE_NO_PERSISTENCE",
     "TURNSTONE_BASE_URL",
     "TURNSTONE_API_KEY",
     "TURNSTONE_MODEL",

@@ -17,12 +17,19 @@ struct Run {
 /// Runs `turnstone` with `input` on stdin (then end of input) and waits for it to exit.
 async fn run(args: &[&str], input: &str) -> Run {
     let home = tempfile::tempdir().unwrap();
+    run_with_db(args, input, &home.path().join("sessions.db")).await
+}
+
+/// [`run`] with sessions saved in `db`.
+async fn run_with_db(args: &[&str], input: &str, db: &std::path::Path) -> Run {
+    let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
     let mut cmd = Command::new(binary());
     for var in SCRUBBED_ENV {
         cmd.env_remove(var);
     }
     cmd.env("HOME", home.path())
+        .env("TURNSTONE_DB_PATH", db)
         .arg("--cwd")
         .arg(work.path())
         .args(args)
@@ -144,7 +151,7 @@ async fn other_commands_answer_with_their_texts() {
         out.contains("Unknown command: /frobnicate. Type /help for available commands."),
         "{out}"
     );
-    assert!(out.contains("Persistence is not available yet"), "{out}");
+    assert!(out.contains("Cannot resume \"my-session\""), "{out}");
     assert!(out.contains("Model: fake-model"), "{out}");
     assert!(out.contains("Conversation context cleared."), "{out}");
     assert!(out.contains("* 1. alpha  idle"), "{out}");
@@ -175,4 +182,28 @@ async fn unsupported_provider_and_bad_config_fail_clearly() {
     let r = run(&["--config", "/nonexistent/turnstone.toml"], "").await;
     assert_eq!(r.code, Some(1));
     assert!(r.stderr.contains("not found"), "{}", r.stderr);
+}
+
+#[tokio::test]
+async fn a_session_saved_in_one_run_resumes_in_the_next() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("sessions.db");
+    let first = run_with_db(&[], "remember the walrus\n/name walrus-chat\n", &db).await;
+    assert_eq!(first.code, Some(0), "stderr: {}", first.stderr);
+
+    let second = run_with_db(&[], "/resume walrus-chat\nwhat next\n", &db).await;
+    assert_eq!(second.code, Some(0), "stderr: {}", second.stderr);
+    assert!(
+        second.stdout.contains("Resumed walrus-chat (2 messages)"),
+        "{}",
+        second.stdout
+    );
+    assert!(second.stdout.contains("what next"), "{}", second.stdout);
+
+    let missing = run_with_db(&[], "/resume nothing-like-this\n", &db).await;
+    assert!(
+        missing.stdout.contains("Cannot resume"),
+        "{}",
+        missing.stdout
+    );
 }

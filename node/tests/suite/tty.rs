@@ -53,8 +53,9 @@ impl TmuxSession {
             line.push_str(&format!(" {key}='{value}'"));
         }
         line.push_str(&format!(
-            " HOME={} TERM=xterm-256color {} --cwd {}",
+            " HOME={} TURNSTONE_DB_PATH={} TERM=xterm-256color {} --cwd {}",
             quote(home.path()),
+            quote(&home.path().join("sessions.db")),
             quote(binary()),
             quote(work.path())
         ));

@@ -11,6 +11,7 @@ use serde_json::{Map, Value};
 /// cluster spec §1.3). Lowercase on the wire. `closed` is the stored state of
 /// a closed workstream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum WorkstreamState {
     /// Waiting for input.

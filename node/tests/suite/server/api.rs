@@ -164,7 +164,10 @@ async fn a_repeated_correlation_id_never_starts_a_second_turn() {
             .await
             .unwrap();
         assert_eq!(resp.status(), 200);
-        assert_eq!(resp.headers().contains_key("idempotent-replayed"), attempt == 1);
+        assert_eq!(
+            resp.headers().contains_key("idempotent-replayed"),
+            attempt == 1
+        );
         if attempt == 0 {
             events.until("turn_complete").await;
         }

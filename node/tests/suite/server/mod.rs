@@ -2,6 +2,12 @@
 //! over HTTP, real tools in a temp dir.
 
 mod api;
+mod browser;
+mod login;
+mod metrics;
+mod openapi;
+mod persistence;
+mod ratelimit;
 mod streams;
 
 use std::sync::Arc;
@@ -31,7 +37,57 @@ pub struct TestNode {
 
 impl TestNode {
     pub async fn start() -> Self {
-        let llm = FakeLlm::start().await;
+        Self::start_with_llm(turnstone_testkit::FakeLlmConfig::default()).await
+    }
+
+    /// [`TestNode::start`] with the fake model configured (e.g. slow streaming).
+    pub async fn start_with_llm(config: turnstone_testkit::FakeLlmConfig) -> Self {
+        Self::build(config, None).await
+    }
+
+    /// A node persisting to the SQLite file `db` (reopen the same file to "restart").
+    pub async fn start_persistent(db: &std::path::Path) -> Self {
+        Self::build(
+            turnstone_testkit::FakeLlmConfig::default(),
+            Some(db.to_path_buf()),
+        )
+        .await
+    }
+
+    /// A node with its own authenticator (e.g. with a JWT secret, or disabled) and
+    /// options changed by `tweak` (e.g. CORS origins).
+    pub async fn start_with_auth(auth: Authenticator, tweak: fn(&mut NodeOptions)) -> Self {
+        Self::build_with(
+            turnstone_testkit::FakeLlmConfig::default(),
+            None,
+            Some(auth),
+            tweak,
+        )
+        .await
+    }
+
+    /// The config tokens every test node accepts: [`FULL`] and [`READ`].
+    pub fn test_tokens() -> Vec<ConfigToken> {
+        vec![
+            ConfigToken::new(FULL, TokenRole::Full),
+            ConfigToken::new(READ, TokenRole::Read),
+        ]
+    }
+
+    async fn build(
+        config: turnstone_testkit::FakeLlmConfig,
+        db: Option<std::path::PathBuf>,
+    ) -> Self {
+        Self::build_with(config, db, None, |_| {}).await
+    }
+
+    async fn build_with(
+        config: turnstone_testkit::FakeLlmConfig,
+        db: Option<std::path::PathBuf>,
+        auth: Option<Authenticator>,
+        tweak: fn(&mut NodeOptions),
+    ) -> Self {
+        let llm = FakeLlm::start_with(config).await;
         let dir = tempfile::tempdir().unwrap();
         let provider = OpenAiProvider::new(OpenAiConfig::new(llm.base_url())).unwrap();
         let policy = RetryPolicy {
@@ -55,25 +111,25 @@ impl TestNode {
             config,
         )
         .await;
-        let auth = Authenticator::new(
-            true,
-            None,
-            vec![
-                ConfigToken::new(FULL, TokenRole::Full),
-                ConfigToken::new(READ, TokenRole::Read),
-            ],
-            AUDIENCE_SERVER,
-        );
-        let node = Node::new(
-            engine,
-            ManagerConfig::default(),
-            auth,
-            NodeOptions {
-                node_id: "node-test".into(),
-                model: "fake-model".into(),
-                ..NodeOptions::default()
-            },
-        );
+        let auth = auth.unwrap_or_else(|| {
+            Authenticator::new(true, None, Self::test_tokens(), AUDIENCE_SERVER)
+        });
+        let mut options = NodeOptions {
+            node_id: "node-test".into(),
+            model: "fake-model".into(),
+            ..NodeOptions::default()
+        };
+        tweak(&mut options);
+        let node = match db {
+            None => Node::new(engine, ManagerConfig::default(), auth, options),
+            Some(path) => {
+                let store = turnstone_store::StoreConfig::sqlite(path);
+                let p = turnstone_node::persist::Persistence::open(&store, "node-test")
+                    .await
+                    .unwrap();
+                Node::with_persistence(engine, ManagerConfig::default(), auth, options, p)
+            }
+        };
         let default_ws = node
             .create_workstream(CreateOptions {
                 name: Some("default".into()),

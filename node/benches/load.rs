@@ -1,0 +1,697 @@
+//! Load benchmark of the node HTTP server with the zero-latency in-process scripted model.
+//!
+//! `cargo bench -p turnstone-node --bench load` runs the full measurement; without the
+//! `--bench` argument (`cargo test --benches`) it runs tiny sizes so the bench never rots.
+//!
+//! Everything goes through real HTTP on 127.0.0.1 (reqwest client with a connection pool,
+//! SSE parsed from the byte stream); the model is `ScriptedProvider` in-process, so what is
+//! measured is the node: HTTP, auth, the engine turn, the event log and SSE encoding.
+//!
+//! Measures, in one run:
+//! 1. baseline: `GET /health` round trip, p50/p99 (the HTTP floor);
+//! 2. `POST /send` → first `content` frame on the workstream's SSE stream (opened before the
+//!    send), p50/p99 with 1, 100 and 1,000 concurrent workstreams;
+//! 3. turns/s per node: 100 workstreams each running K turns (send, wait `turn_complete`);
+//! 4. SSE fan-out: N subscribers on one workstream, one send; delay from just before the
+//!    `POST` to each subscriber's first `content` frame (p50/p99/last). The subscribers run
+//!    in a child process (this binary re-executed) so that server and client sockets do not
+//!    share one open-file limit;
+//! 5. RSS growth with 10,000 workstreams opened through `POST /v1/api/workstreams/new`.
+//!
+//! Method and results are recorded in `docs/benchmarks.md`.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use anyhow::{Context, Result, anyhow, bail};
+use bytes::Bytes;
+use futures::{Stream, StreamExt, TryStreamExt};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::time::Instant;
+use turnstone_engine::{Engine, EngineConfig, Event, Item, ManagerConfig};
+use turnstone_llm::{CircuitBreaker, Resilient, RetryPolicy};
+use turnstone_node::server::{self, Node, NodeOptions};
+use turnstone_runtime::auth::{AUDIENCE_SERVER, Authenticator, ConfigToken, TokenRole};
+use turnstone_testkit::ScriptedProvider;
+use turnstone_tools::ToolRegistry;
+
+const TOKEN: &str = "bench-full-token";
+const MESSAGE: &str = "hello from the benchmark";
+/// First argument of the re-executed binary acting as the fan-out client.
+const FANOUT_CHILD: &str = "--fanout-child";
+/// Turns after which a workstream's history is cleared (untimed), so requests stay the size
+/// of a short conversation.
+const CLEAR_EVERY: usize = 25;
+/// How long any single SSE read may wait before the bench gives up.
+const READ_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// `busy` answers to a send (retried); should stay 0.
+static BUSY_RETRIES: AtomicU64 = AtomicU64::new(0);
+
+struct Sizes {
+    health_samples: usize,
+    /// (concurrent workstreams, turns each) for the send → first content latency.
+    latency: [(usize, usize); 3],
+    throughput_workstreams: usize,
+    throughput_turns: usize,
+    fanout_subscribers: usize,
+    rss_workstreams: usize,
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("cannot build runtime: {e}");
+            std::process::exit(1);
+        }
+    };
+    let result = if args.get(1).map(String::as_str) == Some(FANOUT_CHILD) {
+        rt.block_on(fanout_child(&args[2..]))
+    } else {
+        let full = args.iter().any(|a| a == "--bench");
+        let sizes = if full {
+            Sizes {
+                health_samples: 2_000,
+                latency: [(1, 1_000), (100, 20), (1_000, 5)],
+                throughput_workstreams: 100,
+                throughput_turns: 30,
+                fanout_subscribers: 10_000,
+                rss_workstreams: 10_000,
+            }
+        } else {
+            Sizes {
+                health_samples: 20,
+                latency: [(1, 10), (10, 2), (20, 2)],
+                throughput_workstreams: 10,
+                throughput_turns: 2,
+                fanout_subscribers: 20,
+                rss_workstreams: 100,
+            }
+        };
+        rt.block_on(run(sizes, full))
+    };
+    rt.shutdown_timeout(Duration::from_secs(1));
+    if let Err(e) = result {
+        eprintln!("load bench failed: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The node under test
+
+struct Served {
+    node: Arc<Node>,
+    base: String,
+}
+
+async fn start_node() -> Result<Served> {
+    let provider = Arc::new(ScriptedProvider::new().without_recording());
+    let resilient = Resilient::new(
+        provider,
+        RetryPolicy::none(),
+        Arc::new(CircuitBreaker::default()),
+    );
+    let config = EngineConfig {
+        model: "fake".into(),
+        context_window: 32_768,
+        ..EngineConfig::default()
+    };
+    let tools = ToolRegistry::with_builtins().map_err(|e| anyhow!("tool registry: {e}"))?;
+    let engine = Engine::new(resilient, Arc::new(tools), config).await;
+    let auth = Authenticator::new(
+        true,
+        None,
+        vec![ConfigToken::new(TOKEN, TokenRole::Full)],
+        AUDIENCE_SERVER,
+    );
+    let node = Node::new(
+        engine,
+        ManagerConfig {
+            max_workstreams: 20_000,
+            idle_timeout: None,
+        },
+        auth,
+        NodeOptions {
+            node_id: "bench".into(),
+            model: "fake".into(),
+            ..NodeOptions::default()
+        },
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let base = format!("http://{}", listener.local_addr()?);
+    let served = node.clone();
+    tokio::spawn(async move {
+        if let Err(e) = server::run(listener, served, std::future::pending()).await {
+            eprintln!("server stopped: {e}");
+        }
+    });
+    Ok(Served { node, base })
+}
+
+// ---------------------------------------------------------------------------------------
+// The client
+
+#[derive(Clone)]
+struct Client {
+    http: reqwest::Client,
+    base: Arc<str>,
+}
+
+#[derive(Deserialize)]
+struct Kind {
+    #[serde(rename = "type", default)]
+    kind: String,
+}
+
+type ByteStream = Pin<Box<dyn Stream<Item = reqwest::Result<Bytes>> + Send>>;
+
+/// A per-workstream SSE stream, parsed just enough to know each event's `type`.
+struct Sse {
+    stream: ByteStream,
+    buf: Vec<u8>,
+}
+
+impl Sse {
+    /// The `type` of the next data frame (comments skipped).
+    async fn next_kind(&mut self) -> Result<String> {
+        loop {
+            if let Some(end) = self.buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                let frame: Vec<u8> = self.buf.drain(..end + 4).collect();
+                for line in frame.split(|b| *b == b'\n') {
+                    let line = line.strip_suffix(b"\r").unwrap_or(line);
+                    if let Some(data) = line.strip_prefix(b"data: ") {
+                        let kind: Kind = serde_json::from_slice(data).context("SSE data")?;
+                        return Ok(kind.kind);
+                    }
+                }
+                continue;
+            }
+            match tokio::time::timeout(READ_TIMEOUT, self.stream.next()).await {
+                Err(_) => bail!("no SSE data within {READ_TIMEOUT:?}"),
+                Ok(None) => bail!("SSE stream ended"),
+                Ok(Some(chunk)) => self.buf.extend_from_slice(&chunk?),
+            }
+        }
+    }
+
+    /// Reads frames up to and including one of type `kind`.
+    async fn until(&mut self, kind: &str) -> Result<()> {
+        while self.next_kind().await? != kind {}
+        Ok(())
+    }
+}
+
+impl Client {
+    fn new(base: &str) -> Result<Self> {
+        let http = reqwest::Client::builder()
+            .tcp_nodelay(true)
+            .pool_idle_timeout(Duration::from_secs(300))
+            .build()?;
+        Ok(Self {
+            http,
+            base: base.into(),
+        })
+    }
+
+    async fn post(&self, path: &str, body: Value) -> Result<Value> {
+        let resp = self
+            .http
+            .post(format!("{}{path}", self.base))
+            .bearer_auth(TOKEN)
+            .json(&body)
+            .send()
+            .await?;
+        let status = resp.status();
+        let body: Value = resp.json().await.unwrap_or(Value::Null);
+        if !status.is_success() {
+            bail!("POST {path}: {status} {body}");
+        }
+        Ok(body)
+    }
+
+    async fn health(&self) -> Result<()> {
+        let resp = self
+            .http
+            .get(format!("{}/health", self.base))
+            .bearer_auth(TOKEN)
+            .send()
+            .await?;
+        if !resp.status().is_success() {
+            bail!("GET /health: {}", resp.status());
+        }
+        resp.bytes().await?;
+        Ok(())
+    }
+
+    async fn create(&self) -> Result<String> {
+        let body = self.post("/v1/api/workstreams/new", json!({})).await?;
+        body["ws_id"]
+            .as_str()
+            .map(str::to_string)
+            .ok_or_else(|| anyhow!("no ws_id in {body}"))
+    }
+
+    /// `count` workstreams, created `in_flight` at a time.
+    async fn create_many(&self, count: usize, in_flight: usize) -> Result<Vec<String>> {
+        futures::stream::iter(0..count)
+            .map(|_| self.create())
+            .buffer_unordered(in_flight)
+            .try_collect()
+            .await
+    }
+
+    /// Starts a turn; a `busy` answer is retried (and counted).
+    async fn send(&self, ws_id: &str) -> Result<()> {
+        loop {
+            let body = self
+                .post("/v1/api/send", json!({"ws_id": ws_id, "message": MESSAGE}))
+                .await?;
+            match body["status"].as_str() {
+                Some("ok") => return Ok(()),
+                Some("busy") => {
+                    BUSY_RETRIES.fetch_add(1, Ordering::Relaxed);
+                    tokio::task::yield_now().await;
+                }
+                _ => bail!("send: {body}"),
+            }
+        }
+    }
+
+    async fn clear(&self, ws_id: &str) -> Result<()> {
+        self.post(
+            "/v1/api/command",
+            json!({"ws_id": ws_id, "command": "/clear"}),
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// Opens the workstream's SSE stream and waits for its `connected` frame.
+    async fn subscribe(&self, ws_id: &str) -> Result<Sse> {
+        let resp = self
+            .http
+            // Workstream ids are hex: no escaping needed.
+            .get(format!("{}/v1/api/events?ws_id={ws_id}", self.base))
+            .bearer_auth(TOKEN)
+            .send()
+            .await?;
+        if !resp.status().is_success() {
+            bail!("GET /v1/api/events: {}", resp.status());
+        }
+        let mut sse = Sse {
+            stream: Box::pin(resp.bytes_stream()),
+            buf: Vec::new(),
+        };
+        sse.until("connected").await?;
+        Ok(sse)
+    }
+
+    async fn subscribe_many(&self, ids: &[String], in_flight: usize) -> Result<Vec<Sse>> {
+        futures::stream::iter(ids)
+            .map(|id| self.subscribe(id))
+            .buffered(in_flight)
+            .try_collect()
+            .await
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Statistics and process facts
+
+/// Nearest-rank percentile of sorted samples.
+fn pct(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1_000.0
+}
+
+fn rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .map_or(0, |pages| pages * 4096)
+}
+
+/// The soft limit on open files (`/proc/self/limits`), if readable.
+fn open_files_limit() -> Option<u64> {
+    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
+    match line.split_whitespace().nth(3)? {
+        "unlimited" => Some(u64::MAX),
+        soft => soft.parse().ok(),
+    }
+}
+
+/// Open file descriptors of this process now.
+fn open_fds() -> u64 {
+    std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count() as u64)
+}
+
+// ---------------------------------------------------------------------------------------
+// Phases
+
+/// Send → first `content` latency with `workstreams` concurrent workstreams, each running
+/// `turns` turns back to back, its SSE stream open before the first send.
+async fn latency(
+    client: &Client,
+    node: &Node,
+    workstreams: usize,
+    turns: usize,
+) -> Result<Vec<Duration>> {
+    let ids = client.create_many(workstreams, 64).await?;
+    let streams = client.subscribe_many(&ids, 64).await?;
+    let tasks: Vec<_> = ids
+        .iter()
+        .cloned()
+        .zip(streams)
+        .map(|(id, mut sse)| {
+            let client = client.clone();
+            tokio::spawn(async move {
+                let mut samples = Vec::with_capacity(turns);
+                for n in 0..turns {
+                    if n > 0 && n % CLEAR_EVERY == 0 {
+                        client.clear(&id).await?;
+                    }
+                    let started = Instant::now();
+                    client.send(&id).await?;
+                    sse.until("content").await?;
+                    samples.push(started.elapsed());
+                    sse.until("turn_complete").await?;
+                }
+                Ok::<_, anyhow::Error>(samples)
+            })
+        })
+        .collect();
+    let mut all = Vec::with_capacity(workstreams * turns);
+    for t in tasks {
+        all.extend(t.await??);
+    }
+    close_all(node, &ids);
+    all.sort();
+    Ok(all)
+}
+
+/// Aggregate turns/s of `workstreams` workstreams each running `turns` turns at once.
+async fn throughput(client: &Client, node: &Node, workstreams: usize, turns: usize) -> Result<f64> {
+    let ids = client.create_many(workstreams, 64).await?;
+    let streams = client.subscribe_many(&ids, 64).await?;
+    let started = Instant::now();
+    let tasks: Vec<_> = ids
+        .iter()
+        .cloned()
+        .zip(streams)
+        .map(|(id, mut sse)| {
+            let client = client.clone();
+            tokio::spawn(async move {
+                for n in 0..turns {
+                    if n > 0 && n % CLEAR_EVERY == 0 {
+                        client.clear(&id).await?;
+                    }
+                    client.send(&id).await?;
+                    sse.until("turn_complete").await?;
+                }
+                Ok::<_, anyhow::Error>(())
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await??;
+    }
+    let rate = (workstreams * turns) as f64 / started.elapsed().as_secs_f64();
+    close_all(node, &ids);
+    Ok(rate)
+}
+
+/// Closing a workstream ends its SSE streams server-side, so phases do not overlap.
+fn close_all(node: &Node, ids: &[String]) {
+    for id in ids {
+        let _ = node.manager.close(id);
+    }
+}
+
+struct RssResult {
+    before: u64,
+    after_open: u64,
+    after_turn: u64,
+}
+
+/// RSS before and after opening `count` workstreams over HTTP, and after one turn in each
+/// (completion observed in-process, so no SSE connection is left open by this phase).
+async fn rss(client: &Client, node: &Node, count: usize) -> Result<RssResult> {
+    // Warm up the client pool, the allocator and the router.
+    let warm = client.create_many(64, 64).await?;
+    for id in &warm {
+        turn_in_process(client, node, id).await?;
+    }
+    close_all(node, &warm);
+    settle().await;
+    let before = rss_bytes();
+    let ids = client.create_many(count, 32).await?;
+    settle().await;
+    let after_open = rss_bytes();
+    futures::stream::iter(&ids)
+        .map(|id| turn_in_process(client, node, id))
+        .buffer_unordered(100)
+        .try_collect::<Vec<()>>()
+        .await?;
+    settle().await;
+    let after_turn = rss_bytes();
+    close_all(node, &ids);
+    Ok(RssResult {
+        before,
+        after_open,
+        after_turn,
+    })
+}
+
+async fn settle() {
+    tokio::time::sleep(Duration::from_millis(200)).await;
+}
+
+async fn turn_in_process(client: &Client, node: &Node, ws_id: &str) -> Result<()> {
+    let ws = node
+        .workstream(ws_id)
+        .ok_or_else(|| anyhow!("workstream {ws_id} is gone"))?;
+    let mut sub = ws.subscribe(None);
+    client.send(ws_id).await?;
+    let deadline = Instant::now() + READ_TIMEOUT;
+    loop {
+        match tokio::time::timeout_at(deadline, sub.next()).await {
+            Err(_) => bail!("no turn_complete within {READ_TIMEOUT:?}"),
+            Ok(None) => bail!("event log closed"),
+            Ok(Some(Item::Event(env))) if matches!(env.event, Event::TurnComplete { .. }) => {
+                return Ok(());
+            }
+            Ok(Some(_)) => {}
+        }
+    }
+}
+
+/// What the fan-out child reports on its last stdout line.
+#[derive(Deserialize, serde::Serialize)]
+struct FanoutReport {
+    subscribers: usize,
+    /// Per subscriber: microseconds from just before the `POST /send` to its first
+    /// `content` frame, sorted.
+    delays_us: Vec<u64>,
+    open_secs: f64,
+}
+
+/// Child mode: `--fanout-child BASE WS_ID N`. Opens N subscribers, sends once, prints a
+/// [`FanoutReport`] as JSON.
+async fn fanout_child(args: &[String]) -> Result<()> {
+    let [base, ws_id, n] = args else {
+        bail!("usage: {FANOUT_CHILD} BASE WS_ID N");
+    };
+    let n: usize = n.parse().context("N")?;
+    let client = Client::new(base)?;
+    let opening = Instant::now();
+    let ids = vec![ws_id.clone(); n];
+    let streams = client.subscribe_many(&ids, 256).await?;
+    let open_secs = opening.elapsed().as_secs_f64();
+    let tasks: Vec<_> = streams
+        .into_iter()
+        .map(|mut sse| {
+            tokio::spawn(async move {
+                sse.until("content").await?;
+                Ok::<_, anyhow::Error>(Instant::now())
+            })
+        })
+        .collect();
+    let started = Instant::now();
+    client.send(ws_id).await?;
+    let mut delays_us = Vec::with_capacity(n);
+    for t in tasks {
+        let at = t.await??;
+        delays_us.push(at.saturating_duration_since(started).as_micros() as u64);
+    }
+    delays_us.sort_unstable();
+    let report = FanoutReport {
+        subscribers: n,
+        delays_us,
+        open_secs,
+    };
+    println!("{}", serde_json::to_string(&report)?);
+    Ok(())
+}
+
+/// Runs the fan-out child against `ws_id` and collects its report.
+async fn fanout(base: &str, ws_id: &str, n: usize) -> Result<FanoutReport> {
+    let exe = std::env::current_exe()?;
+    let out = tokio::process::Command::new(exe)
+        .arg(FANOUT_CHILD)
+        .arg(base)
+        .arg(ws_id)
+        .arg(n.to_string())
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .await?;
+    if !out.status.success() {
+        bail!("fan-out child failed: {}", out.status);
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout
+        .lines()
+        .last()
+        .ok_or_else(|| anyhow!("fan-out child printed nothing"))?;
+    Ok(serde_json::from_str(line)?)
+}
+
+// ---------------------------------------------------------------------------------------
+
+async fn run(sizes: Sizes, full: bool) -> Result<()> {
+    let served = start_node().await?;
+    let node = served.node.clone();
+    let client = Client::new(&served.base)?;
+    // One workstream that stays, so closing the others never hits "last workstream".
+    let _keeper = client.create().await?;
+
+    // (5) first, on a fresh process, so the total RSS is meaningful.
+    let mem = rss(&client, &node, sizes.rss_workstreams).await?;
+
+    // (1) baseline.
+    for _ in 0..20 {
+        client.health().await?;
+    }
+    let mut health = Vec::with_capacity(sizes.health_samples);
+    for _ in 0..sizes.health_samples {
+        let started = Instant::now();
+        client.health().await?;
+        health.push(started.elapsed());
+    }
+    health.sort();
+
+    // (2) latency.
+    let mut lat = Vec::new();
+    for (workstreams, turns) in sizes.latency {
+        lat.push((
+            workstreams,
+            latency(&client, &node, workstreams, turns).await?,
+        ));
+    }
+
+    // (3) turns/s.
+    let turns_per_sec = throughput(
+        &client,
+        &node,
+        sizes.throughput_workstreams,
+        sizes.throughput_turns,
+    )
+    .await?;
+
+    // (4) fan-out, sized to the open-file limit (server sockets here, clients in the child).
+    let limit = open_files_limit().unwrap_or(1_024);
+    let spare = limit.saturating_sub(open_fds() + 256) as usize;
+    let subscribers = sizes.fanout_subscribers.min(spare);
+    let fan_ws = client.create().await?;
+    let fan = fanout(&served.base, &fan_ws, subscribers).await?;
+    let _ = node.manager.close(&fan_ws);
+
+    let fan_delays: Vec<Duration> = fan
+        .delays_us
+        .iter()
+        .map(|us| Duration::from_micros(*us))
+        .collect();
+    let health_p50 = pct(&health, 50.0);
+    let health_p99 = pct(&health, 99.0);
+    let ratio = |d: Duration| ms(d) / ms(health_p50).max(1e-9);
+
+    println!(
+        "turnstone-node load benchmark ({})",
+        if full { "full" } else { "smoke" }
+    );
+    println!("| measurement | p50 | p99 | other |");
+    println!("|---|---|---|---|");
+    println!(
+        "| baseline: GET /health round trip ({} samples) | {:.3} ms | {:.3} ms | |",
+        health.len(),
+        ms(health_p50),
+        ms(health_p99)
+    );
+    for (workstreams, samples) in &lat {
+        let (p50, p99) = (pct(samples, 50.0), pct(samples, 99.0));
+        println!(
+            "| send → first content, {workstreams} concurrent ({} turns) | {:.3} ms ({:.1}× baseline) | {:.3} ms ({:.1}× baseline) | max {:.3} ms |",
+            samples.len(),
+            ms(p50),
+            ratio(p50),
+            ms(p99),
+            ratio(p99),
+            ms(samples.last().copied().unwrap_or_default()),
+        );
+    }
+    println!(
+        "| turns/s per node, {} workstreams × {} turns | | | **{:.0} turns/s** |",
+        sizes.throughput_workstreams, sizes.throughput_turns, turns_per_sec
+    );
+    println!(
+        "| SSE fan-out to {} subscribers (send → each one's first content) | {:.3} ms | {:.3} ms | last {:.3} ms, first {:.3} ms; opening took {:.2} s |",
+        fan.subscribers,
+        ms(pct(&fan_delays, 50.0)),
+        ms(pct(&fan_delays, 99.0)),
+        ms(fan_delays.last().copied().unwrap_or_default()),
+        ms(fan_delays.first().copied().unwrap_or_default()),
+        fan.open_secs,
+    );
+    let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
+    let n = sizes.rss_workstreams.max(1) as f64;
+    println!(
+        "| RSS, {} workstreams opened via HTTP | | | total {:.1} MiB (before {:.1} MiB): +{:.1} MiB, {:.1} KiB each |",
+        sizes.rss_workstreams,
+        mib(mem.after_open),
+        mib(mem.before),
+        mib(mem.after_open.saturating_sub(mem.before)),
+        mem.after_open.saturating_sub(mem.before) as f64 / n / 1024.0,
+    );
+    println!(
+        "| RSS, same after one turn each | | | total {:.1} MiB: +{:.1} MiB, {:.1} KiB each |",
+        mib(mem.after_turn),
+        mib(mem.after_turn.saturating_sub(mem.before)),
+        mem.after_turn.saturating_sub(mem.before) as f64 / n / 1024.0,
+    );
+    println!(
+        "open-file soft limit {limit}; fan-out target {}, ran {}; busy retries {}",
+        sizes.fanout_subscribers,
+        fan.subscribers,
+        BUSY_RETRIES.load(Ordering::Relaxed)
+    );
+    if fan.subscribers < sizes.fanout_subscribers {
+        println!("NOTE: fan-out reduced to fit the open-file limit");
+    }
+    Ok(())
+}

@@ -1,0 +1,194 @@
+//! The node's persistence: conversations go to the store through its batching writer (the
+//! engine's [`Journal`] seam, so a slow disk never stalls a turn); approvals are recorded
+//! durably by a task that follows the node-wide event log, so a decision survives a restart
+//! and a late second decision can be told the recorded verdict.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use turnstone_engine::{Event, EventLog, Item, Journal};
+use turnstone_llm::ChatMessage;
+use turnstone_store::{
+    ApprovalDecision, ApprovalRecord, ApprovalState, NewMessage, NewWorkstream, Store, StoreConfig,
+    WriteOp, Writer, WriterConfig,
+};
+
+use crate::error::NodeError;
+use crate::server::state::{NodeEvent, NodeEventKind};
+
+/// A store plus its writer.
+pub struct Persistence {
+    pub store: Arc<dyn Store>,
+    pub writer: Writer,
+    pub node_id: String,
+}
+
+impl std::fmt::Debug for Persistence {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Persistence")
+            .field("node_id", &self.node_id)
+            .finish()
+    }
+}
+
+impl Persistence {
+    /// Connects (running migrations) and starts the writer.
+    pub async fn open(config: &StoreConfig, node_id: &str) -> Result<Arc<Self>, NodeError> {
+        let store = turnstone_store::connect(config)
+            .await
+            .map_err(|e| NodeError::Persistence(e.to_string()))?;
+        let writer = Writer::spawn(store.clone(), WriterConfig::default());
+        Ok(Arc::new(Self {
+            store,
+            writer,
+            node_id: node_id.to_string(),
+        }))
+    }
+
+    /// Records a new live workstream (ignored when the row exists: a resumed one).
+    pub fn record_workstream(self: &Arc<Self>, ws_id: &str, name: &str) {
+        let this = self.clone();
+        let new = NewWorkstream {
+            ws_id: Some(ws_id.to_string()),
+            node_id: Some(self.node_id.clone()),
+            name: name.to_string(),
+            ..NewWorkstream::default()
+        };
+        tokio::spawn(async move {
+            if let Ok(None) = this
+                .store
+                .get_workstream(new.ws_id.as_deref().unwrap_or(""))
+                .await
+                && let Err(e) = this.store.create_workstream(new).await
+            {
+                tracing::debug!(error = %e, "workstream row not created (it may exist)");
+            }
+        });
+    }
+
+    /// Sets the alias of a workstream (`/name`): queued history is flushed first so the
+    /// row exists, and a row is created for a workstream that has no messages yet.
+    pub async fn save_alias(&self, ws_id: &str, alias: &str) -> Result<(), NodeError> {
+        let failed = |e: turnstone_store::StoreError| NodeError::Persistence(e.to_string());
+        self.writer.flush().await.map_err(failed)?;
+        if self
+            .store
+            .get_workstream(ws_id)
+            .await
+            .map_err(failed)?
+            .is_none()
+        {
+            let new = NewWorkstream {
+                ws_id: Some(ws_id.to_string()),
+                node_id: Some(self.node_id.clone()),
+                name: alias.to_string(),
+                ..NewWorkstream::default()
+            };
+            self.store.create_workstream(new).await.map_err(failed)?;
+        }
+        self.store
+            .set_alias(ws_id, Some(alias))
+            .await
+            .map_err(failed)
+    }
+
+    /// [`save_alias`](Self::save_alias) in the background (the HTTP handler does not wait).
+    pub fn record_alias(self: &Arc<Self>, ws_id: &str, alias: &str) {
+        let (this, ws_id, alias) = (self.clone(), ws_id.to_string(), alias.to_string());
+        tokio::spawn(async move {
+            if let Err(e) = this.save_alias(&ws_id, &alias).await {
+                tracing::warn!(error = %e, %ws_id, "alias not saved");
+            }
+        });
+    }
+
+    /// Follows the node-wide log and records approval requests and their verdicts.
+    pub fn spawn_approval_recorder(
+        self: &Arc<Self>,
+        log: &Arc<EventLog<NodeEvent>>,
+    ) -> tokio::task::JoinHandle<()> {
+        let this = self.clone();
+        let mut sub = log.subscribe(None);
+        tokio::spawn(async move {
+            let mut pending: HashMap<String, String> = HashMap::new();
+            while let Some(item) = sub.next().await {
+                let Item::Event(entry) = item else {
+                    tracing::error!(
+                        "approval recorder fell behind the node log; some approvals were not recorded"
+                    );
+                    continue;
+                };
+                let NodeEventKind::Ws(env) = &entry.kind else {
+                    continue;
+                };
+                match &env.event {
+                    Event::ApproveRequest { request_id, .. } => {
+                        let payload = serde_json::to_value(&env.event).unwrap_or_default();
+                        if let Err(e) = this
+                            .store
+                            .create_approval(request_id, &env.ws_id, &payload)
+                            .await
+                        {
+                            tracing::error!(error = %e, %request_id, "approval request not recorded");
+                        }
+                        pending.insert(env.ws_id.to_string(), request_id.clone());
+                    }
+                    Event::ApprovalResolved { approved, feedback } => {
+                        let Some(request_id) = pending.remove(&*env.ws_id) else {
+                            continue;
+                        };
+                        let state = if *approved {
+                            ApprovalState::Approved
+                        } else if feedback.starts_with("Approval timed out") {
+                            ApprovalState::TimedOut
+                        } else {
+                            ApprovalState::Denied
+                        };
+                        let decided_by = match feedback.as_str() {
+                            "Cancelled by user" => "cancel",
+                            f if f.starts_with("Approval timed out") => "timeout",
+                            _ => "user",
+                        };
+                        let decision = ApprovalDecision {
+                            state,
+                            verdict: String::new(),
+                            feedback: feedback.clone(),
+                            decided_by: decided_by.to_string(),
+                        };
+                        if let Err(e) = this.store.decide_approval(&request_id, decision).await {
+                            tracing::error!(error = %e, %request_id, "approval verdict not recorded");
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        })
+    }
+
+    /// The recorded approval, if any.
+    pub async fn approval(&self, request_id: &str) -> Option<ApprovalRecord> {
+        self.store.get_approval(request_id).await.ok().flatten()
+    }
+}
+
+/// The engine's journal on top of the writer.
+#[derive(Debug)]
+pub struct StoreJournal(pub Arc<Persistence>);
+
+impl Journal for StoreJournal {
+    fn appended(&self, ws_id: &str, messages: &[ChatMessage]) {
+        for message in messages {
+            for row in NewMessage::from_chat(ws_id, message) {
+                if let Err(e) = self.0.writer.try_write(WriteOp::Message(row)) {
+                    // Counted by the writer; ERROR because history is lost.
+                    tracing::error!(error = %e, %ws_id, "conversation write dropped");
+                }
+            }
+        }
+    }
+
+    fn replaced(&self, ws_id: &str, messages: &[ChatMessage]) {
+        // The stored history stays searchable; a replaced context is not a deletion.
+        tracing::debug!(%ws_id, kept = messages.len(), "conversation context replaced");
+    }
+}

@@ -1,0 +1,891 @@
+//! `GET /metrics`: the original's Prometheus metrics (node spec §1.3.2: names, types, labels,
+//! order, buckets) in the text exposition format 0.0.4, plus ours — turn duration, provider
+//! first byte, dropped SSE events, event-loop lag.
+//!
+//! Where the numbers come from:
+//! - workstream activity (sends, tokens, tool calls, errors, turn timings, evictions) is
+//!   folded from the node-wide event log by a background task that owns its subscription,
+//!   so handlers carry no metric calls;
+//! - HTTP counts and latencies come from [`track_http`], the outermost middleware after the
+//!   request's log span (SSE responses are recorded when their stream ends);
+//! - live facts (workstreams, breaker, context ratios) are read at scrape time.
+//!
+//! The exposition is written by hand rather than with `prometheus-client`: that crate speaks
+//! OpenMetrics (`# EOF`, counter families named without `_total`), which cannot reproduce
+//! the original's names. Unlike the original, label values are escaped, so the output
+//! passes `promtool check metrics`.
+//!
+//! This module knows the node's state and its event types; it knows nothing of Redis,
+//! storage or the cluster.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use futures::StreamExt;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use turnstone_engine::{Event, Item, WsState};
+use turnstone_llm::BreakerState;
+
+use super::state::{Node, NodeEvent, NodeEventKind};
+use super::views;
+
+/// The `Content-Type` of the exposition.
+pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// Upper bounds of the original's latency histograms (seconds), `+Inf` implied.
+pub const LATENCY_BUCKETS: &[f64] = &[
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+
+/// Buckets of the whole-turn histogram: a turn includes model and tool time.
+pub const TURN_BUCKETS: &[f64] = &[
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
+];
+
+/// How often the event-loop lag probe wakes up.
+pub const LAG_PROBE_PERIOD: Duration = Duration::from_millis(100);
+
+/// Most distinct `(method, endpoint)` series kept; requests beyond it are recorded under
+/// the endpoint [`OVERFLOW_ENDPOINT`] (the endpoint is the raw path, so clients choose it).
+pub const MAX_HTTP_SERIES: usize = 10_000;
+
+/// Endpoint label of requests past [`MAX_HTTP_SERIES`].
+pub const OVERFLOW_ENDPOINT: &str = "__other__";
+
+const TOKEN_TYPES: [&str; 4] = ["prompt", "completion", "cache_creation", "cache_read"];
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A cumulative histogram over fixed bucket bounds.
+#[derive(Debug, Clone)]
+pub struct Histogram {
+    bounds: &'static [f64],
+    /// `cumulative[i]` = observations `<= bounds[i]`.
+    cumulative: Vec<u64>,
+    count: u64,
+    sum: f64,
+}
+
+impl Histogram {
+    pub fn new(bounds: &'static [f64]) -> Self {
+        Self {
+            bounds,
+            cumulative: vec![0; bounds.len()],
+            count: 0,
+            sum: 0.0,
+        }
+    }
+
+    pub fn observe(&mut self, value: f64) {
+        for (bound, n) in self.bounds.iter().zip(self.cumulative.iter_mut()) {
+            if value <= *bound {
+                *n += 1;
+            }
+        }
+        self.count += 1;
+        self.sum += value;
+    }
+
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+}
+
+#[derive(Debug)]
+struct HttpSeries {
+    statuses: BTreeMap<u16, u64>,
+    duration: Histogram,
+}
+
+/// Per-workstream tallies folded from its events.
+#[derive(Debug, Default)]
+struct WsTally {
+    prompt_tokens: u64,
+    completion_tokens: u64,
+    messages: u64,
+    tool_calls: BTreeMap<String, u64>,
+    /// When the running turn started (its first `thinking` state).
+    turn_started: Option<Instant>,
+    /// When the current model request started, until its first content or reasoning.
+    thinking_since: Option<Instant>,
+}
+
+/// A per-workstream counter family: name, help, value.
+type WsCounter = (&'static str, &'static str, fn(&WsTally) -> u64);
+
+/// What the event feeder has folded so far.
+#[derive(Debug)]
+struct Folded {
+    messages_sent: u64,
+    tokens: [u64; 4],
+    tool_calls: BTreeMap<String, u64>,
+    errors: u64,
+    context_ratio: f64,
+    evicted: u64,
+    turn_duration: Histogram,
+    first_byte: Histogram,
+    last_turn_completed: Option<Instant>,
+    per_ws: HashMap<String, WsTally>,
+}
+
+impl Default for Folded {
+    fn default() -> Self {
+        Self {
+            messages_sent: 0,
+            tokens: [0; 4],
+            tool_calls: BTreeMap::new(),
+            errors: 0,
+            context_ratio: 0.0,
+            evicted: 0,
+            turn_duration: Histogram::new(TURN_BUCKETS),
+            first_byte: Histogram::new(LATENCY_BUCKETS),
+            last_turn_completed: None,
+            per_ws: HashMap::new(),
+        }
+    }
+}
+
+/// Truncations reported by logs, kept monotonic across closed workstreams.
+#[derive(Debug, Default)]
+struct DroppedTally {
+    /// Last count seen per live workstream log.
+    live: HashMap<String, u64>,
+    /// Counts of workstreams that have closed since.
+    retired: u64,
+}
+
+/// The node's metric state. One per [`Node`].
+#[derive(Debug)]
+pub struct Metrics {
+    http: Mutex<BTreeMap<(String, String), HttpSeries>>,
+    folded: Mutex<Folded>,
+    dropped: Mutex<DroppedTally>,
+    sse_active: AtomicI64,
+    ratelimit_rejected: AtomicU64,
+    lag_micros: AtomicU64,
+    started: AtomicBool,
+    tasks: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Drop for Metrics {
+    fn drop(&mut self) {
+        for task in lock(&self.tasks).drain(..) {
+            task.abort();
+        }
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        Self {
+            http: Mutex::new(BTreeMap::new()),
+            folded: Mutex::new(Folded::default()),
+            dropped: Mutex::new(DroppedTally::default()),
+            sse_active: AtomicI64::new(0),
+            ratelimit_rejected: AtomicU64::new(0),
+            lag_micros: AtomicU64::new(0),
+            started: AtomicBool::new(false),
+            tasks: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Starts, once, the tasks that feed this node's metrics: the event folder (which reads
+    /// everything the node-wide log still retains, then follows it) and the event-loop lag
+    /// probe. The tasks belong to the node's `Metrics` and end with it. Outside a tokio
+    /// runtime nothing starts (and a later call may start them).
+    pub fn start(node: &Arc<Node>) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let metrics = &node.metrics;
+        if metrics.started.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let sub = node.node_log.subscribe(Some(0));
+        let folder = runtime.spawn(fold_events(Arc::downgrade(metrics), sub));
+        let probe = runtime.spawn(probe_lag(Arc::downgrade(metrics)));
+        lock(&metrics.tasks).extend([folder, probe]);
+    }
+
+    /// Records one finished HTTP request.
+    pub fn record_http(&self, method: &str, endpoint: &str, status: u16, elapsed: Duration) {
+        let mut http = lock(&self.http);
+        let mut key = (method.to_string(), endpoint.to_string());
+        if !http.contains_key(&key) && http.len() >= MAX_HTTP_SERIES {
+            key.1 = OVERFLOW_ENDPOINT.to_string();
+        }
+        let series = http.entry(key).or_insert_with(|| HttpSeries {
+            statuses: BTreeMap::new(),
+            duration: Histogram::new(LATENCY_BUCKETS),
+        });
+        *series.statuses.entry(status).or_insert(0) += 1;
+        series.duration.observe(elapsed.as_secs_f64());
+    }
+
+    /// Counts one request refused by the rate limiter.
+    pub fn record_ratelimit_rejection(&self) {
+        self.ratelimit_rejected.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn ratelimit_rejected(&self) -> u64 {
+        self.ratelimit_rejected.load(Ordering::Relaxed)
+    }
+
+    /// Open SSE responses (all kinds).
+    pub fn sse_connections(&self) -> i64 {
+        self.sse_active.load(Ordering::Relaxed)
+    }
+
+    /// How late the last lag probe woke up.
+    pub fn event_loop_lag(&self) -> Duration {
+        Duration::from_micros(self.lag_micros.load(Ordering::Relaxed))
+    }
+
+    /// Time since the last turn of any workstream completed (`None` before the first).
+    pub fn last_turn_completed_age(&self) -> Option<Duration> {
+        lock(&self.folded)
+            .last_turn_completed
+            .map(|at| Instant::now().saturating_duration_since(at))
+    }
+
+    /// Accepted sends so far.
+    pub fn messages_sent(&self) -> u64 {
+        lock(&self.folded).messages_sent
+    }
+
+    /// Folds one entry of the node-wide log, as seen at `now`.
+    pub fn observe(&self, entry: &NodeEvent, now: Instant) {
+        let mut f = lock(&self.folded);
+        let env = match &entry.kind {
+            NodeEventKind::Ws(env) => env,
+            NodeEventKind::Closed { ws_id, reason, .. } => {
+                if reason == "evicted" {
+                    f.evicted += 1;
+                }
+                f.per_ws.remove(ws_id);
+                return;
+            }
+            NodeEventKind::Renamed { .. } => return,
+        };
+        let f = &mut *f;
+        let ws = f.per_ws.entry(env.ws_id.to_string()).or_default();
+        match &env.event {
+            // A turn's first request: one accepted send (busy or replayed sends start none).
+            Event::StateChange {
+                state: WsState::Thinking,
+            } if ws.turn_started.is_none() => {
+                ws.turn_started = Some(now);
+                ws.messages += 1;
+                f.messages_sent += 1;
+            }
+            Event::ThinkingStart => ws.thinking_since = Some(now),
+            Event::Content { .. } | Event::Reasoning { .. } => {
+                if let Some(since) = ws.thinking_since.take() {
+                    f.first_byte
+                        .observe(now.saturating_duration_since(since).as_secs_f64());
+                }
+            }
+            // (`thinking_stop` precedes the first delta, so only the stream's end clears.)
+            Event::StreamEnd => ws.thinking_since = None,
+            Event::ToolResult { name, .. } => {
+                *ws.tool_calls.entry(name.clone()).or_insert(0) += 1;
+                *f.tool_calls.entry(name.clone()).or_insert(0) += 1;
+            }
+            Event::Status(s) => {
+                for (total, n) in f.tokens.iter_mut().zip([
+                    s.prompt_tokens,
+                    s.completion_tokens,
+                    s.cache_creation_tokens,
+                    s.cache_read_tokens,
+                ]) {
+                    *total += n;
+                }
+                ws.prompt_tokens += s.prompt_tokens;
+                ws.completion_tokens += s.completion_tokens;
+                if s.context_window > 0 {
+                    f.context_ratio = s.total_tokens as f64 / s.context_window as f64;
+                }
+            }
+            Event::Error { .. } => f.errors += 1,
+            Event::TurnComplete { .. } => {
+                ws.thinking_since = None;
+                if let Some(started) = ws.turn_started.take() {
+                    f.turn_duration
+                        .observe(now.saturating_duration_since(started).as_secs_f64());
+                }
+                f.last_turn_completed = Some(now);
+            }
+            _ => {}
+        }
+    }
+
+    /// Truncations reported to subscribers of the node log and every workstream log.
+    fn dropped_events(&self, node: &Node) -> u64 {
+        let mut d = lock(&self.dropped);
+        let live: HashMap<String, u64> = node
+            .manager
+            .list()
+            .iter()
+            .map(|w| (w.id().to_string(), w.log().truncation_count()))
+            .collect();
+        let gone: u64 = d
+            .live
+            .iter()
+            .filter(|(id, _)| !live.contains_key(*id))
+            .map(|(_, n)| *n)
+            .sum();
+        d.retired += gone;
+        d.live = live;
+        node.node_log.truncation_count() + d.retired + d.live.values().sum::<u64>()
+    }
+
+    /// The exposition of every metric, in the original's order, then ours.
+    pub fn render(&self, node: &Node) -> String {
+        let mut x = Exposition::default();
+        let workstreams = node.manager.list();
+
+        x.family(
+            "turnstone_build_info",
+            "gauge",
+            "Build information (always 1).",
+        );
+        x.sample(
+            "turnstone_build_info",
+            &[
+                ("version", env!("CARGO_PKG_VERSION")),
+                ("model", &node.options.model),
+            ],
+            "1",
+        );
+        x.family(
+            "turnstone_uptime_seconds",
+            "gauge",
+            "Seconds since the node started.",
+        );
+        x.sample(
+            "turnstone_uptime_seconds",
+            &[],
+            &fmt_g(node.uptime().as_secs_f64()),
+        );
+        x.family(
+            "turnstone_workstreams_active_total",
+            "gauge",
+            "Live workstreams.",
+        );
+        x.sample(
+            "turnstone_workstreams_active_total",
+            &[],
+            &workstreams.len().to_string(),
+        );
+        let mut by_state: BTreeMap<&str, u64> = [
+            WsState::Attention,
+            WsState::Error,
+            WsState::Idle,
+            WsState::Running,
+            WsState::Thinking,
+        ]
+        .iter()
+        .map(|s| (s.as_str(), 0))
+        .collect();
+        for w in &workstreams {
+            *by_state.entry(w.state().as_str()).or_insert(0) += 1;
+        }
+        x.family(
+            "turnstone_workstreams_by_state",
+            "gauge",
+            "Live workstreams by state.",
+        );
+        for (state, n) in &by_state {
+            x.sample(
+                "turnstone_workstreams_by_state",
+                &[("state", state)],
+                &n.to_string(),
+            );
+        }
+
+        {
+            let http = lock(&self.http);
+            x.family(
+                "turnstone_http_requests_total",
+                "counter",
+                "HTTP requests by method, raw path and status.",
+            );
+            for ((method, endpoint), series) in http.iter() {
+                for (status, n) in &series.statuses {
+                    x.sample(
+                        "turnstone_http_requests_total",
+                        &[
+                            ("method", method),
+                            ("endpoint", endpoint),
+                            ("status_code", &status.to_string()),
+                        ],
+                        &n.to_string(),
+                    );
+                }
+            }
+            x.family(
+                "turnstone_http_request_duration_seconds",
+                "histogram",
+                "HTTP request duration (SSE: the whole stream).",
+            );
+            for ((method, endpoint), series) in http.iter() {
+                x.histogram(
+                    "turnstone_http_request_duration_seconds",
+                    &[("method", method), ("endpoint", endpoint)],
+                    &series.duration,
+                );
+            }
+        }
+
+        let dropped = self.dropped_events(node);
+        let f = lock(&self.folded);
+        x.counter(
+            "turnstone_messages_sent_total",
+            "Accepted sends.",
+            f.messages_sent,
+        );
+        x.family(
+            "turnstone_tokens_total",
+            "counter",
+            "Tokens reported at the end of turns, by type.",
+        );
+        for (kind, n) in TOKEN_TYPES.iter().zip(f.tokens) {
+            x.sample("turnstone_tokens_total", &[("type", kind)], &n.to_string());
+        }
+        x.family(
+            "turnstone_tool_calls_total",
+            "counter",
+            "Tool calls by tool.",
+        );
+        for (tool, n) in &f.tool_calls {
+            x.sample(
+                "turnstone_tool_calls_total",
+                &[("tool", tool)],
+                &n.to_string(),
+            );
+        }
+        x.counter("turnstone_errors_total", "Error events emitted.", f.errors);
+        x.gauge(
+            "turnstone_context_window_used_ratio",
+            "Context window share used by the last reported turn of any workstream.",
+            f.context_ratio,
+        );
+        x.family(
+            "turnstone_sse_connections_active",
+            "gauge",
+            "Open SSE connections (all streams).",
+        );
+        x.sample(
+            "turnstone_sse_connections_active",
+            &[],
+            &self.sse_connections().to_string(),
+        );
+        x.counter(
+            "turnstone_ratelimit_rejected_total",
+            "Requests refused by the rate limiter.",
+            self.ratelimit_rejected(),
+        );
+        let (up, circuit) = match node.manager.engine().provider().breaker().state() {
+            BreakerState::Closed => (1, 0),
+            BreakerState::Open => (0, 1),
+            BreakerState::HalfOpen => (0, 2),
+        };
+        x.family(
+            "turnstone_backend_up",
+            "gauge",
+            "1 when the model backend's circuit is closed.",
+        );
+        x.sample("turnstone_backend_up", &[], &up.to_string());
+        x.family(
+            "turnstone_circuit_state",
+            "gauge",
+            "Model backend circuit: 0 closed, 1 open, 2 half_open.",
+        );
+        x.sample("turnstone_circuit_state", &[], &circuit.to_string());
+        x.counter(
+            "turnstone_workstreams_evicted_total",
+            "Workstreams evicted to make room.",
+            f.evicted,
+        );
+        x.family(
+            "turnstone_judge_enabled",
+            "gauge",
+            "1 when the intent judge is on (this node has none).",
+        );
+        x.sample("turnstone_judge_enabled", &[], "0");
+
+        if !workstreams.is_empty() {
+            let ids: Vec<(String, String)> = workstreams
+                .iter()
+                .map(|w| (w.id().to_string(), w.name()))
+                .collect();
+            let empty = WsTally::default();
+            let tally = |id: &str| f.per_ws.get(id).unwrap_or(&empty);
+            let per_ws: [WsCounter; 3] = [
+                (
+                    "turnstone_workstream_prompt_tokens_total",
+                    "Prompt tokens per workstream.",
+                    |t| t.prompt_tokens,
+                ),
+                (
+                    "turnstone_workstream_completion_tokens_total",
+                    "Completion tokens per workstream.",
+                    |t| t.completion_tokens,
+                ),
+                (
+                    "turnstone_workstream_messages_total",
+                    "Accepted sends per workstream.",
+                    |t| t.messages,
+                ),
+            ];
+            x.family(
+                "turnstone_workstream_info",
+                "gauge",
+                "One line per live workstream.",
+            );
+            for (id, name) in &ids {
+                x.sample(
+                    "turnstone_workstream_info",
+                    &[("ws_id", id), ("name", name)],
+                    "1",
+                );
+            }
+            for (metric, help, value) in per_ws {
+                x.family(metric, "counter", help);
+                for (id, name) in &ids {
+                    x.sample(
+                        metric,
+                        &[("ws_id", id), ("name", name)],
+                        &value(tally(id)).to_string(),
+                    );
+                }
+            }
+            x.family(
+                "turnstone_workstream_tool_calls_total",
+                "counter",
+                "Tool calls per workstream and tool.",
+            );
+            for (id, name) in &ids {
+                for (tool, n) in &tally(id).tool_calls {
+                    x.sample(
+                        "turnstone_workstream_tool_calls_total",
+                        &[("ws_id", id), ("name", name), ("tool", tool)],
+                        &n.to_string(),
+                    );
+                }
+            }
+            x.family(
+                "turnstone_workstream_context_ratio",
+                "gauge",
+                "Context window share used per workstream.",
+            );
+            for (w, (id, name)) in workstreams.iter().zip(&ids) {
+                x.sample(
+                    "turnstone_workstream_context_ratio",
+                    &[("ws_id", id), ("name", name)],
+                    &fmt_g(views::context_ratio(node, w)),
+                );
+            }
+        }
+
+        x.family(
+            "turnstone_turn_duration_seconds",
+            "histogram",
+            "Time from an accepted send to its turn_complete.",
+        );
+        x.histogram("turnstone_turn_duration_seconds", &[], &f.turn_duration);
+        x.family(
+            "turnstone_provider_first_byte_seconds",
+            "histogram",
+            "Time from the start of a model request to its first content or reasoning.",
+        );
+        x.histogram("turnstone_provider_first_byte_seconds", &[], &f.first_byte);
+        drop(f);
+        x.counter(
+            "turnstone_sse_events_dropped_total",
+            "Times a subscriber was told that events it wanted are gone.",
+            dropped,
+        );
+        x.gauge(
+            "turnstone_event_loop_lag_seconds",
+            "How late the last 100 ms lag probe woke up.",
+            self.event_loop_lag().as_secs_f64(),
+        );
+        x.out
+    }
+}
+
+/// Follows the node-wide log for as long as the metrics exist.
+async fn fold_events(metrics: Weak<Metrics>, mut sub: turnstone_engine::Subscription<NodeEvent>) {
+    while let Some(item) = sub.next().await {
+        let Some(metrics) = metrics.upgrade() else {
+            return;
+        };
+        if let Item::Event(entry) = item {
+            metrics.observe(&entry, Instant::now());
+        }
+    }
+}
+
+/// Measures how late a periodic timer fires: a busy or blocked runtime shows up here.
+async fn probe_lag(metrics: Weak<Metrics>) {
+    let mut tick = tokio::time::interval(LAG_PROBE_PERIOD);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let scheduled = tick.tick().await;
+        let lag = Instant::now().saturating_duration_since(scheduled);
+        let Some(metrics) = metrics.upgrade() else {
+            return;
+        };
+        let micros = u64::try_from(lag.as_micros()).unwrap_or(u64::MAX);
+        metrics.lag_micros.store(micros, Ordering::Relaxed);
+    }
+}
+
+/// `GET /metrics`.
+pub async fn metrics(State(node): State<Arc<Node>>) -> Response {
+    let mut response = node.metrics.render(&node).into_response();
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(CONTENT_TYPE));
+    response
+}
+
+/// Decrements the SSE gauge and records the request when an SSE body ends.
+struct SseGuard {
+    node: Arc<Node>,
+    method: String,
+    endpoint: String,
+    status: u16,
+    started: Instant,
+}
+
+impl Drop for SseGuard {
+    fn drop(&mut self) {
+        let metrics = &self.node.metrics;
+        metrics.sse_active.fetch_sub(1, Ordering::Relaxed);
+        metrics.record_http(
+            &self.method,
+            &self.endpoint,
+            self.status,
+            self.started.elapsed(),
+        );
+    }
+}
+
+/// The HTTP metrics middleware: method, raw path (no query), status, latency. An SSE
+/// response counts as an open connection until its body is dropped, and is recorded then.
+pub async fn track_http(State(node): State<Arc<Node>>, req: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let method = req.method().as_str().to_string();
+    let endpoint = req.uri().path().to_string();
+    let response = next.run(req).await;
+    let status = response.status().as_u16();
+    let is_sse = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/event-stream"));
+    if !is_sse {
+        node.metrics
+            .record_http(&method, &endpoint, status, started.elapsed());
+        return response;
+    }
+    node.metrics.sse_active.fetch_add(1, Ordering::Relaxed);
+    let guard = SseGuard {
+        node: node.clone(),
+        method,
+        endpoint,
+        status,
+        started,
+    };
+    let (parts, body) = response.into_parts();
+    let body = Body::from_stream(body.into_data_stream().map(move |chunk| {
+        let _open = &guard;
+        chunk
+    }));
+    Response::from_parts(parts, body)
+}
+
+/// A text exposition being written.
+#[derive(Debug, Default)]
+struct Exposition {
+    out: String,
+}
+
+impl Exposition {
+    fn family(&mut self, name: &str, kind: &str, help: &str) {
+        let _ = writeln!(self.out, "# HELP {name} {}", escape_help(help));
+        let _ = writeln!(self.out, "# TYPE {name} {kind}");
+    }
+
+    fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: &str) {
+        self.out.push_str(name);
+        if !labels.is_empty() {
+            self.out.push('{');
+            for (i, (k, v)) in labels.iter().enumerate() {
+                if i > 0 {
+                    self.out.push(',');
+                }
+                let _ = write!(self.out, "{k}=\"{}\"", escape_label(v));
+            }
+            self.out.push('}');
+        }
+        self.out.push(' ');
+        self.out.push_str(value);
+        self.out.push('\n');
+    }
+
+    fn counter(&mut self, name: &str, help: &str, value: u64) {
+        self.family(name, "counter", help);
+        self.sample(name, &[], &value.to_string());
+    }
+
+    fn gauge(&mut self, name: &str, help: &str, value: f64) {
+        self.family(name, "gauge", help);
+        self.sample(name, &[], &fmt_g(value));
+    }
+
+    fn histogram(&mut self, name: &str, labels: &[(&str, &str)], h: &Histogram) {
+        let bucket = format!("{name}_bucket");
+        for (bound, n) in h.bounds.iter().zip(&h.cumulative) {
+            let le = fmt_g(*bound);
+            let mut with_le = labels.to_vec();
+            with_le.push(("le", &le));
+            self.sample(&bucket, &with_le, &n.to_string());
+        }
+        let mut with_le = labels.to_vec();
+        with_le.push(("le", "+Inf"));
+        self.sample(&bucket, &with_le, &h.count.to_string());
+        self.sample(&format!("{name}_sum"), labels, &fmt_g(h.sum));
+        self.sample(&format!("{name}_count"), labels, &h.count.to_string());
+    }
+}
+
+/// A label value with `\`, `"` and newline escaped, as the text format requires.
+pub fn escape_label(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for c in value.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn escape_help(text: &str) -> String {
+    text.replace('\\', "\\\\").replace('\n', "\\n")
+}
+
+/// A float as C's `%.6g` writes it (the original's format): six significant digits,
+/// trailing zeros dropped, exponent form below 1e-4 and from 1e6.
+pub fn fmt_g(value: f64) -> String {
+    if value.is_nan() {
+        return "NaN".into();
+    }
+    if value.is_infinite() {
+        return if value > 0.0 { "+Inf" } else { "-Inf" }.into();
+    }
+    if value == 0.0 {
+        return "0".into();
+    }
+    let sci = format!("{value:.5e}");
+    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    if !(-4..6).contains(&exp) {
+        let sign = if exp < 0 { '-' } else { '+' };
+        return format!("{}e{sign}{:02}", trim_zeros(mantissa), exp.abs());
+    }
+    let decimals = usize::try_from(5 - exp).unwrap_or(0);
+    trim_zeros(&format!("{value:.decimals$}")).to_string()
+}
+
+fn trim_zeros(number: &str) -> &str {
+    if number.contains('.') {
+        number.trim_end_matches('0').trim_end_matches('.')
+    } else {
+        number
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn floats_are_written_like_percent_6g() {
+        for (v, want) in [
+            (0.0, "0"),
+            (1.0, "1"),
+            (0.005, "0.005"),
+            (10.0, "10"),
+            (5.62, "5.62"),
+            (1.0 / 3.0, "0.333333"),
+            (123_456.7, "123457"),
+            (1_234_567.0, "1.23457e+06"),
+            (0.000_012_5, "1.25e-05"),
+            (-2.5, "-2.5"),
+            (f64::INFINITY, "+Inf"),
+        ] {
+            assert_eq!(fmt_g(v), want, "{v}");
+        }
+    }
+
+    #[test]
+    fn label_values_are_escaped() {
+        assert_eq!(escape_label("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+        let mut x = Exposition::default();
+        x.sample("m", &[("name", "x\"y\nz")], "1");
+        assert_eq!(x.out, "m{name=\"x\\\"y\\nz\"} 1\n");
+    }
+
+    #[test]
+    fn histograms_are_cumulative_with_inf_sum_and_count() {
+        let mut h = Histogram::new(&[0.1, 1.0]);
+        h.observe(0.05);
+        h.observe(0.5);
+        h.observe(3.0);
+        let mut x = Exposition::default();
+        x.histogram("h", &[("method", "GET")], &h);
+        assert_eq!(
+            x.out,
+            "h_bucket{method=\"GET\",le=\"0.1\"} 1\n\
+             h_bucket{method=\"GET\",le=\"1\"} 2\n\
+             h_bucket{method=\"GET\",le=\"+Inf\"} 3\n\
+             h_sum{method=\"GET\"} 3.55\n\
+             h_count{method=\"GET\"} 3\n"
+        );
+    }
+
+    #[test]
+    fn http_series_are_bounded() {
+        let m = Metrics::new();
+        for i in 0..MAX_HTTP_SERIES + 5 {
+            m.record_http("GET", &format!("/p/{i}"), 404, Duration::ZERO);
+        }
+        let http = lock(&m.http);
+        assert_eq!(http.len(), MAX_HTTP_SERIES + 1);
+        let other = &http[&("GET".to_string(), OVERFLOW_ENDPOINT.to_string())];
+        assert_eq!(other.statuses[&404], 5);
+    }
+}

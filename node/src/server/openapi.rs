@@ -1,0 +1,719 @@
+//! The OpenAPI 3.1 document served at `/openapi.json`, and the `/docs` page that lists it.
+//!
+//! [`ROUTES`] is the table of documented operations: method, path, summary, parameters and
+//! the Rust types of the request and response bodies. [`document`] turns it into the
+//! document, with JSON Schemas derived from those types (`schemars`), so a change to a wire
+//! type changes the document. Security per operation comes from the auth policy
+//! ([`required_scope`]), not from this table. Routes the original leaves out of its document
+//! (`/metrics`, the web UI, the document itself) are in [`UNDOCUMENTED`]; every route the
+//! router serves is in one of the two lists (a test checks it).
+//!
+//! `/docs` is a self-contained page (no CDN, works offline) whose inline script renders the
+//! operations of `/openapi.json`.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, LazyLock};
+
+use axum::Router;
+use axum::http::header;
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::get;
+use schemars::generate::{SchemaGenerator, SchemaSettings};
+use schemars::{JsonSchema, Schema};
+use serde_json::{Map, Value, json};
+use turnstone_proto::api::{
+    ApproveBody, CancelBody, CloseWorkstreamBody, CommandBody, CreateWorkstreamBody,
+    CreateWorkstreamReply, Dashboard, ErrorReply, Health, PlanBody, SendBody, StatusReply,
+    WorkstreamList,
+};
+use turnstone_runtime::auth::{Access, required_scope};
+
+use super::login::{AuthStatusReply, LoginBody, LoginReply, WhoamiReply};
+use super::state::Node;
+
+/// `info.title` of the document.
+pub const TITLE: &str = "turnstone Server API";
+
+/// Writes the schema of one Rust type into a generator and returns a reference to it.
+pub type SchemaFn = fn(&mut SchemaGenerator) -> Schema;
+
+fn schema_of<T: JsonSchema>(generator: &mut SchemaGenerator) -> Schema {
+    generator.subschema_for::<T>()
+}
+
+/// Body of a successful response.
+#[derive(Clone, Copy)]
+pub enum Reply {
+    /// `application/json` of a Rust type.
+    Json(SchemaFn),
+    /// A Server-Sent Events stream (`text/event-stream`).
+    EventStream,
+    /// `text/html`.
+    Html,
+}
+
+/// Where a parameter goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ParamIn {
+    Query,
+    Header,
+    Path,
+}
+
+impl ParamIn {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Query => "query",
+            Self::Header => "header",
+            Self::Path => "path",
+        }
+    }
+}
+
+/// A parameter of an operation: a string, or a non-negative integer when `count`.
+#[derive(Debug, Clone, Copy)]
+pub struct Param {
+    pub name: &'static str,
+    pub location: ParamIn,
+    pub required: bool,
+    pub count: bool,
+    pub description: &'static str,
+}
+
+/// One documented operation.
+#[derive(Clone, Copy)]
+pub struct ApiRoute {
+    /// Lowercase HTTP method (`get`, `post`, `delete`).
+    pub method: &'static str,
+    /// Full path as served, e.g. `/v1/api/send`; parameters as `{name}`.
+    pub path: &'static str,
+    pub summary: &'static str,
+    pub tag: &'static str,
+    pub params: &'static [Param],
+    pub request: Option<SchemaFn>,
+    pub reply: Reply,
+    /// Error statuses besides those implied by auth (401/403) and a request body (400).
+    pub errors: &'static [u16],
+}
+
+impl std::fmt::Debug for ApiRoute {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}", self.method.to_uppercase(), self.path)
+    }
+}
+
+impl ApiRoute {
+    const fn new(method: &'static str, path: &'static str, tag: &'static str) -> Self {
+        Self {
+            method,
+            path,
+            summary: "",
+            tag,
+            params: &[],
+            request: None,
+            reply: Reply::Json(schema_of::<StatusReply>),
+            errors: &[],
+        }
+    }
+
+    const fn get(path: &'static str, tag: &'static str) -> Self {
+        Self::new("get", path, tag)
+    }
+
+    const fn post(path: &'static str, tag: &'static str) -> Self {
+        Self::new("post", path, tag)
+    }
+
+    const fn summary(mut self, summary: &'static str) -> Self {
+        self.summary = summary;
+        self
+    }
+
+    const fn body<T: JsonSchema>(mut self) -> Self {
+        self.request = Some(schema_of::<T>);
+        self
+    }
+
+    const fn json<T: JsonSchema>(mut self) -> Self {
+        self.reply = Reply::Json(schema_of::<T>);
+        self
+    }
+
+    const fn reply(mut self, reply: Reply) -> Self {
+        self.reply = reply;
+        self
+    }
+
+    const fn params(mut self, params: &'static [Param]) -> Self {
+        self.params = params;
+        self
+    }
+
+    const fn errors(mut self, errors: &'static [u16]) -> Self {
+        self.errors = errors;
+        self
+    }
+
+    /// `operationId`: the path with `/` → `_` (braces dropped), trimmed, `_` + method, as
+    /// the original (`v1_api_send_post`).
+    pub fn operation_id(&self) -> String {
+        let path: String = self
+            .path
+            .chars()
+            .filter(|c| !matches!(c, '{' | '}'))
+            .map(|c| if c == '/' { '_' } else { c })
+            .collect();
+        format!("{}_{}", path.trim_matches('_'), self.method)
+    }
+
+    /// The auth policy's requirement for this operation.
+    pub fn access(&self) -> Access {
+        required_scope(self.method, self.path)
+    }
+}
+
+/// `POST /v1/api/send` as documented: the original fields plus the idempotency key.
+#[derive(JsonSchema)]
+#[allow(dead_code)]
+struct SendRequest {
+    #[serde(flatten)]
+    body: SendBody,
+    /// Makes the send idempotent: a repeat within the retention window returns the first
+    /// result and starts nothing (same as the `Idempotency-Key` header).
+    #[serde(default)]
+    correlation_id: Option<String>,
+}
+
+/// One row of `GET /v1/api/workstreams/saved` (the handler writes it as JSON).
+#[derive(JsonSchema)]
+#[allow(dead_code)]
+struct SavedWorkstream {
+    ws_id: String,
+    alias: Option<String>,
+    title: Option<String>,
+    /// ISO timestamp.
+    created: String,
+    /// ISO timestamp.
+    updated: String,
+    message_count: u64,
+}
+
+/// `GET /v1/api/workstreams/saved`: up to 50, newest first.
+#[derive(JsonSchema)]
+#[allow(dead_code)]
+struct SavedWorkstreams {
+    workstreams: Vec<SavedWorkstream>,
+}
+
+const LAST_EVENT_ID: Param = Param {
+    name: "Last-Event-ID",
+    location: ParamIn::Header,
+    required: false,
+    count: true,
+    description: "Resume after this event id: the missed events, or an explicit truncation event.",
+};
+
+const LAST_EVENT_ID_QUERY: Param = Param {
+    name: "last_event_id",
+    location: ParamIn::Query,
+    required: false,
+    count: false,
+    description: "Same as the `Last-Event-ID` header, for clients that cannot set headers; \
+                  the header wins.",
+};
+
+const FROM_QUERY: Param = Param {
+    name: "from",
+    location: ParamIn::Query,
+    required: false,
+    count: true,
+    description: "Same as the `Last-Event-ID` header; the header wins.",
+};
+
+const WS_ID_QUERY: Param = Param {
+    name: "ws_id",
+    location: ParamIn::Query,
+    required: true,
+    count: false,
+    description: "The workstream.",
+};
+
+const IDEMPOTENCY_KEY: Param = Param {
+    name: "Idempotency-Key",
+    location: ParamIn::Header,
+    required: false,
+    count: false,
+    description: "Same as `correlation_id` in the body.",
+};
+
+/// Every documented operation, in document order.
+pub const ROUTES: &[ApiRoute] = &[
+    ApiRoute::get("/health", "health")
+        .summary("Node health: status, version, workstream counts, backend")
+        .json::<Health>(),
+    ApiRoute::get("/v1/api/workstreams", "workstreams")
+        .summary("Live workstreams on this node, in creation order")
+        .json::<WorkstreamList>(),
+    ApiRoute::get("/v1/api/workstreams/saved", "workstreams")
+        .summary("Persisted workstreams that have messages, newest first")
+        .json::<SavedWorkstreams>()
+        .errors(&[503]),
+    ApiRoute::get("/v1/api/dashboard", "workstreams")
+        .summary("Live workstreams with usage, and aggregates")
+        .json::<Dashboard>(),
+    ApiRoute::post("/v1/api/workstreams/new", "workstreams")
+        .summary("Create (optionally resume) a workstream")
+        .body::<CreateWorkstreamBody>()
+        .json::<CreateWorkstreamReply>(),
+    ApiRoute::post("/v1/api/workstreams/close", "workstreams")
+        .summary("Close a workstream")
+        .body::<CloseWorkstreamBody>(),
+    ApiRoute::post("/v1/api/send", "turns")
+        .summary("Send a user message (starts a turn); `{\"status\": \"busy\"}` while one runs")
+        .body::<SendRequest>()
+        .params(&[IDEMPOTENCY_KEY])
+        .errors(&[404, 409]),
+    ApiRoute::post("/v1/api/approve", "turns")
+        .summary("Resolve the pending tool approval (the first decision wins)")
+        .body::<ApproveBody>()
+        .errors(&[404, 409]),
+    ApiRoute::post("/v1/api/plan", "turns")
+        .summary("Resolve the pending plan review")
+        .body::<PlanBody>()
+        .errors(&[404, 409]),
+    ApiRoute::post("/v1/api/command", "turns")
+        .summary("Run a slash command; its output arrives on the event stream")
+        .body::<CommandBody>()
+        .errors(&[404]),
+    ApiRoute::post("/v1/api/cancel", "turns")
+        .summary("Cancel the current generation")
+        .body::<CancelBody>()
+        .errors(&[404]),
+    ApiRoute::get("/v1/api/events", "events")
+        .summary("Events of one workstream (SSE), resumable with Last-Event-ID")
+        .params(&[WS_ID_QUERY, LAST_EVENT_ID_QUERY, LAST_EVENT_ID])
+        .reply(Reply::EventStream)
+        .errors(&[404]),
+    ApiRoute::get("/v1/api/events/global", "events")
+        .summary("Workstream lifecycle and state events of the node (SSE)")
+        .params(&[LAST_EVENT_ID])
+        .reply(Reply::EventStream),
+    ApiRoute::get("/v1/api/events/node", "events")
+        .summary("Every event of every workstream in one ordered stream (SSE), resumable")
+        .params(&[FROM_QUERY, LAST_EVENT_ID])
+        .reply(Reply::EventStream),
+    ApiRoute::post("/v1/api/auth/login", "auth")
+        .summary("Log in with a token (or username and password); sets the auth cookie")
+        .body::<LoginBody>()
+        .json::<LoginReply>()
+        .errors(&[401, 429]),
+    ApiRoute::post("/v1/api/auth/logout", "auth").summary("Clear the auth cookie"),
+    ApiRoute::get("/v1/api/auth/status", "auth")
+        .summary("Login UI state: is auth on, is first-user setup needed")
+        .json::<AuthStatusReply>(),
+    ApiRoute::get("/v1/api/auth/whoami", "auth")
+        .summary("The calling user (401 without a user identity)")
+        .json::<WhoamiReply>(),
+];
+
+/// Routes the router serves that the document leaves out (as the original does): the web
+/// UI, `/metrics`, the document and its page.
+pub const UNDOCUMENTED: &[(&str, &str)] = &[
+    ("get", "/"),
+    ("get", "/static/{*path}"),
+    ("get", "/shared/{*path}"),
+    ("get", "/metrics"),
+    ("get", "/openapi.json"),
+    ("get", "/docs"),
+];
+
+fn status_text(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        400 => "Bad request (invalid JSON body or invalid field)",
+        401 => "Missing or invalid credentials",
+        403 => "The token lacks the required scope",
+        404 => "Unknown workstream",
+        409 => "Already decided or conflicting",
+        413 => "Request body too large",
+        429 => "Too many attempts (see Retry-After)",
+        503 => "Storage unavailable",
+        _ => "Error",
+    }
+}
+
+fn error_response(status: u16, error_ref: &Value) -> Value {
+    json!({
+        "description": status_text(status),
+        "content": {"application/json": {"schema": error_ref}},
+    })
+}
+
+fn operation(
+    route: &ApiRoute,
+    requests: &mut SchemaGenerator,
+    replies: &mut SchemaGenerator,
+    error_ref: &Value,
+) -> Value {
+    let mut op = Map::new();
+    op.insert("operationId".into(), json!(route.operation_id()));
+    op.insert("summary".into(), json!(route.summary));
+    op.insert("tags".into(), json!([route.tag]));
+
+    if !route.params.is_empty() {
+        let params: Vec<Value> = route
+            .params
+            .iter()
+            .map(|p| {
+                json!({
+                    "name": p.name,
+                    "in": p.location.as_str(),
+                    "required": p.required || p.location == ParamIn::Path,
+                    "description": p.description,
+                    "schema": if p.count {
+                        json!({"type": "integer", "minimum": 0})
+                    } else {
+                        json!({"type": "string"})
+                    },
+                })
+            })
+            .collect();
+        op.insert("parameters".into(), Value::Array(params));
+    }
+
+    let mut errors: BTreeSet<u16> = route.errors.iter().copied().collect();
+    if let Some(request) = route.request {
+        let schema = request(requests).to_value();
+        op.insert(
+            "requestBody".into(),
+            json!({"required": true, "content": {"application/json": {"schema": schema}}}),
+        );
+        errors.extend([400, 413]);
+    }
+
+    match route.access() {
+        Access::Public => {
+            op.insert("security".into(), json!([]));
+        }
+        Access::Requires(scope) => {
+            op.insert(
+                "description".into(),
+                json!(format!("Requires a token with the `{scope}` scope.")),
+            );
+            op.insert("security".into(), security_requirement());
+            op.insert("x-required-scope".into(), json!(scope.as_str()));
+            errors.extend([401, 403]);
+        }
+    }
+
+    let mut responses = Map::new();
+    let ok = match route.reply {
+        Reply::Json(schema) => json!({
+            "description": status_text(200),
+            "content": {"application/json": {"schema": schema(replies).to_value()}},
+        }),
+        Reply::EventStream => json!({
+            "description": "An event stream: `id: <seq>` and `data: <JSON event>` per event, \
+                            a `: ping` comment every few seconds",
+            "content": {"text/event-stream": {"schema": {"type": "string"}}},
+        }),
+        Reply::Html => json!({
+            "description": status_text(200),
+            "content": {"text/html": {"schema": {"type": "string"}}},
+        }),
+    };
+    responses.insert("200".into(), ok);
+    for status in errors {
+        responses.insert(status.to_string(), error_response(status, error_ref));
+    }
+    op.insert("responses".into(), Value::Object(responses));
+    Value::Object(op)
+}
+
+fn security_requirement() -> Value {
+    json!([{"bearerAuth": []}, {"cookieAuth": []}])
+}
+
+fn generator(serialize: bool) -> SchemaGenerator {
+    let settings = SchemaSettings::draft2020_12().with(|s| {
+        s.definitions_path = "/components/schemas".into();
+        s.meta_schema = None;
+    });
+    let settings = if serialize {
+        settings.for_serialize()
+    } else {
+        settings.for_deserialize()
+    };
+    SchemaGenerator::new(settings)
+}
+
+/// Builds the document from [`ROUTES`]. Request schemas describe what is accepted
+/// (every field optional, as decoding is tolerant); response schemas what is sent.
+pub fn document() -> Value {
+    let (doc, conflicts) = assemble();
+    for name in conflicts {
+        // The same name read and written differently: the response form is kept.
+        tracing::warn!(schema = %name, "request and response schemas differ");
+    }
+    doc
+}
+
+/// The document, and the names of schemas whose request and response forms differ.
+fn assemble() -> (Value, Vec<String>) {
+    let mut requests = generator(false);
+    let mut replies = generator(true);
+    let error_ref = replies.subschema_for::<ErrorReply>().to_value();
+
+    let mut paths = Map::new();
+    for route in ROUTES {
+        let op = operation(route, &mut requests, &mut replies, &error_ref);
+        let item = paths
+            .entry(route.path.to_string())
+            .or_insert_with(|| Value::Object(Map::new()));
+        if let Some(item) = item.as_object_mut() {
+            item.insert(route.method.to_string(), op);
+        }
+    }
+
+    let mut schemas = replies.take_definitions(true);
+    let mut conflicts = Vec::new();
+    for (name, schema) in requests.take_definitions(true) {
+        match schemas.get(&name) {
+            Some(existing) if *existing != schema => conflicts.push(name),
+            Some(_) => {}
+            None => {
+                schemas.insert(name, schema);
+            }
+        }
+    }
+
+    let doc = json!({
+        "openapi": "3.1.0",
+        "info": {
+            "title": TITLE,
+            "version": env!("CARGO_PKG_VERSION"),
+            "description": "The HTTP API of a Turnstone node. Errors are `{\"error\": \"...\"}`. \
+                            Credentials: `Authorization: Bearer <token>` or the `turnstone_auth` \
+                            cookie set by login.",
+        },
+        "paths": paths,
+        "components": {
+            "schemas": schemas,
+            "securitySchemes": {
+                "bearerAuth": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "A config token, a `ts_` API token, or a JWT",
+                },
+                "cookieAuth": {"type": "apiKey", "in": "cookie", "name": "turnstone_auth"},
+            },
+        },
+        "security": security_requirement(),
+    });
+    (doc, conflicts)
+}
+
+static DOCUMENT: LazyLock<String> = LazyLock::new(|| {
+    serde_json::to_string_pretty(&document()).unwrap_or_else(|_| "{}".to_string())
+});
+
+/// `GET /openapi.json`.
+pub async fn openapi_json() -> Response {
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        DOCUMENT.as_str(),
+    )
+        .into_response()
+}
+
+/// `GET /docs`.
+pub async fn docs() -> Html<&'static str> {
+    Html(DOCS_PAGE)
+}
+
+/// The two public routes of this module.
+pub fn routes() -> Router<Arc<Node>> {
+    Router::new()
+        .route("/openapi.json", get(openapi_json))
+        .route("/docs", get(docs))
+}
+
+const DOCS_PAGE: &str = r##"<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>turnstone Server API</title>
+<style>
+  :root { color-scheme: light dark; --fg: #1d232a; --muted: #5f6b76; --bg: #fbfbfc;
+          --card: #ffffff; --line: #dde2e7; --get: #1f7a4d; --post: #2457a6; --delete: #b3261e; }
+  @media (prefers-color-scheme: dark) {
+    :root { --fg: #e6e9ec; --muted: #9aa5b1; --bg: #15181b; --card: #1d2125; --line: #30363d; }
+  }
+  body { margin: 0; font: 15px/1.5 system-ui, sans-serif; color: var(--fg); background: var(--bg); }
+  main { max-width: 60rem; margin: 0 auto; padding: 1.5rem; }
+  h1 { margin: 0 0 .25rem; font-size: 1.6rem; }
+  h2 { margin: 2rem 0 .5rem; font-size: 1.1rem; text-transform: capitalize; color: var(--muted); }
+  .muted { color: var(--muted); }
+  details { background: var(--card); border: 1px solid var(--line); border-radius: 8px; margin: .4rem 0; }
+  summary { cursor: pointer; padding: .55rem .8rem; display: flex; gap: .8rem; align-items: baseline; }
+  .method { font: 600 .75rem ui-monospace, monospace; text-transform: uppercase; min-width: 3.6rem;
+            text-align: center; color: #fff; border-radius: 4px; padding: .1rem .3rem; }
+  .get { background: var(--get); } .post { background: var(--post); } .delete { background: var(--delete); }
+  .path { font-family: ui-monospace, monospace; font-weight: 600; }
+  .lock { margin-left: auto; font-size: .8rem; color: var(--muted); white-space: nowrap; }
+  .body { padding: 0 .8rem .8rem; border-top: 1px solid var(--line); }
+  pre { background: var(--bg); border: 1px solid var(--line); border-radius: 6px; padding: .6rem;
+        overflow: auto; font-size: .82rem; }
+  table { border-collapse: collapse; font-size: .9rem; }
+  td { padding: .15rem .8rem .15rem 0; vertical-align: top; }
+  code { font: .85em ui-monospace, monospace; background: var(--bg); border: 1px solid var(--line);
+         border-radius: 4px; padding: 0 .25rem; }
+</style>
+</head>
+<body>
+<main>
+  <h1 id="title">turnstone Server API</h1>
+  <div class="muted" id="meta">Loading <a href="/openapi.json">/openapi.json</a>…</div>
+  <div id="ops"></div>
+</main>
+<script>
+"use strict";
+const el = (tag, attrs, ...kids) => {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) node.setAttribute(k, v);
+  for (const kid of kids) node.append(kid);
+  return node;
+};
+// A schema as a compact type: `{ key?: type  // description }`, `a | b`, `type[]`.
+const shape = (doc, schema) => {
+  const seen = new Set();
+  const walk = (s, pad) => {
+    if (s === true || s === undefined) return "any";
+    if (!s || typeof s !== "object") return "any";
+    if (typeof s.$ref === "string") {
+      const name = s.$ref.split("/").pop();
+      if (seen.has(name)) return name;
+      seen.add(name);
+      const out = walk((doc.components.schemas || {})[name], pad);
+      seen.delete(name);
+      return out;
+    }
+    if ("const" in s) return JSON.stringify(s.const);
+    if (Array.isArray(s.enum)) return s.enum.map((v) => JSON.stringify(v)).join(" | ");
+    const alts = s.oneOf || s.anyOf;
+    if (Array.isArray(alts)) return alts.map((a) => walk(a, pad)).join(" | ");
+    const types = Array.isArray(s.type) ? s.type : [s.type || (s.properties ? "object" : "any")];
+    return types.map((t) => {
+      if (t === "array") return walk(s.items, pad) + "[]";
+      if (t !== "object" || !s.properties) return t;
+      const required = new Set(s.required || []);
+      const inner = pad + "  ";
+      const lines = Object.entries(s.properties).map(([key, sub]) => {
+        const note = sub && sub.description ? "  // " + sub.description.replace(/\s+/g, " ") : "";
+        return inner + key + (required.has(key) ? "" : "?") + ": " + walk(sub, inner) + note;
+      });
+      return "{\n" + lines.join("\n") + "\n" + pad + "}";
+    }).join(" | ");
+  };
+  return walk(schema, "");
+};
+const prose = (text) => {
+  // `code` spans of the descriptions as <code>, everything else as text.
+  const node = el("span", {});
+  String(text || "").split("`").forEach((part, i) => node.append(i % 2 ? el("code", {}, part) : part));
+  return node;
+};
+const schemaBlock = (doc, label, content) => {
+  const media = Object.keys(content || {})[0];
+  if (!media) return "";
+  return el("div", {}, el("p", {}, label + " ", el("code", {}, media)),
+            el("pre", {}, shape(doc, content[media].schema)));
+};
+fetch("/openapi.json").then((r) => r.json()).then((doc) => {
+  document.getElementById("title").textContent = doc.info.title;
+  document.title = doc.info.title;
+  const meta = document.getElementById("meta");
+  meta.textContent = "OpenAPI " + doc.openapi + " · version " + doc.info.version + " · ";
+  meta.append(prose(doc.info.description));
+  const groups = new Map();
+  for (const [path, item] of Object.entries(doc.paths)) {
+    for (const [method, op] of Object.entries(item)) {
+      const tag = (op.tags || ["other"])[0];
+      if (!groups.has(tag)) groups.set(tag, []);
+      groups.get(tag).push([method, path, op]);
+    }
+  }
+  const root = document.getElementById("ops");
+  for (const [tag, ops] of groups) {
+    root.append(el("h2", {}, tag));
+    for (const [method, path, op] of ops) {
+      const lock = op.security && op.security.length === 0
+        ? "public" : "scope: " + (op["x-required-scope"] || "read");
+      const parts = [];
+      if (op.description) parts.push(el("p", {}, prose(op.description)));
+      if (op.parameters) {
+        const rows = op.parameters.map((p) => el("tr", {}, el("td", {}, el("code", {}, p.name)),
+          el("td", { class: "muted" }, p.in + (p.required ? ", required" : "")),
+          el("td", {}, prose(p.description))));
+        parts.push(el("p", {}, "Parameters"), el("table", {}, ...rows));
+      }
+      if (op.requestBody) parts.push(schemaBlock(doc, "Request body", op.requestBody.content));
+      for (const [status, resp] of Object.entries(op.responses || {})) {
+        parts.push(el("p", {}, el("strong", {}, status), " ", prose(resp.description)));
+        if (status.startsWith("2") && resp.content) parts.push(schemaBlock(doc, "Response", resp.content));
+      }
+      root.append(el("details", location.hash === "#all" ? { open: "" } : {},
+        el("summary", {}, el("span", { class: "method " + method }, method),
+           el("span", { class: "path" }, path), prose(op.summary),
+           el("span", { class: "lock" }, lock)),
+        el("div", { class: "body" }, ...parts)));
+    }
+  }
+}).catch((e) => {
+  document.getElementById("meta").textContent = "Could not load /openapi.json: " + e;
+});
+</script>
+</body>
+</html>
+"##;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_and_response_schemas_of_one_name_agree() {
+        let (doc, conflicts) = assemble();
+        assert_eq!(conflicts, Vec::<String>::new());
+        assert!(doc["components"]["schemas"]["WorkstreamState"].is_object());
+    }
+
+    #[test]
+    fn operation_ids_follow_the_original() {
+        let send = ROUTES.iter().find(|r| r.path == "/v1/api/send").unwrap();
+        assert_eq!(send.operation_id(), "v1_api_send_post");
+        let mut route = *send;
+        route.path = "/v1/api/memories/{name}";
+        route.method = "delete";
+        assert_eq!(route.operation_id(), "v1_api_memories_name_delete");
+        assert_eq!(ROUTES[0].operation_id(), "health_get");
+    }
+
+    #[test]
+    fn security_follows_the_auth_policy() {
+        let doc = document();
+        assert_eq!(
+            doc["paths"]["/v1/api/auth/login"]["post"]["security"],
+            json!([])
+        );
+        let whoami = &doc["paths"]["/v1/api/auth/whoami"]["get"];
+        assert_eq!(whoami["security"], security_requirement());
+        assert!(whoami["responses"]["401"].is_object());
+        let approve = &doc["paths"]["/v1/api/approve"]["post"];
+        assert_eq!(
+            approve["description"],
+            "Requires a token with the `approve` scope."
+        );
+    }
+}

@@ -1,0 +1,198 @@
+//! The web UI: how it is served (public, content types, caching), the `last_event_id` query
+//! parameter its manual reconnects use, and a real headless Chromium driving it end to end
+//! (`node/tests/browser/ui.test.mjs`, with `playwright-core`).
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::json;
+use turnstone_testkit::FakeLlmConfig;
+
+use super::*;
+
+const CHROMIUM: &str = "/usr/bin/chromium";
+
+fn browser_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/browser")
+}
+
+fn artifacts_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/browser-artifacts")
+}
+
+async fn get_raw(t: &TestNode, path: &str, etag: Option<&str>) -> reqwest::Response {
+    let mut req = t.http.get(t.url(path));
+    if let Some(tag) = etag {
+        req = req.header("if-none-match", tag);
+    }
+    req.send().await.unwrap()
+}
+
+#[tokio::test]
+async fn the_page_and_its_files_are_public_typed_and_revalidated() {
+    let t = TestNode::start().await;
+    // No token: the UI is public even though the API is not.
+    let page = get_raw(&t, "/", None).await;
+    assert_eq!(page.status(), 200);
+    assert_eq!(page.headers()["content-type"], "text/html; charset=utf-8");
+    assert_eq!(page.headers()["cache-control"], "no-cache");
+    assert!(
+        page.headers()["content-security-policy"]
+            .to_str()
+            .unwrap()
+            .contains("default-src 'self'")
+    );
+    let etag = page.headers()["etag"].to_str().unwrap().to_string();
+    let html = page.text().await.unwrap();
+    assert!(html.contains("<title>Turnstone</title>"));
+    assert_eq!(t.get("/v1/api/workstreams", None).await.0, 401);
+
+    for (path, kind) in [
+        ("/static/app.js", "text/javascript; charset=utf-8"),
+        ("/static/markdown.js", "text/javascript; charset=utf-8"),
+        ("/static/style.css", "text/css; charset=utf-8"),
+        ("/static/favicon.svg", "image/svg+xml"),
+        ("/static/index.html", "text/html; charset=utf-8"),
+    ] {
+        let resp = get_raw(&t, path, None).await;
+        assert_eq!(resp.status(), 200, "{path}");
+        assert_eq!(resp.headers()["content-type"], kind, "{path}");
+        assert_eq!(resp.headers()["x-content-type-options"], "nosniff");
+        assert!(!resp.bytes().await.unwrap().is_empty(), "{path} has a body");
+    }
+
+    // Revalidation: the same tag is 304 with no body.
+    let cached = get_raw(&t, "/", Some(&etag)).await;
+    assert_eq!(cached.status(), 304);
+    assert!(cached.bytes().await.unwrap().is_empty());
+    let stale = get_raw(&t, "/", Some("\"0000000000000000\"")).await;
+    assert_eq!(stale.status(), 200);
+
+    for missing in [
+        "/static/nope.js",
+        "/static/..%2F..%2FCargo.toml",
+        "/static/ui/app.js",
+        "/static/APP.JS",
+    ] {
+        let resp = get_raw(&t, missing, None).await;
+        assert_eq!(resp.status(), 404, "{missing}");
+    }
+}
+
+#[tokio::test]
+async fn the_last_event_id_query_parameter_resumes_like_the_header() {
+    let t = TestNode::start().await;
+    let path = format!("/v1/api/events?ws_id={}", t.default_ws);
+    let mut live = t.sse(&path, None).await;
+    assert_eq!(live.next().await.kind(), "connected");
+    t.post(
+        "/v1/api/send",
+        json!({"ws_id": t.default_ws, "message": "resume by query"}),
+    )
+    .await;
+    let seen = live.until("turn_complete").await;
+    let first_content = seen
+        .iter()
+        .find(|e| e.kind() == "content")
+        .and_then(|e| e.id)
+        .unwrap();
+    let expected: Vec<(Option<u64>, String)> = seen
+        .iter()
+        .skip_while(|e| e.id != Some(first_content))
+        .skip(1)
+        .map(|e| (e.id, e.data.to_string()))
+        .collect();
+
+    let mut resumed = t
+        .sse(&format!("{path}&last_event_id={first_content}"), None)
+        .await;
+    let mut got = Vec::new();
+    while got.len() < expected.len() {
+        let e = resumed.next().await;
+        got.push((e.id, e.data.to_string()));
+    }
+    assert_eq!(got, expected, "the query resumes after the given id");
+
+    // The header wins over the query; a non-number is ignored (fresh attach).
+    let mut both = t
+        .sse(&format!("{path}&last_event_id=1"), Some(first_content))
+        .await;
+    assert_eq!(both.next().await.data.to_string(), expected[0].1);
+    let mut junk = t.sse(&format!("{path}&last_event_id=abc"), None).await;
+    assert_eq!(junk.next().await.kind(), "connected");
+}
+
+#[tokio::test]
+async fn a_real_browser_chats_approves_and_resumes_without_duplicates() {
+    assert!(
+        Path::new(CHROMIUM).exists(),
+        "Chromium is missing at {CHROMIUM}: apt-get install chromium (scripts/services does it)"
+    );
+    let dir = browser_dir();
+    assert!(
+        dir.join("node_modules/playwright-core").exists(),
+        "playwright-core is missing: run `npm ci` in {} (scripts/services does it)",
+        dir.display()
+    );
+    // Slow streaming so the test can cut the connection in the middle of a reply.
+    let t = TestNode::start_with_llm(FakeLlmConfig {
+        tokens_per_sec: Some(20.0),
+        ..FakeLlmConfig::default()
+    })
+    .await;
+    let artifacts = artifacts_dir();
+    std::fs::create_dir_all(&artifacts).unwrap();
+    let profile = tempfile::tempdir().unwrap();
+
+    let child = tokio::process::Command::new("node")
+        .arg("ui.test.mjs")
+        .current_dir(&dir)
+        .env("TURNSTONE_URL", &t.base)
+        .env("TURNSTONE_TOKEN", FULL)
+        .env("TURNSTONE_CHROMIUM", CHROMIUM)
+        .env("TURNSTONE_ARTIFACTS", &artifacts)
+        .env("TURNSTONE_PROFILE", profile.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("node is installed");
+    let output = tokio::time::timeout(Duration::from_secs(180), child.wait_with_output())
+        .await
+        .expect("the browser test finishes within 180 s")
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "browser test failed ({})\n--- stdout\n{stdout}\n--- stderr\n{stderr}",
+        output.status
+    );
+    assert!(
+        stdout.contains("browser test: all steps passed"),
+        "{stdout}\n{stderr}"
+    );
+    assert!(
+        artifacts.join("final.png").exists(),
+        "a screenshot of the final state"
+    );
+
+    // What the browser did really happened on the node.
+    let (_, list) = t.get("/v1/api/workstreams", Some(FULL)).await;
+    let rows = list["workstreams"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "the default and the one the browser created");
+    let created = rows
+        .iter()
+        .find(|w| w["id"] != t.default_ws.as_str())
+        .unwrap();
+    let ws = t.node.workstream(created["id"].as_str().unwrap()).unwrap();
+    let history = turnstone_node::server::views::history_entries(&ws.history(), false);
+    let tool_output = history
+        .iter()
+        .find(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap_or_default().to_string())
+        .unwrap_or_default();
+    assert!(tool_output.contains("from-browser"), "{history:?}");
+}

@@ -1,0 +1,124 @@
+use serde_json::json;
+
+use super::*;
+
+#[tokio::test]
+async fn conversations_and_verdicts_survive_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("node.db");
+
+    // First life: a text turn and an approved tool call, then the node stops.
+    let (ws_id, request_id, seen_history) = {
+        let t = TestNode::start_persistent(&db).await;
+        let mut events = t
+            .sse(&format!("/v1/api/events?ws_id={}", t.default_ws), None)
+            .await;
+        t.post(
+            "/v1/api/send",
+            json!({"ws_id": t.default_ws, "message": "remember me"}),
+        )
+        .await;
+        events.until("turn_complete").await;
+        t.post(
+            "/v1/api/send",
+            json!({"ws_id": t.default_ws, "message": "TOOL: echo persisted"}),
+        )
+        .await;
+        let request = events.until("approve_request").await.pop().unwrap();
+        let request_id = request.data["request_id"].as_str().unwrap().to_string();
+        t.post(
+            "/v1/api/approve",
+            json!({"ws_id": t.default_ws, "approved": true}),
+        )
+        .await;
+        events.until("turn_complete").await;
+        let (_, _) = t
+            .post(
+                "/v1/api/command",
+                json!({"ws_id": t.default_ws, "command": "/name keeper"}),
+            )
+            .await;
+        let history = t.node.workstream(&t.default_ws).unwrap().history();
+        let p = t.node.persistence.clone().unwrap();
+        p.writer.flush().await.unwrap();
+        // The verdict is recorded by a task following the event log.
+        turnstone_testkit::assert_eventually!(
+            p.approval(&request_id)
+                .await
+                .is_some_and(|r| r.state == turnstone_store::ApprovalState::Approved),
+            "verdict not recorded"
+        );
+        turnstone_testkit::assert_eventually!(
+            p.store
+                .get_workstream(&t.default_ws)
+                .await
+                .unwrap()
+                .is_some_and(|w| w.alias.as_deref() == Some("keeper")),
+            "alias not recorded"
+        );
+        (t.default_ws.clone(), request_id, history)
+    };
+
+    // Second life on the same file.
+    let t = TestNode::start_persistent(&db).await;
+    let (status, saved) = t.get("/v1/api/workstreams/saved", Some(FULL)).await;
+    assert_eq!(status, 200);
+    let row = saved["workstreams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["ws_id"] == json!(ws_id))
+        .cloned()
+        .expect("the first life's workstream is listed");
+    assert_eq!(row["alias"], "keeper");
+    assert!(row["message_count"].as_i64().unwrap() >= 5, "{row}");
+
+    let (status, resumed) = t
+        .post("/v1/api/workstreams/new", json!({"resume_ws": "keeper"}))
+        .await;
+    assert_eq!(status, 200, "{resumed}");
+    assert_eq!(resumed["ws_id"], json!(ws_id));
+    assert_eq!(resumed["resumed"], true);
+    let live = t.node.workstream(&ws_id).unwrap();
+    assert_eq!(
+        live.history(),
+        seen_history,
+        "the resumed conversation is what the provider saw"
+    );
+
+    // A late decision on the old request is answered from the durable record.
+    let (status, body) = t
+        .post(
+            "/v1/api/approve",
+            json!({"ws_id": ws_id, "approved": false, "request_id": request_id}),
+        )
+        .await;
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(body["verdict"]["approved"], true);
+    assert_eq!(body["verdict"]["decided_by"], "user");
+
+    // The resumed workstream continues, and the model sees the old context.
+    let mut events = t.sse(&format!("/v1/api/events?ws_id={ws_id}"), None).await;
+    t.post(
+        "/v1/api/send",
+        json!({"ws_id": ws_id, "message": "and now?"}),
+    )
+    .await;
+    events.until("turn_complete").await;
+    let request = t.llm.last_request().unwrap();
+    let contents: Vec<String> = request["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["content"].as_str().map(str::to_string))
+        .collect();
+    assert!(contents.iter().any(|c| c == "remember me"), "{contents:?}");
+
+    let (status, body) = t
+        .post(
+            "/v1/api/workstreams/new",
+            json!({"resume_ws": "no-such-thing"}),
+        )
+        .await;
+    assert_eq!(status, 404, "{body}");
+}
