@@ -122,3 +122,62 @@ async fn conversations_and_verdicts_survive_a_restart() {
         .await;
     assert_eq!(status, 404, "{body}");
 }
+
+#[tokio::test]
+async fn a_crash_mid_turn_resumes_without_the_interrupted_tail() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("node.db");
+    let (ws_id, complete_history) = {
+        let t = TestNode::start_persistent(&db).await;
+        let mut events = t
+            .sse(&format!("/v1/api/events?ws_id={}", t.default_ws), None)
+            .await;
+        // A batch of two parallel calls, approved, then a turn interrupted mid-approval.
+        t.post(
+            "/v1/api/send",
+            json!({"ws_id": t.default_ws, "message": "TOOL: echo a\nTOOL: echo b"}),
+        )
+        .await;
+        events.until("approve_request").await;
+        t.post(
+            "/v1/api/approve",
+            json!({"ws_id": t.default_ws, "approved": true}),
+        )
+        .await;
+        events.until("turn_complete").await;
+        let complete = t.node.workstream(&t.default_ws).unwrap().history();
+        t.post(
+            "/v1/api/send",
+            json!({"ws_id": t.default_ws, "message": "TOOL: echo interrupted"}),
+        )
+        .await;
+        events.until("approve_request").await;
+        // The process dies here: what was queued reaches the disk, nothing else happens.
+        t.node
+            .persistence
+            .as_ref()
+            .unwrap()
+            .writer
+            .flush()
+            .await
+            .unwrap();
+        (t.default_ws.clone(), complete)
+    };
+    assert_eq!(
+        complete_history.len(),
+        5,
+        "user, assistant with 2 calls, 2 results, reply: {complete_history:#?}"
+    );
+
+    let t = TestNode::start_persistent(&db).await;
+    let (status, _) = t
+        .post("/v1/api/workstreams/new", json!({"resume_ws": ws_id}))
+        .await;
+    assert_eq!(status, 200);
+    let resumed = t.node.workstream(&ws_id).unwrap().history();
+    // The interrupted turn's assistant call has no result: it is stripped so the model can
+    // regenerate; its user message stays.
+    let mut expected = complete_history.clone();
+    expected.push(turnstone_llm::ChatMessage::user("TOOL: echo interrupted"));
+    assert_eq!(resumed, expected);
+}
