@@ -254,11 +254,12 @@ mod tests {
             reg.parse_arguments("read_file", "src/main.rs").unwrap(),
             json!({"path": "src/main.rs"})
         );
-        // A broken object is still taken as the bare string: the tool then reports what is missing.
-        assert_eq!(
-            reg.parse_arguments("bash", "{\"command\": ").unwrap(),
-            json!({"command": "{\"command\": "})
-        );
+        // A broken object is a parse error, never a bare string: `{"command": "rm` must not
+        // reach bash as a command.
+        assert!(matches!(
+            reg.parse_arguments("bash", "{\"command\": "),
+            Err(ArgumentError::Json(_))
+        ));
         assert!(matches!(
             reg.parse_arguments("bash", "[1,2]"),
             Err(ArgumentError::Json(_))
