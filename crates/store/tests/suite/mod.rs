@@ -1,4 +1,5 @@
 mod events;
+mod large;
 mod memory;
 mod schema;
 mod search;
