@@ -18,6 +18,9 @@
 //!    share one open-file limit;
 //! 5. RSS growth with 10,000 workstreams opened through `POST /v1/api/workstreams/new`.
 //!
+//! `TURNSTONE_BENCH_NODELAY=1` serves the same router with `TCP_NODELAY` on accepted sockets
+//! instead of through `server::run`, for comparison.
+//!
 //! Method and results are recorded in `docs/benchmarks.md`.
 
 use std::pin::Pin;
@@ -55,6 +58,8 @@ struct Sizes {
     health_samples: usize,
     /// (concurrent workstreams, turns each) for the send → first content latency.
     latency: [(usize, usize); 3],
+    /// (open workstreams, rounds) for the same latency with one send at a time.
+    paced: [(usize, usize); 2],
     throughput_workstreams: usize,
     throughput_turns: usize,
     fanout_subscribers: usize,
@@ -81,6 +86,7 @@ fn main() {
             Sizes {
                 health_samples: 2_000,
                 latency: [(1, 1_000), (100, 20), (1_000, 5)],
+                paced: [(100, 10), (1_000, 2)],
                 throughput_workstreams: 100,
                 throughput_turns: 30,
                 fanout_subscribers: 10_000,
@@ -90,6 +96,7 @@ fn main() {
             Sizes {
                 health_samples: 20,
                 latency: [(1, 10), (10, 2), (20, 2)],
+                paced: [(10, 2), (20, 1)],
                 throughput_workstreams: 10,
                 throughput_turns: 2,
                 fanout_subscribers: 20,
@@ -111,6 +118,12 @@ fn main() {
 struct Served {
     node: Arc<Node>,
     base: String,
+}
+
+/// `TURNSTONE_BENCH_NODELAY=1`: serve with `TCP_NODELAY` set on accepted sockets instead of
+/// through `server::run` (which leaves Nagle's algorithm on).
+fn nodelay() -> bool {
+    std::env::var("TURNSTONE_BENCH_NODELAY").is_ok_and(|v| v == "1")
 }
 
 async fn start_node() -> Result<Served> {
@@ -149,11 +162,26 @@ async fn start_node() -> Result<Served> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let base = format!("http://{}", listener.local_addr()?);
     let served = node.clone();
-    tokio::spawn(async move {
-        if let Err(e) = server::run(listener, served, std::future::pending()).await {
-            eprintln!("server stopped: {e}");
-        }
-    });
+    if nodelay() {
+        // Experiment: the same router with TCP_NODELAY on accepted sockets.
+        use axum::serve::ListenerExt;
+        let listener = listener.tap_io(|tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
+        let app =
+            server::router(served).into_make_service_with_connect_info::<std::net::SocketAddr>();
+        tokio::spawn(async move {
+            if let Err(e) = axum::serve(listener, app).await {
+                eprintln!("server stopped: {e}");
+            }
+        });
+    } else {
+        tokio::spawn(async move {
+            if let Err(e) = server::run(listener, served, std::future::pending()).await {
+                eprintln!("server stopped: {e}");
+            }
+        });
+    }
     Ok(Served { node, base })
 }
 
@@ -366,15 +394,36 @@ fn open_fds() -> u64 {
 // Phases
 
 /// Send → first `content` latency with `workstreams` concurrent workstreams, each running
-/// `turns` turns back to back, its SSE stream open before the first send.
+/// `turns` turns back to back, its SSE stream open before the first send. `paced`: the
+/// same open streams, but one send at a time, round-robin (no queueing behind other turns).
 async fn latency(
     client: &Client,
     node: &Node,
     workstreams: usize,
     turns: usize,
+    paced: bool,
 ) -> Result<Vec<Duration>> {
     let ids = client.create_many(workstreams, 64).await?;
     let streams = client.subscribe_many(&ids, 64).await?;
+    if paced {
+        let mut streams = streams;
+        let mut all = Vec::with_capacity(workstreams * turns);
+        for n in 0..turns {
+            for (id, sse) in ids.iter().zip(streams.iter_mut()) {
+                if n > 0 && n % CLEAR_EVERY == 0 {
+                    client.clear(id).await?;
+                }
+                let started = Instant::now();
+                client.send(id).await?;
+                sse.until("content").await?;
+                all.push(started.elapsed());
+                sse.until("turn_complete").await?;
+            }
+        }
+        close_all(node, &ids);
+        all.sort();
+        return Ok(all);
+    }
     let tasks: Vec<_> = ids
         .iter()
         .cloned()
@@ -599,10 +648,12 @@ async fn run(sizes: Sizes, full: bool) -> Result<()> {
     // (2) latency.
     let mut lat = Vec::new();
     for (workstreams, turns) in sizes.latency {
-        lat.push((
-            workstreams,
-            latency(&client, &node, workstreams, turns).await?,
-        ));
+        let samples = latency(&client, &node, workstreams, turns, false).await?;
+        lat.push((workstreams, false, samples));
+    }
+    for (workstreams, turns) in sizes.paced {
+        let samples = latency(&client, &node, workstreams, turns, true).await?;
+        lat.push((workstreams, true, samples));
     }
 
     // (3) turns/s.
@@ -643,10 +694,15 @@ async fn run(sizes: Sizes, full: bool) -> Result<()> {
         ms(health_p50),
         ms(health_p99)
     );
-    for (workstreams, samples) in &lat {
+    for (workstreams, paced, samples) in &lat {
         let (p50, p99) = (pct(samples, 50.0), pct(samples, 99.0));
+        let how = if *paced {
+            "streams open, one send at a time"
+        } else {
+            "concurrent, all sending"
+        };
         println!(
-            "| send → first content, {workstreams} concurrent ({} turns) | {:.3} ms ({:.1}× baseline) | {:.3} ms ({:.1}× baseline) | max {:.3} ms |",
+            "| send → first content, {workstreams} {how} ({} turns) | {:.3} ms ({:.1}× baseline) | {:.3} ms ({:.1}× baseline) | max {:.3} ms |",
             samples.len(),
             ms(p50),
             ratio(p50),
@@ -684,6 +740,7 @@ async fn run(sizes: Sizes, full: bool) -> Result<()> {
         mib(mem.after_turn.saturating_sub(mem.before)),
         mem.after_turn.saturating_sub(mem.before) as f64 / n / 1024.0,
     );
+    println!("TCP_NODELAY on accepted sockets: {}", nodelay());
     println!(
         "open-file soft limit {limit}; fan-out target {}, ran {}; busy retries {}",
         sizes.fanout_subscribers,

@@ -131,8 +131,10 @@ impl<T: Sequenced> EventLog<T> {
         }
     }
 
-    /// Retained events with `seq > after`, and the truncation gap if some are missing.
-    fn read_after(&self, after: u64) -> (Option<(u64, u64)>, Vec<Arc<T>>) {
+    /// Retained entries with `seq > after` (at most `limit`), and the truncation gap if
+    /// some are missing. Bounded by `limit`, so a reader catching up one entry at a time
+    /// costs O(1) per entry, not O(backlog).
+    fn read_after(&self, after: u64, limit: usize) -> (Option<(u64, u64)>, Vec<Arc<T>>) {
         let ring = self.ring();
         let first = ring
             .events
@@ -145,7 +147,12 @@ impl<T: Sequenced> EventLog<T> {
         }
         let start = (after + 1).max(first);
         let skip = (start - first) as usize;
-        (gap, ring.events.iter().skip(skip).cloned().collect())
+        let entries = if skip < ring.events.len() {
+            ring.events.range(skip..).take(limit).cloned().collect()
+        } else {
+            Vec::new()
+        };
+        (gap, entries)
     }
 }
 
@@ -172,7 +179,7 @@ impl<T: Sequenced> Subscription<T> {
 
     /// Everything already available, without waiting (a resuming client's backlog).
     pub fn backlog(&mut self) -> Vec<Item<T>> {
-        let (gap, events) = self.log.read_after(self.position);
+        let (gap, events) = self.log.read_after(self.position, usize::MAX);
         let mut out = Vec::with_capacity(events.len() + 1);
         if let Some((from, to)) = gap {
             out.push(Item::Truncated { from, to });
@@ -191,7 +198,7 @@ impl<T: Sequenced> Subscription<T> {
             // Anything retained beyond our position (after a lag, or events published
             // between subscribe and the first recv) comes from the ring first.
             if self.log.last_seq() > self.position {
-                let (gap, events) = self.log.read_after(self.position);
+                let (gap, events) = self.log.read_after(self.position, 1);
                 if let Some((from, to)) = gap {
                     self.position = to;
                     return Some(Item::Truncated { from, to });

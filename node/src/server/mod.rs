@@ -141,7 +141,15 @@ pub async fn run(
     node: Arc<Node>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    use axum::serve::ListenerExt;
     let app = router(node).into_make_service_with_connect_info::<std::net::SocketAddr>();
+    // SSE frames are small separate writes: without TCP_NODELAY some wait for the client's
+    // delayed ACK (~40 ms).
+    let listener = listener.tap_io(|stream| {
+        if let Err(e) = stream.set_nodelay(true) {
+            tracing::debug!(error = %e, "TCP_NODELAY not set");
+        }
+    });
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown)
         .await
