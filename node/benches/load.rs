@@ -18,9 +18,6 @@
 //!    share one open-file limit;
 //! 5. RSS growth with 10,000 workstreams opened through `POST /v1/api/workstreams/new`.
 //!
-//! `TURNSTONE_BENCH_NODELAY=1` serves the same router with `TCP_NODELAY` on accepted sockets
-//! instead of through `server::run`, for comparison.
-//!
 //! Method and results are recorded in `docs/benchmarks.md`.
 
 use std::pin::Pin;
@@ -120,12 +117,6 @@ struct Served {
     base: String,
 }
 
-/// `TURNSTONE_BENCH_NODELAY=1`: serve with `TCP_NODELAY` set on accepted sockets instead of
-/// through `server::run` (which leaves Nagle's algorithm on).
-fn nodelay() -> bool {
-    std::env::var("TURNSTONE_BENCH_NODELAY").is_ok_and(|v| v == "1")
-}
-
 async fn start_node() -> Result<Served> {
     let provider = Arc::new(ScriptedProvider::new().without_recording());
     let resilient = Resilient::new(
@@ -162,26 +153,11 @@ async fn start_node() -> Result<Served> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let base = format!("http://{}", listener.local_addr()?);
     let served = node.clone();
-    if nodelay() {
-        // Experiment: the same router with TCP_NODELAY on accepted sockets.
-        use axum::serve::ListenerExt;
-        let listener = listener.tap_io(|tcp| {
-            let _ = tcp.set_nodelay(true);
-        });
-        let app =
-            server::router(served).into_make_service_with_connect_info::<std::net::SocketAddr>();
-        tokio::spawn(async move {
-            if let Err(e) = axum::serve(listener, app).await {
-                eprintln!("server stopped: {e}");
-            }
-        });
-    } else {
-        tokio::spawn(async move {
-            if let Err(e) = server::run(listener, served, std::future::pending()).await {
-                eprintln!("server stopped: {e}");
-            }
-        });
-    }
+    tokio::spawn(async move {
+        if let Err(e) = server::run(listener, served, std::future::pending()).await {
+            eprintln!("server stopped: {e}");
+        }
+    });
     Ok(Served { node, base })
 }
 
@@ -740,7 +716,6 @@ async fn run(sizes: Sizes, full: bool) -> Result<()> {
         mib(mem.after_turn.saturating_sub(mem.before)),
         mem.after_turn.saturating_sub(mem.before) as f64 / n / 1024.0,
     );
-    println!("TCP_NODELAY on accepted sockets: {}", nodelay());
     println!(
         "open-file soft limit {limit}; fan-out target {}, ran {}; busy retries {}",
         sizes.fanout_subscribers,
