@@ -35,6 +35,22 @@ pub struct TestNode {
     _server: tokio::task::JoinHandle<()>,
 }
 
+/// What [`TestNode::spawn`] starts.
+#[derive(Default)]
+pub struct Spec {
+    /// The fake model served over HTTP (used unless `scripted`).
+    pub llm: turnstone_testkit::FakeLlmConfig,
+    /// Persist to this SQLite file.
+    pub db: Option<std::path::PathBuf>,
+    /// Default: auth on with [`TestNode::test_tokens`].
+    pub auth: Option<Authenticator>,
+    /// `node_id` and `model` are set by `spawn`.
+    pub options: NodeOptions,
+    pub manager: ManagerConfig,
+    /// Use the zero-latency in-process scripted model instead of the HTTP fake.
+    pub scripted: bool,
+}
+
 impl TestNode {
     pub async fn start() -> Self {
         Self::start_with_llm(turnstone_testkit::FakeLlmConfig::default()).await
@@ -42,27 +58,32 @@ impl TestNode {
 
     /// [`TestNode::start`] with the fake model configured (e.g. slow streaming).
     pub async fn start_with_llm(config: turnstone_testkit::FakeLlmConfig) -> Self {
-        Self::build(config, None).await
+        Self::spawn(Spec {
+            llm: config,
+            ..Spec::default()
+        })
+        .await
     }
 
     /// A node persisting to the SQLite file `db` (reopen the same file to "restart").
     pub async fn start_persistent(db: &std::path::Path) -> Self {
-        Self::build(
-            turnstone_testkit::FakeLlmConfig::default(),
-            Some(db.to_path_buf()),
-        )
+        Self::spawn(Spec {
+            db: Some(db.to_path_buf()),
+            ..Spec::default()
+        })
         .await
     }
 
     /// A node with its own authenticator (e.g. with a JWT secret, or disabled) and
     /// options changed by `tweak` (e.g. CORS origins).
     pub async fn start_with_auth(auth: Authenticator, tweak: fn(&mut NodeOptions)) -> Self {
-        Self::build_with(
-            turnstone_testkit::FakeLlmConfig::default(),
-            None,
-            Some(auth),
-            tweak,
-        )
+        let mut options = NodeOptions::default();
+        tweak(&mut options);
+        Self::spawn(Spec {
+            auth: Some(auth),
+            options,
+            ..Spec::default()
+        })
         .await
     }
 
@@ -74,32 +95,29 @@ impl TestNode {
         ]
     }
 
-    async fn build(
-        config: turnstone_testkit::FakeLlmConfig,
-        db: Option<std::path::PathBuf>,
-    ) -> Self {
-        Self::build_with(config, db, None, |_| {}).await
-    }
-
-    async fn build_with(
-        config: turnstone_testkit::FakeLlmConfig,
-        db: Option<std::path::PathBuf>,
-        auth: Option<Authenticator>,
-        tweak: fn(&mut NodeOptions),
-    ) -> Self {
-        let llm = FakeLlm::start_with(config).await;
+    /// Starts a node as `spec` says (every constructor above goes through here).
+    pub async fn spawn(spec: Spec) -> Self {
+        let Spec {
+            llm: llm_config,
+            db,
+            auth,
+            options: base_options,
+            manager,
+            scripted,
+        } = spec;
+        let llm = FakeLlm::start_with(llm_config).await;
         let dir = tempfile::tempdir().unwrap();
-        let provider = OpenAiProvider::new(OpenAiConfig::new(llm.base_url())).unwrap();
+        let provider: Arc<dyn turnstone_llm::Provider> = if scripted {
+            Arc::new(turnstone_testkit::ScriptedProvider::new())
+        } else {
+            Arc::new(OpenAiProvider::new(OpenAiConfig::new(llm.base_url())).unwrap())
+        };
         let policy = RetryPolicy {
             max_retries: 1,
             delays: vec![Duration::from_millis(10)],
             ..RetryPolicy::default()
         };
-        let resilient = Resilient::new(
-            Arc::new(provider),
-            policy,
-            Arc::new(CircuitBreaker::default()),
-        );
+        let resilient = Resilient::new(provider, policy, Arc::new(CircuitBreaker::default()));
         let config = EngineConfig {
             model: "fake-model".into(),
             cwd: dir.path().to_path_buf(),
@@ -114,20 +132,19 @@ impl TestNode {
         let auth = auth.unwrap_or_else(|| {
             Authenticator::new(true, None, Self::test_tokens(), AUDIENCE_SERVER)
         });
-        let mut options = NodeOptions {
+        let options = NodeOptions {
             node_id: "node-test".into(),
             model: "fake-model".into(),
-            ..NodeOptions::default()
+            ..base_options
         };
-        tweak(&mut options);
         let node = match db {
-            None => Node::new(engine, ManagerConfig::default(), auth, options),
+            None => Node::new(engine, manager, auth, options),
             Some(path) => {
                 let store = turnstone_store::StoreConfig::sqlite(path);
                 let p = turnstone_node::persist::Persistence::open(&store, "node-test")
                     .await
                     .unwrap();
-                Node::with_persistence(engine, ManagerConfig::default(), auth, options, p)
+                Node::with_persistence(engine, manager, auth, options, p)
             }
         };
         let default_ws = node

@@ -4,7 +4,6 @@
 //! token comes back while a test runs.
 
 use turnstone_node::server::ratelimit::{Cidr, RateLimitConfig};
-use turnstone_testkit::ScriptedProvider;
 
 use super::metrics::{sample, scrape};
 use super::*;
@@ -24,67 +23,16 @@ async fn limited(ratelimit: RateLimitConfig) -> TestNode {
     .await
 }
 
-/// A node with these options (`node_id` and `model` are set here) and manager settings,
-/// on the zero-latency scripted model, served by `server::run` on 127.0.0.1:0.
+/// A node with these options (`node_id` and `model` are set by the harness) and manager
+/// settings, on the zero-latency scripted model, served by `server::run` on 127.0.0.1:0.
 pub async fn custom_node(options: NodeOptions, manager: ManagerConfig) -> TestNode {
-    let llm = FakeLlm::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let resilient = Resilient::new(
-        Arc::new(ScriptedProvider::new()),
-        RetryPolicy::default(),
-        Arc::new(CircuitBreaker::default()),
-    );
-    let engine = Engine::new(
-        resilient,
-        Arc::new(ToolRegistry::with_builtins().unwrap()),
-        EngineConfig {
-            model: "fake-model".into(),
-            cwd: dir.path().to_path_buf(),
-            ..EngineConfig::default()
-        },
-    )
-    .await;
-    let auth = Authenticator::new(
-        true,
-        None,
-        vec![ConfigToken::new(FULL, TokenRole::Full)],
-        AUDIENCE_SERVER,
-    );
-    let node = Node::new(
-        engine,
+    TestNode::spawn(Spec {
+        options,
         manager,
-        auth,
-        NodeOptions {
-            node_id: "node-custom".into(),
-            model: "fake-model".into(),
-            ..options
-        },
-    );
-    let default_ws = node
-        .create_workstream(CreateOptions {
-            name: Some("default".into()),
-            ..CreateOptions::default()
-        })
-        .unwrap()
-        .id()
-        .to_string();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    let served = node.clone();
-    let server = tokio::spawn(async move {
-        server::run(listener, served, std::future::pending())
-            .await
-            .unwrap();
-    });
-    TestNode {
-        llm,
-        node,
-        base,
-        default_ws,
-        http: reqwest::Client::new(),
-        _dir: dir,
-        _server: server,
-    }
+        scripted: true,
+        ..Spec::default()
+    })
+    .await
 }
 
 fn config(burst: u32, trusted: &str) -> RateLimitConfig {
