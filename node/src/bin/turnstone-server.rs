@@ -53,6 +53,9 @@ struct Args {
     /// Approve every tool call without asking.
     #[arg(long)]
     skip_permissions: bool,
+    /// Seconds a tool approval may stay pending before it is denied (and recorded so).
+    #[arg(long, env = "TURNSTONE_APPROVAL_TIMEOUT", default_value_t = 3600)]
+    approval_timeout: u64,
     /// Working directory of the tools.
     #[arg(long)]
     cwd: Option<PathBuf>,
@@ -155,6 +158,7 @@ async fn main() -> anyhow::Result<()> {
     let config = EngineConfig {
         model: model.clone(),
         skip_permissions: args.skip_permissions,
+        approval_timeout: std::time::Duration::from_secs(args.approval_timeout.max(1)),
         cwd: resolve_cwd(args.cwd.clone())?,
         ..EngineConfig::default()
     };
