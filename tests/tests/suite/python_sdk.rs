@@ -41,6 +41,7 @@ const CHECKS: &[&str] = &[
     "send_and_wait.tool.content",
     "dashboard.row",
     "dashboard.aggregate",
+    "dashboard.tool_calls",
     "close_workstream",
     "list_workstreams.after_close",
 ];
