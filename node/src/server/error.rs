@@ -20,6 +20,8 @@ pub enum ApiError {
     TooLarge(usize),
     /// 503: a dependency is not available.
     Unavailable(String),
+    /// 500 with the given message (a dependency failed).
+    Internal(String),
 }
 
 impl ApiError {
@@ -37,12 +39,15 @@ impl ApiError {
             Self::Conflict { .. } => StatusCode::CONFLICT,
             Self::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
 
     pub fn body(&self) -> Value {
         match self {
-            Self::BadRequest(m) | Self::NotFound(m) | Self::Unavailable(m) => json!({ "error": m }),
+            Self::BadRequest(m) | Self::NotFound(m) | Self::Unavailable(m) | Self::Internal(m) => {
+                json!({ "error": m })
+            }
             Self::Auth { message, .. } => json!({ "error": message }),
             Self::TooLarge(limit) => {
                 json!({ "error": format!("Request body too large (limit {limit} bytes)") })

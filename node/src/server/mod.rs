@@ -10,6 +10,7 @@ pub mod error;
 pub mod events;
 pub mod health;
 pub mod login;
+pub mod memories;
 pub mod metrics;
 pub mod openapi;
 pub mod ratelimit;
@@ -55,7 +56,8 @@ pub fn router(node: Arc<Node>) -> Router {
         .route("/api/cancel", post(turns::cancel))
         .route("/api/plan", post(turns::plan))
         .route("/api/command", post(turns::command))
-        .merge(login::routes());
+        .merge(login::routes())
+        .merge(memories::routes());
     Router::new()
         .route("/health", get(health::health))
         .route("/metrics", get(metrics::metrics))

@@ -29,6 +29,9 @@ use turnstone_proto::api::{
 use turnstone_runtime::auth::{Access, required_scope};
 
 use super::login::{AuthStatusReply, LoginBody, LoginReply, WhoamiReply};
+use super::memories::{
+    DeleteMemoryReply, MemoryList, MemoryRow, ModelList, SaveMemoryBody, SearchMemoriesBody,
+};
 use super::state::Node;
 
 /// `info.title` of the document.
@@ -122,6 +125,10 @@ impl ApiRoute {
 
     const fn post(path: &'static str, tag: &'static str) -> Self {
         Self::new("post", path, tag)
+    }
+
+    const fn delete(path: &'static str, tag: &'static str) -> Self {
+        Self::new("delete", path, tag)
     }
 
     const fn summary(mut self, summary: &'static str) -> Self {
@@ -246,6 +253,53 @@ const IDEMPOTENCY_KEY: Param = Param {
     description: "Same as `correlation_id` in the body.",
 };
 
+const MEMORY_SCOPE_QUERY: Param = Param {
+    name: "scope",
+    location: ParamIn::Query,
+    required: false,
+    count: false,
+    description: "`global`, `workstream` or `user` (the caller's own memories).",
+};
+
+const MEMORY_SCOPE_ID_QUERY: Param = Param {
+    name: "scope_id",
+    location: ParamIn::Query,
+    required: false,
+    count: false,
+    description: "The workstream or user id; only together with `scope`.",
+};
+
+const MEMORY_LIST_PARAMS: [Param; 4] = [
+    Param {
+        name: "type",
+        location: ParamIn::Query,
+        required: false,
+        count: false,
+        description: "`user`, `project`, `feedback` or `reference`.",
+    },
+    MEMORY_SCOPE_QUERY,
+    MEMORY_SCOPE_ID_QUERY,
+    Param {
+        name: "limit",
+        location: ParamIn::Query,
+        required: false,
+        count: true,
+        description: "At most this many (default 100, at most 200).",
+    },
+];
+
+const MEMORY_DELETE_PARAMS: [Param; 3] = [
+    Param {
+        name: "name",
+        location: ParamIn::Path,
+        required: true,
+        count: false,
+        description: "The memory name (normalised like on save).",
+    },
+    MEMORY_SCOPE_QUERY,
+    MEMORY_SCOPE_ID_QUERY,
+];
+
 /// Every documented operation, in document order.
 pub const ROUTES: &[ApiRoute] = &[
     ApiRoute::get("/health", "health")
@@ -314,6 +368,29 @@ pub const ROUTES: &[ApiRoute] = &[
     ApiRoute::get("/v1/api/auth/whoami", "auth")
         .summary("The calling user (401 without a user identity)")
         .json::<WhoamiReply>(),
+    ApiRoute::get("/v1/api/models", "models")
+        .summary("Model aliases this node serves")
+        .json::<ModelList>(),
+    ApiRoute::get("/v1/api/memories", "memories")
+        .summary("Structured memories, newest `updated` first")
+        .params(&MEMORY_LIST_PARAMS)
+        .json::<MemoryList>()
+        .errors(&[400, 503]),
+    ApiRoute::post("/v1/api/memories", "memories")
+        .summary("Upsert a memory by (name, scope, scope_id): 201 when created, 200 when updated")
+        .body::<SaveMemoryBody>()
+        .json::<MemoryRow>()
+        .errors(&[500, 503]),
+    ApiRoute::post("/v1/api/memories/search", "memories")
+        .summary("Memories containing every term of the query (read-only)")
+        .body::<SearchMemoriesBody>()
+        .json::<MemoryList>()
+        .errors(&[503]),
+    ApiRoute::delete("/v1/api/memories/{name}", "memories")
+        .summary("Delete a memory by name and scope")
+        .params(&MEMORY_DELETE_PARAMS)
+        .json::<DeleteMemoryReply>()
+        .errors(&[400, 404, 503]),
 ];
 
 /// Routes the router serves that the document leaves out (as the original does): the web

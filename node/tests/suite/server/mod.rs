@@ -4,6 +4,7 @@
 mod api;
 mod browser;
 mod login;
+mod memories;
 mod metrics;
 mod openapi;
 mod persistence;
