@@ -18,6 +18,17 @@ pub fn decode<T: DeserializeOwned>(what: &str, bytes: &[u8]) -> Result<T, ProtoE
     decode_fields(what, parse_object(bytes)?)
 }
 
+/// [`decode`] for a body already parsed as JSON (a handler that also reads extra keys).
+pub fn decode_value<T: DeserializeOwned>(
+    what: &str,
+    value: &serde_json::Value,
+) -> Result<T, ProtoError> {
+    match value {
+        serde_json::Value::Object(map) => decode_fields(what, map.clone()),
+        _ => Err(ProtoError::NotAnObject("request body")),
+    }
+}
+
 /// `{"status": "ok"}`, the reply to a successful mutation (node spec §1.1).
 pub const STATUS_OK: &str = "ok";
 /// `{"status": "busy"}`, the reply to `send` while a turn runs (node spec §1.3.6).

@@ -20,7 +20,7 @@ use turnstone_llm::{
 use turnstone_tools::{OutputSink, Prepared, Tool, ToolOutput};
 
 use crate::Engine;
-use crate::event::{Event, StatusInfo, ToolItem, WsState};
+use crate::event::{Event, ToolItem, WsState};
 use crate::workstream::{Decision, PendingApproval, Shared, Verdict, error_item, lock};
 
 /// Cap on the accumulated visible text of one turn (`turn_complete.content`).
@@ -106,17 +106,17 @@ impl Turn<'_> {
 
     async fn run_loop(&mut self) -> Result<(), Stop> {
         loop {
-            let (calls, text) = self.request().await?;
+            let calls = self.request().await?;
             if calls.is_empty() {
                 return Ok(());
             }
-            self.tool_round(calls, text).await?;
+            self.tool_round(calls).await?;
         }
     }
 
-    /// One LLM request. Returns the tool calls to run and whether the assistant message
-    /// was already appended (it always is on return).
-    async fn request(&mut self) -> Result<(Vec<ToolCall>, Option<String>), Stop> {
+    /// One LLM request; its assistant message is appended before this returns the tool
+    /// calls to run.
+    async fn request(&mut self) -> Result<Vec<ToolCall>, Stop> {
         self.shared.set_state(WsState::Thinking);
         self.emit(Event::ThinkingStart);
         self.activity("Thinking\u{2026}", "thinking");
@@ -137,7 +137,7 @@ impl Turn<'_> {
         };
         let mut stream = match started {
             None => {
-                self.end_stream(false);
+                self.end_stream();
                 return Err(Stop::Cancelled);
             }
             Some(Err(e)) => return Err(Stop::Failed(e.to_string())),
@@ -154,7 +154,7 @@ impl Turn<'_> {
                 biased;
                 _ = token.cancelled() => {
                     self.keep_partial(&text);
-                    self.end_stream(!first_delta);
+                    self.end_stream();
                     return Err(Stop::Cancelled);
                 }
                 item = stream.next() => item,
@@ -184,7 +184,7 @@ impl Turn<'_> {
                 }
             }
         }
-        self.end_stream(!first_delta);
+        self.end_stream();
         if let Some(e) = failure {
             self.keep_partial(&text);
             return Err(Stop::Failed(e.to_string()));
@@ -220,14 +220,13 @@ impl Turn<'_> {
         }
         let content = (!text.is_empty()).then_some(text);
         self.shared
-            .push_message(ChatMessage::assistant(content.clone(), calls.clone()));
-        Ok((calls, content))
+            .push_message(ChatMessage::assistant(content, calls.clone()));
+        Ok(calls)
     }
 
-    fn end_stream(&self, saw_delta: bool) {
+    fn end_stream(&self) {
         self.emit(Event::StreamEnd);
         self.activity("", "");
-        let _ = saw_delta;
         self.emit(Event::ThinkingStop);
     }
 
@@ -265,35 +264,15 @@ impl Turn<'_> {
     }
 
     fn emit_status(&self) {
-        let usage = *lock(&self.shared.usage);
-        let window = u64::from(self.engine.context_window());
-        let used = usage.prompt_tokens + usage.completion_tokens;
-        let pct = if window == 0 {
-            0.0
-        } else {
-            (used as f64 / window as f64 * 1000.0).round() / 10.0
-        };
-        self.shared.tokens_total.fetch_add(used, Ordering::Relaxed);
-        self.emit(Event::Status(StatusInfo {
-            prompt_tokens: usage.prompt_tokens,
-            completion_tokens: usage.completion_tokens,
-            total_tokens: used,
-            context_window: window,
-            pct,
-            effort: self.engine.config().reasoning_effort.clone(),
-            cache_creation_tokens: usage.cache_creation_tokens,
-            cache_read_tokens: usage.cache_read_tokens,
-            tool_calls_this_turn: self.shared.tool_calls_this_turn.load(Ordering::Relaxed),
-            turn_count: self.shared.turn_count.load(Ordering::Relaxed),
-        }));
+        let status = self.shared.status(self.engine);
+        self.shared
+            .tokens_total
+            .fetch_add(status.total_tokens, Ordering::Relaxed);
+        self.emit(Event::Status(status));
     }
 
     /// Prepare, approve, execute and fold one batch of tool calls.
-    async fn tool_round(
-        &mut self,
-        calls: Vec<ToolCall>,
-        _text: Option<String>,
-    ) -> Result<(), Stop> {
+    async fn tool_round(&mut self, calls: Vec<ToolCall>) -> Result<(), Stop> {
         self.shared.set_state(WsState::Running);
         self.shared
             .tool_calls_this_turn

@@ -154,6 +154,31 @@ impl Shared {
         self.emit(Event::StateChange { state });
     }
 
+    /// Token accounting as the `status` event reports it (high-water usage, the engine's
+    /// context window, this turn's tool calls).
+    pub fn status(&self, engine: &Engine) -> crate::event::StatusInfo {
+        let usage = *lock(&self.usage);
+        let window = u64::from(engine.context_window());
+        let used = usage.prompt_tokens + usage.completion_tokens;
+        let pct = if window == 0 {
+            0.0
+        } else {
+            (used as f64 / window as f64 * 1000.0).round() / 10.0
+        };
+        crate::event::StatusInfo {
+            prompt_tokens: usage.prompt_tokens,
+            completion_tokens: usage.completion_tokens,
+            total_tokens: used,
+            context_window: window,
+            pct,
+            effort: engine.config().reasoning_effort.clone(),
+            cache_creation_tokens: usage.cache_creation_tokens,
+            cache_read_tokens: usage.cache_read_tokens,
+            tool_calls_this_turn: self.tool_calls_this_turn.load(Ordering::Relaxed),
+            turn_count: self.turn_count.load(Ordering::Relaxed),
+        }
+    }
+
     pub fn push_message(&self, message: ChatMessage) {
         self.append_messages(vec![message]);
     }
@@ -171,6 +196,7 @@ impl Shared {
 #[derive(Clone)]
 pub struct WorkstreamHandle {
     pub(crate) shared: Arc<Shared>,
+    engine: Arc<Engine>,
     inbox: mpsc::Sender<Command>,
 }
 
@@ -223,8 +249,12 @@ impl WorkstreamHandle {
         });
         let (inbox, rx) = mpsc::channel(4);
         let span = tracing::info_span!("workstream", ws_id = %shared.id);
-        tokio::spawn(actor(engine, shared.clone(), rx).instrument(span));
-        Self { shared, inbox }
+        tokio::spawn(actor(engine.clone(), shared.clone(), rx).instrument(span));
+        Self {
+            shared,
+            engine,
+            inbox,
+        }
     }
 
     pub fn id(&self) -> &str {
@@ -279,6 +309,11 @@ impl WorkstreamHandle {
     /// A copy of the conversation (what the next request would send, minus the system prompt).
     pub fn history(&self) -> Vec<ChatMessage> {
         lock(&self.shared.messages).clone()
+    }
+
+    /// The `status` payload a client attaching now should see.
+    pub fn status(&self) -> crate::event::StatusInfo {
+        self.shared.status(&self.engine)
     }
 
     /// High-water token usage since the workstream started.

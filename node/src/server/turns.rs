@@ -15,11 +15,14 @@ use super::body::WireJson;
 use super::error::ApiError;
 use super::state::Node;
 
-/// Body of `/send`: the original fields plus an optional `correlation_id`.
+/// Keys of `/send` and `/approve` bodies beyond the original's: `correlation_id` (send),
+/// `request_id` (approve). Decoded like the rest, so a wrong type is a 400 naming the key,
+/// never silently ignored.
 #[derive(Debug, serde::Deserialize, Default)]
 #[serde(default)]
-pub struct SendExtras {
+pub struct Extras {
     correlation_id: Option<String>,
+    request_id: Option<String>,
 }
 
 /// `POST /v1/api/send`. A `correlation_id` in the body (or an `Idempotency-Key` header)
@@ -30,8 +33,8 @@ pub async fn send(
     headers: HeaderMap,
     WireJson(raw): WireJson<Value>,
 ) -> Result<Response, ApiError> {
-    let body: SendBody = turnstone_proto::api::decode("SendBody", raw.to_string().as_bytes())?;
-    let extras: SendExtras = serde_json::from_value(raw).unwrap_or_default();
+    let body: SendBody = turnstone_proto::api::decode_value("SendBody", &raw)?;
+    let extras: Extras = turnstone_proto::api::decode_value("SendBody", &raw)?;
     let message = body.message.trim();
     if message.is_empty() {
         return Err(ApiError::BadRequest("Empty message".into()));
@@ -77,9 +80,9 @@ pub async fn approve(
     State(node): State<Arc<Node>>,
     WireJson(raw): WireJson<Value>,
 ) -> Result<Json<Value>, ApiError> {
-    let body: ApproveBody =
-        turnstone_proto::api::decode("ApproveBody", raw.to_string().as_bytes())?;
-    let request_id = raw.get("request_id").and_then(Value::as_str).unwrap_or("");
+    let body: ApproveBody = turnstone_proto::api::decode_value("ApproveBody", &raw)?;
+    let extras: Extras = turnstone_proto::api::decode_value("ApproveBody", &raw)?;
+    let request_id = extras.request_id.as_deref().unwrap_or("");
     let ws = node
         .workstream(&body.ws_id)
         .ok_or_else(ApiError::unknown_workstream)?;

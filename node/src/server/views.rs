@@ -104,28 +104,13 @@ pub fn attach_preamble(node: &Node, ws: &WorkstreamHandle) -> Vec<Value> {
         "model_alias": node.options.model_alias,
         "skip_permissions": ws.skip_permissions(),
     })];
-    let usage = ws.usage();
-    if usage.prompt_tokens + usage.completion_tokens > 0 {
-        let window = u64::from(node.manager.engine().context_window());
-        let used = usage.prompt_tokens + usage.completion_tokens;
-        let pct = if window == 0 {
-            0.0
-        } else {
-            (used as f64 / window as f64 * 1000.0).round() / 10.0
-        };
-        out.push(json!({
-            "type": "status",
-            "prompt_tokens": usage.prompt_tokens,
-            "completion_tokens": usage.completion_tokens,
-            "total_tokens": used,
-            "context_window": window,
-            "pct": pct,
-            "effort": node.manager.engine().config().reasoning_effort,
-            "cache_creation_tokens": usage.cache_creation_tokens,
-            "cache_read_tokens": usage.cache_read_tokens,
-            "tool_calls_this_turn": 0,
-            "turn_count": ws.turn_count(),
-        }));
+    let status = ws.status();
+    if status.total_tokens > 0 {
+        let mut v = serde_json::to_value(&status).unwrap_or(Value::Null);
+        if let Some(o) = v.as_object_mut() {
+            o.insert("type".into(), json!("status"));
+        }
+        out.push(v);
     }
     let pending = ws.pending_approval();
     let messages = ws.history();

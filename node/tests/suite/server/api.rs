@@ -235,3 +235,31 @@ async fn an_approval_is_decided_once() {
             .contains("approved")
     );
 }
+
+#[tokio::test]
+async fn extra_keys_of_the_wrong_type_are_rejected_not_ignored() {
+    let t = TestNode::start().await;
+    let (status, body) = t
+        .post(
+            "/v1/api/send",
+            json!({"ws_id": t.default_ws, "message": "hi", "correlation_id": 5}),
+        )
+        .await;
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body["error"].as_str().unwrap().contains("correlation_id"),
+        "{body}"
+    );
+    let (status, body) = t
+        .post(
+            "/v1/api/approve",
+            json!({"ws_id": t.default_ws, "approved": true, "request_id": [1]}),
+        )
+        .await;
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body["error"].as_str().unwrap().contains("request_id"),
+        "{body}"
+    );
+    assert_eq!(t.llm.request_count(), 0, "nothing started");
+}
