@@ -168,6 +168,8 @@ fn global_frames(node: &Node, item: Item<NodeEvent>) -> Vec<Frame> {
                 _ => return Vec::new(),
             }
         }
+        // An explicit close is announced on the node-wide stream only (as the original).
+        NodeEventKind::Closed { reason, .. } if reason == "closed" => return Vec::new(),
         NodeEventKind::Closed { .. } | NodeEventKind::Renamed { .. } => {
             let mut v = entry.to_json();
             if let Some(o) = v.as_object_mut() {

@@ -58,7 +58,10 @@ pub const LAG_PROBE_PERIOD: Duration = Duration::from_millis(100);
 /// the endpoint [`OVERFLOW_ENDPOINT`] (the endpoint is the raw path, so clients choose it).
 pub const MAX_HTTP_SERIES: usize = 10_000;
 
-/// Endpoint label of requests past [`MAX_HTTP_SERIES`].
+/// Distinct `tool` label values; further names are counted under [`OVERFLOW_ENDPOINT`].
+pub const MAX_TOOL_LABELS: usize = 256;
+
+/// Endpoint label of requests past [`MAX_HTTP_SERIES`] (and tool label past [`MAX_TOOL_LABELS`]).
 pub const OVERFLOW_ENDPOINT: &str = "__other__";
 
 const TOKEN_TYPES: [&str; 4] = ["prompt", "completion", "cache_creation", "cache_read"];
@@ -305,8 +308,15 @@ impl Metrics {
             // (`thinking_stop` precedes the first delta, so only the stream's end clears.)
             Event::StreamEnd => ws.thinking_since = None,
             Event::ToolResult { name, .. } => {
-                *ws.tool_calls.entry(name.clone()).or_insert(0) += 1;
-                *f.tool_calls.entry(name.clone()).or_insert(0) += 1;
+                // Tool names come from the model (unknown ones too): cap the label set.
+                let label =
+                    if f.tool_calls.contains_key(name) || f.tool_calls.len() < MAX_TOOL_LABELS {
+                        name.as_str()
+                    } else {
+                        OVERFLOW_ENDPOINT
+                    };
+                *ws.tool_calls.entry(label.to_string()).or_insert(0) += 1;
+                *f.tool_calls.entry(label.to_string()).or_insert(0) += 1;
             }
             Event::Status(s) => {
                 for (total, n) in f.tokens.iter_mut().zip([
@@ -887,5 +897,46 @@ mod tests {
         assert_eq!(http.len(), MAX_HTTP_SERIES + 1);
         let other = &http[&("GET".to_string(), OVERFLOW_ENDPOINT.to_string())];
         assert_eq!(other.statuses[&404], 5);
+    }
+
+    #[test]
+    fn tool_labels_are_bounded_and_closed_workstreams_forgotten() {
+        use std::sync::Arc;
+        let m = Metrics::new();
+        let now = Instant::now();
+        let result = |seq: u64, name: String| NodeEvent {
+            seq,
+            kind: NodeEventKind::Ws(Arc::new(turnstone_engine::Envelope {
+                seq,
+                ws_id: "w".into(),
+                event: Event::ToolResult {
+                    call_id: "c".into(),
+                    name,
+                    output: String::new(),
+                    is_error: true,
+                },
+            })),
+        };
+        for i in 0..MAX_TOOL_LABELS as u64 + 10 {
+            m.observe(&result(i + 1, format!("hallucinated_{i}")), now);
+        }
+        {
+            let f = lock(&m.folded);
+            assert_eq!(f.tool_calls.len(), MAX_TOOL_LABELS + 1);
+            assert_eq!(f.tool_calls[OVERFLOW_ENDPOINT], 10);
+            assert!(f.per_ws.contains_key("w"));
+        }
+        m.observe(
+            &NodeEvent {
+                seq: 9_999,
+                kind: NodeEventKind::Closed {
+                    ws_id: "w".into(),
+                    reason: "closed".into(),
+                    name: None,
+                },
+            },
+            now,
+        );
+        assert!(!lock(&m.folded).per_ws.contains_key("w"));
     }
 }

@@ -232,6 +232,24 @@ impl Node {
         Ok(handle)
     }
 
+    /// Closes a workstream on request. The node-wide stream says so (`ws_closed`, reason
+    /// `closed`: the bridge drops its ownership key, metrics forget the workstream); the
+    /// global stream does not, as the original emits nothing for an explicit close.
+    pub fn close_workstream(&self, ws_id: &str) -> Result<(), ManagerError> {
+        let name = self
+            .manager
+            .get(ws_id)
+            .map(|w| w.name())
+            .unwrap_or_default();
+        self.manager.close(ws_id)?;
+        self.announce_closed(&Closed {
+            ws_id: ws_id.to_string(),
+            name,
+            reason: "closed",
+        });
+        Ok(())
+    }
+
     pub fn announce_closed(&self, closed: &Closed) {
         let name = (closed.reason == "evicted").then(|| closed.name.clone());
         self.node_log.push_with(|seq| NodeEvent {

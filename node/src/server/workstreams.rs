@@ -105,7 +105,7 @@ pub async fn close(
     State(node): State<Arc<Node>>,
     WireJson(body): WireJson<CloseWorkstreamBody>,
 ) -> Result<Json<Value>, ApiError> {
-    match node.manager.close(&body.ws_id) {
+    match node.close_workstream(&body.ws_id) {
         Ok(()) => Ok(Json(json!({"status": "ok"}))),
         Err(_) => Err(ApiError::BadRequest("Cannot close last workstream".into())),
     }

@@ -217,3 +217,30 @@ async fn the_global_stream_carries_states_activity_and_closures() {
     assert_eq!(e.kind(), "ws_closed");
     assert_eq!(e.data["reason"], "idle");
 }
+
+#[tokio::test]
+async fn an_explicit_close_is_on_the_node_stream_but_not_the_global_one() {
+    let t = TestNode::start().await;
+    let (_, made) = t
+        .post("/v1/api/workstreams/new", json!({"name": "short-lived"}))
+        .await;
+    let id = made["ws_id"].as_str().unwrap().to_string();
+    let mut node = t.sse("/v1/api/events/node", None).await;
+    let mut global = t.sse("/v1/api/events/global", None).await;
+    let (status, _) = t
+        .post("/v1/api/workstreams/close", json!({"ws_id": id}))
+        .await;
+    assert_eq!(status, 200);
+    let e = node.next().await;
+    assert_eq!(e.kind(), "ws_closed");
+    assert_eq!(e.data["reason"], "closed");
+    assert_eq!(e.data["ws_id"], json!(id));
+    // The global stream stays silent about it; its next event is the next real one.
+    t.post(
+        "/v1/api/send",
+        json!({"ws_id": t.default_ws, "message": "after"}),
+    )
+    .await;
+    let next = global.next().await;
+    assert_ne!(next.kind(), "ws_closed", "{:?}", next.data);
+}
