@@ -121,6 +121,17 @@ wire_struct! {
         pub skill: String = String::new(),
         #[serde(skip_serializing_if = "is_empty")]
         pub user_id: String = String::new(),
+        /// Ours: makes the create idempotent (as the `Idempotency-Key` header does); a
+        /// repeat within the window returns the first reply and creates nothing.
+        #[serde(skip_serializing_if = "is_empty")]
+        pub correlation_id: String = String::new(),
+        /// Ours: the id the new workstream gets (the bridge re-homes a workstream under its
+        /// old id). Refused when a live workstream has it.
+        #[serde(skip_serializing_if = "is_empty")]
+        pub ws_id: String = String::new(),
+        /// Ours: tool labels approved without asking (the MQ `auto_approve_tools`).
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        pub auto_approve_tools: Vec<String> = Vec::new(),
     }
 }
 

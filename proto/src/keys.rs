@@ -155,12 +155,31 @@ impl Keys {
         self.join(&["scheduler", "lock"])
     }
 
-    /// `{p}:processing:{bridge_id}` — LIST (our addition): messages a bridge
-    /// has taken but not yet handed to its node; re-driven after a restart.
-    /// Written and read by that bridge only. Moved into from the inbound
-    /// lists atomically, so under Redis Cluster it must share their slot.
-    pub fn processing(&self, bridge_id: &str) -> String {
-        self.join(&["processing", bridge_id])
+    /// `{<queue>}:processing:{node_id}` — LIST (our addition): messages the
+    /// bridge of `node_id` has moved out of `queue` (an inbound list) but not
+    /// yet handed to its node; re-driven after a restart. The queue's own name
+    /// is the hash tag, so under Redis Cluster the atomic move stays in one slot.
+    pub fn processing(&self, queue: &str, node_id: &str) -> String {
+        format!("{{{queue}}}:processing:{node_id}")
+    }
+
+    /// `{p}:ws:{ws_id}:pin` — STRING (our addition): `hard` when a workstream
+    /// must never move to another node (messages for it fail while its owner is
+    /// down); absent means soft (re-homed to a live node).
+    pub fn ws_pin(&self, ws_id: &str) -> String {
+        self.join(&["ws", ws_id, "pin"])
+    }
+
+    /// `{p}:bridge:{node_id}:cursor` — STRING (our addition): `<boot>:<node_seq>`
+    /// of the last node event the bridge published (its resume point).
+    pub fn bridge_cursor(&self, node_id: &str) -> String {
+        self.join(&["bridge", node_id, "cursor"])
+    }
+
+    /// `{p}:bridge:{node_id}:wake` — LIST (our addition): nudges the bridge's
+    /// approval waiter to re-block on a new set of response lists.
+    pub fn bridge_wake(&self, node_id: &str) -> String {
+        self.join(&["bridge", node_id, "wake"])
     }
 
     /// `{p}:dead` — LIST (our addition): malformed or undeliverable messages
@@ -196,7 +215,11 @@ mod tests {
         assert_eq!(k.events_global(), "turnstone:events:global");
         assert_eq!(k.events_cluster(), "turnstone:events:cluster");
         assert_eq!(k.scheduler_lock(), "turnstone:scheduler:lock");
-        assert_eq!(k.processing("b1"), "turnstone:processing:b1");
+        assert_eq!(
+            k.processing("turnstone:inbound", "b1"),
+            "{turnstone:inbound}:processing:b1"
+        );
+        assert_eq!(k.ws_pin("W"), "turnstone:ws:W:pin");
         assert_eq!(k.dead_letter(), "turnstone:dead");
         assert_eq!(k.stream("W"), "turnstone:stream:W");
     }

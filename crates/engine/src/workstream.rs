@@ -296,6 +296,11 @@ impl WorkstreamHandle {
         lock(&self.shared.always).clone()
     }
 
+    /// Replaces the per-tool auto-approve labels (the MQ `auto_approve_tools` of a send).
+    pub fn set_always_approved(&self, labels: BTreeSet<String>) {
+        *lock(&self.shared.always) = labels;
+    }
+
     /// The event log (for `seq` bookkeeping and metrics).
     pub fn log(&self) -> &Arc<EventLog> {
         &self.shared.log

@@ -1,21 +1,30 @@
 //! # turnstone-llm
 //!
 //! Owns talking to language models: the provider-neutral chat types ([`types`]), the
-//! [`Provider`] trait, the OpenAI-compatible adapter ([`openai`]), `<think>` tag splitting
-//! ([`think`]), retry before the first byte and the circuit breaker ([`resilience`]).
+//! [`Provider`] trait, the OpenAI-compatible adapter ([`openai`]), the Anthropic Messages
+//! adapter ([`anthropic`]), `<think>` tag splitting ([`think`]), retry before the first byte
+//! and the circuit breaker ([`resilience`]), and the `[models.*]` registry with its fallback
+//! chain ([`registry`]).
 //!
 //! It must not know about tools, sessions, workstreams or storage: a tool is only a
 //! [`ToolSpec`] here and a conversation only a list of [`ChatMessage`]s.
 
+pub mod anthropic;
 pub mod error;
 pub mod openai;
 pub mod provider;
+pub mod registry;
 pub mod resilience;
 pub mod think;
 pub mod types;
 
+pub use anthropic::{AnthropicConfig, AnthropicProvider};
 pub use error::LlmError;
 pub use openai::{OpenAiConfig, OpenAiProvider};
 pub use provider::Provider;
+pub use registry::{
+    FallbackProvider, ModelEntry, ModelRegistry, ModelSection, ProviderKind, RegistryConfig,
+    RegistryError,
+};
 pub use resilience::{BreakerPermit, BreakerState, CircuitBreaker, Resilient, RetryPolicy};
 pub use types::*;

@@ -15,6 +15,8 @@ use turnstone_llm::{
 };
 use turnstone_testkit::{FakeLlm, FakeLlmConfig, Fault, ScriptReply};
 
+mod suite;
+
 fn provider(base_url: &str) -> OpenAiProvider {
     OpenAiProvider::new(OpenAiConfig {
         request_timeout: Duration::from_secs(30),

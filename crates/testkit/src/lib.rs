@@ -6,6 +6,9 @@
 //!   (`GET /v1/models`, `POST /v1/chat/completions`, streaming and not) on `127.0.0.1:<port>`,
 //!   with per-request reply overrides and injected [`Fault`]s. Also shipped as the
 //!   `turnstone-fake-llm` binary for demos and benchmarks.
+//! * [`FakeAnthropic`] — the same rules behind an Anthropic Messages API shaped server
+//!   (`POST /v1/messages`, streamed events, thinking with signatures, tool use, server-side
+//!   web search, `error` events) with [`AnthropicFault`]s; see [`fake_anthropic`].
 //! * [`ScriptedProvider`] — the same rules in-process, as a zero-latency
 //!   [`turnstone_llm::Provider`] (no HTTP, no JSON) for engine tests and benchmarks.
 //! * [`assert_eventually!`] / [`eventually()`] — poll a condition instead of sleeping.
@@ -49,6 +52,7 @@
 
 pub mod error;
 pub mod eventually;
+pub mod fake_anthropic;
 pub mod fake_llm;
 mod openai_wire;
 pub mod script;
@@ -56,6 +60,7 @@ pub mod scripted_provider;
 
 pub use error::TestkitError;
 pub use eventually::eventually;
+pub use fake_anthropic::{AnthropicFault, FakeAnthropic, FakeAnthropicConfig, RecordedHeaders};
 pub use fake_llm::{FakeLlm, FakeLlmConfig, Fault};
 pub use script::{ScriptMessage, ScriptReply, reply_for};
 pub use scripted_provider::{ProviderFault, ScriptedProvider};

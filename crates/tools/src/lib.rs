@@ -9,12 +9,16 @@
 //!   and their Turnstone metadata ([`ToolMeta`]: `agent`, `task_agent`, `auto_approve`,
 //!   `primary_key`);
 //! - the built-in tools themselves: `bash`, `read_file`, `write_file`, `edit_file`,
-//!   `diff_file` and `search` ([`builtin`]);
+//!   `diff_file` and `search`, and (when [`WebOptions::enabled`]) `web_fetch`, `web_search`
+//!   and `notify` ([`builtin`]);
+//! - the network side of the web tools ([`web`]): SSRF screening of every connected address
+//!   and redirect hop, the screened fetcher, HTML to text, the SearxNG client and webhook
+//!   delivery, with the seams the node fills in ([`PageAnswerer`], [`SearchBackend`]);
 //! - [`ToolRegistry`]: lookup by exact name, the function list sent to models, and the
 //!   lenient argument parsing of model output ([`ToolRegistry::parse_arguments`]);
 //! - [`truncate_output`]: the head + tail truncation applied to tool results.
 //!
-//! It must not know sessions, workstreams, approval policy, HTTP or storage: per-call state
+//! It must not know sessions, workstreams, approval policy, the HTTP API or storage: per-call state
 //! arrives through [`ToolContext`], and the engine decides what to do with a [`Prepared`]
 //! call and its [`ToolOutput`].
 //!
@@ -45,11 +49,16 @@ mod paths;
 mod registry;
 mod schema;
 mod truncate;
+pub mod web;
 
 pub use builtin::{
-    BashTool, BuiltinOptions, DiffFileTool, EditFileTool, ReadFileTool, SearchTool, WriteFileTool,
+    BashTool, BuiltinOptions, DiffFileTool, EditFileTool, NotifyTool, ReadFileTool, SearchTool,
+    WebFetchTool, WebSearchTool, WriteFileTool,
 };
 pub use error::{ArgumentError, RegistryError};
 pub use registry::{FunctionSpec, ToolRegistry};
 pub use schema::{builtin_definitions, parse_definition};
 pub use truncate::truncate_output;
+pub use web::{
+    NotifyLimiter, NotifyTarget, PageAnswerer, SearchBackend, SearchHit, SearchRequest, WebOptions,
+};

@@ -185,6 +185,10 @@ async fn main() -> anyhow::Result<()> {
             .map(|o| o.trim().to_string())
             .filter(|o| !o.is_empty())
             .collect(),
+        version: std::env::var("TURNSTONE_ADVERTISED_VERSION")
+            .ok()
+            .filter(|v| !v.trim().is_empty())
+            .unwrap_or_else(|| env!("CARGO_PKG_VERSION").to_string()),
         ..NodeOptions::default()
     };
     let persistence = if args.no_persistence {

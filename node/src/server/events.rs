@@ -170,6 +170,7 @@ fn global_frames(node: &Node, item: Item<NodeEvent>) -> Vec<Frame> {
         }
         // An explicit close is announced on the node-wide stream only (as the original).
         NodeEventKind::Closed { reason, .. } if reason == "closed" => return Vec::new(),
+        NodeEventKind::Created { .. } => return Vec::new(),
         NodeEventKind::Closed { .. } | NodeEventKind::Renamed { .. } => {
             let mut v = entry.to_json();
             if let Some(o) = v.as_object_mut() {
@@ -209,18 +210,51 @@ fn node_frames(item: Item<NodeEvent>) -> Vec<Frame> {
 /// `GET /v1/api/events/node` — every event of every workstream, in order, with `ws_id`,
 /// `ws_seq` and `node_seq`; resumable with `Last-Event-ID` (a `node_seq`). Without it the
 /// stream starts with the live events; `?from=0` replays everything retained.
+///
+/// The first frame (no `id`) is `node_hello` naming the node, its `boot` and the last
+/// `node_seq`. `node_seq` restarts with every boot, so a client resuming with `?boot=<b>`
+/// from another boot gets everything retained of this one (`"reset": true`) instead of a
+/// resume point that means nothing here.
 pub async fn node_events(
     State(node): State<Arc<Node>>,
     Query(q): Query<NodeQuery>,
     headers: HeaderMap,
-) -> Response {
-    let resume = sse::last_event_id(&headers).or(q.from);
+) -> Result<Response, ApiError> {
+    let from = match q.from.as_deref().map(str::trim).filter(|f| !f.is_empty()) {
+        None => None,
+        Some(f) => Some(f.parse::<u64>().map_err(|_| {
+            ApiError::BadRequest(format!("from must be a non-negative integer, got '{f}'"))
+        })?),
+    };
+    let boot = match q.boot.as_deref().map(str::trim).filter(|b| !b.is_empty()) {
+        None => None,
+        Some(b) => Some(b.parse::<u64>().map_err(|_| {
+            ApiError::BadRequest(format!("boot must be a non-negative integer, got '{b}'"))
+        })?),
+    };
+    let reset = boot.is_some_and(|b| b != node.boot_id);
+    let resume = if reset {
+        Some(0)
+    } else {
+        sse::last_event_id(&headers).or(from)
+    };
     let mut sub = node.node_log.subscribe(resume);
-    let first: Vec<Frame> = sub.backlog().into_iter().flat_map(node_frames).collect();
-    sse::response(follow(first, sub, None, node_frames))
+    let hello = json!({
+        "type": "node_hello",
+        "node_id": node.options.node_id,
+        "boot": node.boot_id,
+        "node_seq": node.node_log.last_seq(),
+        "reset": reset,
+    });
+    let mut first = vec![Frame::event(None, hello)];
+    first.extend(sub.backlog().into_iter().flat_map(node_frames));
+    Ok(sse::response(follow(first, sub, None, node_frames)))
 }
 
+/// Query of the node-wide stream; both are numbers, read by hand so that a bad value is a
+/// JSON `400` naming the parameter.
 #[derive(Debug, Deserialize)]
 pub struct NodeQuery {
-    from: Option<u64>,
+    from: Option<String>,
+    boot: Option<String>,
 }

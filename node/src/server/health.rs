@@ -39,7 +39,7 @@ pub async fn health(State(node): State<Arc<Node>>) -> Json<Value> {
         .map(|age| (age.as_secs_f64() * 100.0).round() / 100.0);
     Json(json!({
         "status": if up { "ok" } else { "degraded" },
-        "version": env!("CARGO_PKG_VERSION"),
+        "version": node.options.version,
         "node_id": node.options.node_id,
         "uptime_seconds": uptime,
         "model": node.options.model,

@@ -285,7 +285,7 @@ impl Metrics {
                 f.per_ws.remove(ws_id);
                 return;
             }
-            NodeEventKind::Renamed { .. } => return,
+            NodeEventKind::Renamed { .. } | NodeEventKind::Created { .. } => return,
         };
         let f = &mut *f;
         let ws = f.per_ws.entry(env.ws_id.to_string()).or_default();

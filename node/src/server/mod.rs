@@ -51,6 +51,7 @@ pub fn router(node: Arc<Node>) -> Router {
         .route("/api/dashboard", get(workstreams::dashboard))
         .route("/api/workstreams/new", post(workstreams::create))
         .route("/api/workstreams/close", post(workstreams::close))
+        .route("/api/approvals", get(workstreams::pending_approvals))
         .route("/api/send", post(turns::send))
         .route("/api/approve", post(turns::approve))
         .route("/api/cancel", post(turns::cancel))

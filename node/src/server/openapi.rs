@@ -237,6 +237,15 @@ const FROM_QUERY: Param = Param {
     description: "Same as the `Last-Event-ID` header; the header wins.",
 };
 
+const BOOT_QUERY: Param = Param {
+    name: "boot",
+    location: ParamIn::Query,
+    required: false,
+    count: true,
+    description: "The `boot` of the `node_hello` the resume point belongs to; another boot \
+                  replays everything retained of this one (`reset: true`).",
+};
+
 const WS_ID_QUERY: Param = Param {
     name: "ws_id",
     location: ParamIn::Query,
@@ -318,10 +327,14 @@ pub const ROUTES: &[ApiRoute] = &[
     ApiRoute::post("/v1/api/workstreams/new", "workstreams")
         .summary("Create (optionally resume) a workstream")
         .body::<CreateWorkstreamBody>()
-        .json::<CreateWorkstreamReply>(),
+        .params(&[IDEMPOTENCY_KEY])
+        .json::<CreateWorkstreamReply>()
+        .errors(&[409]),
     ApiRoute::post("/v1/api/workstreams/close", "workstreams")
         .summary("Close a workstream")
         .body::<CloseWorkstreamBody>(),
+    ApiRoute::get("/v1/api/approvals", "turns")
+        .summary("Pending tool approvals on this node (the approve_request events, with ws_id)"),
     ApiRoute::post("/v1/api/send", "turns")
         .summary("Send a user message (starts a turn); `{\"status\": \"busy\"}` while one runs")
         .body::<SendRequest>()
@@ -354,8 +367,9 @@ pub const ROUTES: &[ApiRoute] = &[
         .reply(Reply::EventStream),
     ApiRoute::get("/v1/api/events/node", "events")
         .summary("Every event of every workstream in one ordered stream (SSE), resumable")
-        .params(&[FROM_QUERY, LAST_EVENT_ID])
-        .reply(Reply::EventStream),
+        .params(&[FROM_QUERY, BOOT_QUERY, LAST_EVENT_ID])
+        .reply(Reply::EventStream)
+        .errors(&[400]),
     ApiRoute::post("/v1/api/auth/login", "auth")
         .summary("Log in with a token (or username and password); sets the auth cookie")
         .body::<LoginBody>()

@@ -35,6 +35,11 @@ pub enum NodeEventKind {
         ws_id: String,
         name: String,
     },
+    /// A workstream came to life (created or resumed); only on the node-wide stream.
+    Created {
+        ws_id: String,
+        name: String,
+    },
 }
 
 impl Sequenced for NodeEvent {
@@ -70,6 +75,9 @@ impl NodeEvent {
             NodeEventKind::Renamed { ws_id, name } => {
                 json!({"type": "ws_rename", "ws_id": ws_id, "name": name})
             }
+            NodeEventKind::Created { ws_id, name } => {
+                json!({"type": "ws_created", "ws_id": ws_id, "name": name})
+            }
         };
         if let Some(o) = value.as_object_mut() {
             o.insert("node_seq".into(), json!(self.seq));
@@ -96,6 +104,9 @@ pub struct NodeOptions {
     /// Origins allowed by CORS (`TURNSTONE_CORS_ORIGINS`); empty = no CORS at all, as the
     /// original (then `OPTIONS` is `405`).
     pub cors_origins: Vec<String>,
+    /// The version `/health` reports (`TURNSTONE_ADVERTISED_VERSION` overrides the build's;
+    /// lets an operator or a test stage a version drift).
+    pub version: String,
 }
 
 impl Default for NodeOptions {
@@ -109,6 +120,7 @@ impl Default for NodeOptions {
             idempotency_capacity: 100_000,
             ratelimit: super::ratelimit::RateLimitConfig::default(),
             cors_origins: Vec::new(),
+            version: env!("CARGO_PKG_VERSION").to_string(),
         }
     }
 }
@@ -134,11 +146,17 @@ pub struct Node {
     pub node_log: Arc<EventLog<NodeEvent>>,
     pub auth: Authenticator,
     pub started: SystemTime,
+    /// Identifies this run of the node (Unix milliseconds at start): the node-wide stream's
+    /// `node_seq` restarts with it, so a resume point names the boot it belongs to.
+    pub boot_id: u64,
     /// `/metrics` state, fed from `node_log` once the router is built.
     pub metrics: Arc<super::metrics::Metrics>,
     /// The store, when the node persists (the default for `turnstone-server`).
     pub persistence: Option<Arc<Persistence>>,
     idempotency: Mutex<Idempotency>,
+    /// Replies of idempotent creates (`correlation_id` / `Idempotency-Key`), held across
+    /// the create (which may await the store) so concurrent repeats create one workstream.
+    pub create_memo: tokio::sync::Mutex<HashMap<String, (Value, SystemTime)>>,
 }
 
 impl std::fmt::Debug for Node {
@@ -197,15 +215,22 @@ impl Node {
             manager = manager.with_journal(Arc::new(StoreJournal(p.clone())));
             p.spawn_approval_recorder(&node_log);
         }
+        let started = SystemTime::now();
+        let boot_id = started
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or_default();
         Arc::new(Self {
             options,
             manager,
             node_log,
             auth,
-            started: SystemTime::now(),
+            started,
+            boot_id,
             metrics: Arc::new(super::metrics::Metrics::new()),
             persistence,
             idempotency: Mutex::new(Idempotency::default()),
+            create_memo: tokio::sync::Mutex::default(),
         })
     }
 
@@ -229,6 +254,13 @@ impl Node {
         if let Some(p) = &self.persistence {
             p.record_workstream(handle.id(), &handle.name());
         }
+        self.node_log.push_with(|seq| NodeEvent {
+            seq,
+            kind: NodeEventKind::Created {
+                ws_id: handle.id().to_string(),
+                name: handle.name(),
+            },
+        });
         Ok(handle)
     }
 

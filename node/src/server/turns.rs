@@ -23,6 +23,11 @@ use super::state::Node;
 pub struct Extras {
     correlation_id: Option<String>,
     request_id: Option<String>,
+    /// MQ `send` fields the bridge passes through: `auto_approve: true` turns blanket
+    /// auto-approval on (sticky, as the original); non-empty `auto_approve_tools` replaces
+    /// the workstream's per-tool auto-approve set.
+    auto_approve: Option<bool>,
+    auto_approve_tools: Option<Vec<String>>,
 }
 
 /// `POST /v1/api/send`. A `correlation_id` in the body (or an `Idempotency-Key` header)
@@ -42,6 +47,12 @@ pub async fn send(
     let ws = node
         .workstream(&body.ws_id)
         .ok_or_else(ApiError::unknown_workstream)?;
+    if extras.auto_approve == Some(true) {
+        ws.set_skip_permissions(true);
+    }
+    if let Some(tools) = extras.auto_approve_tools.filter(|t| !t.is_empty()) {
+        ws.set_always_approved(tools.into_iter().collect());
+    }
     let key = extras.correlation_id.filter(|c| !c.is_empty()).or_else(|| {
         headers
             .get("idempotency-key")

@@ -1,9 +1,12 @@
 //! Workstream routes: list, dashboard, create, close.
 
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use axum::Json;
 use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use turnstone_engine::{CreateOptions, ManagerError, WsState};
 use turnstone_proto::api::{CloseWorkstreamBody, CreateWorkstreamBody};
@@ -68,13 +71,68 @@ pub async fn dashboard(State(node): State<Arc<Node>>) -> Json<Value> {
     }))
 }
 
-/// `POST /v1/api/workstreams/new`.
+/// `POST /v1/api/workstreams/new`. With a `correlation_id` (or an `Idempotency-Key`
+/// header) a repeat within the idempotency window returns the first reply (header
+/// `Idempotent-Replayed: true`) and creates nothing — also when the repeats race.
 pub async fn create(
     State(node): State<Arc<Node>>,
+    headers: HeaderMap,
     WireJson(body): WireJson<CreateWorkstreamBody>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Response, ApiError> {
+    let key = Some(body.correlation_id.clone())
+        .filter(|c| !c.is_empty())
+        .or_else(|| {
+            headers
+                .get("idempotency-key")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string)
+        });
+    let Some(key) = key else {
+        return Ok(Json(create_now(&node, &body).await?).into_response());
+    };
+    let mut memo = node.create_memo.lock().await;
+    let now = SystemTime::now();
+    let window = node.options.idempotency_window;
+    memo.retain(|_, (_, at)| now.duration_since(*at).unwrap_or_default() <= window);
+    if let Some((reply, _)) = memo.get(&key) {
+        let mut response = Json(reply.clone()).into_response();
+        response.headers_mut().insert(
+            "idempotent-replayed",
+            axum::http::HeaderValue::from_static("true"),
+        );
+        return Ok(response);
+    }
+    let reply = create_now(&node, &body).await?;
+    if memo.len() < node.options.idempotency_capacity {
+        memo.insert(key, (reply.clone(), now));
+    }
+    Ok(Json(reply).into_response())
+}
+
+async fn create_now(node: &Node, body: &CreateWorkstreamBody) -> Result<Value, ApiError> {
+    let reply = create_inner(node, body).await?;
+    if !body.auto_approve_tools.is_empty()
+        && let Some(ws) = reply["ws_id"].as_str().and_then(|id| node.workstream(id))
+    {
+        ws.set_always_approved(body.auto_approve_tools.iter().cloned().collect());
+    }
+    Ok(reply)
+}
+
+async fn create_inner(node: &Node, body: &CreateWorkstreamBody) -> Result<Value, ApiError> {
     if !body.resume_ws.is_empty() {
-        return resume(&node, &body).await;
+        return resume(node, body).await;
+    }
+    if !body.ws_id.is_empty() && !valid_ws_id(&body.ws_id) {
+        return Err(ApiError::BadRequest(
+            "ws_id must be 1-64 characters of [A-Za-z0-9_-]".into(),
+        ));
+    }
+    if !body.ws_id.is_empty() && node.workstream(&body.ws_id).is_some() {
+        return Err(ApiError::Conflict {
+            message: format!("Workstream {} already exists", body.ws_id),
+            detail: json!({"ws_id": body.ws_id}),
+        });
     }
     if !body.skill.is_empty() {
         return Err(ApiError::BadRequest(format!(
@@ -83,6 +141,7 @@ pub async fn create(
         )));
     }
     let options = CreateOptions {
+        id: Some(body.ws_id.clone()).filter(|id| !id.is_empty()),
         name: Some(body.name.clone()).filter(|n| !n.is_empty()),
         skip_permissions: body.auto_approve.then_some(true),
         ..CreateOptions::default()
@@ -91,12 +150,39 @@ pub async fn create(
         ManagerError::AllActive(_) => ApiError::BadRequest(e.to_string()),
         other => ApiError::BadRequest(other.to_string()),
     })?;
-    Ok(Json(json!({
+    Ok(json!({
         "ws_id": ws.id(),
         "name": ws.name(),
         "resumed": false,
         "message_count": ws.history().len(),
-    })))
+    }))
+}
+
+fn valid_ws_id(id: &str) -> bool {
+    id.len() <= 64
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// `GET /v1/api/approvals` (ours) — every pending approval on this node, as the
+/// `approve_request` events that announced them plus `ws_id`. The bridge re-reads this on
+/// start instead of keeping a copy of approval state.
+pub async fn pending_approvals(State(node): State<Arc<Node>>) -> Json<Value> {
+    let rows: Vec<Value> = node
+        .manager
+        .list()
+        .iter()
+        .filter_map(|w| {
+            let env = w.pending_approval()?;
+            let mut v = views::event_json(&env.event);
+            let o = v.as_object_mut()?;
+            o.insert("ws_id".into(), json!(w.id()));
+            o.insert("ws_seq".into(), json!(env.seq));
+            Some(v)
+        })
+        .collect();
+    Json(json!({ "approvals": rows }))
 }
 
 /// `POST /v1/api/workstreams/close` — 400 `Cannot close last workstream` for the last one
@@ -113,7 +199,7 @@ pub async fn close(
 
 /// `workstreams/new` with `resume_ws`: the saved conversation (alias, id or unique id prefix)
 /// becomes a live workstream under its stored id, so history keeps accruing in one place.
-async fn resume(node: &Node, body: &CreateWorkstreamBody) -> Result<Json<Value>, ApiError> {
+async fn resume(node: &Node, body: &CreateWorkstreamBody) -> Result<Value, ApiError> {
     let Some(p) = &node.persistence else {
         return Err(ApiError::Unavailable(
             "This node runs without persistence; nothing to resume".into(),
@@ -132,9 +218,9 @@ async fn resume(node: &Node, body: &CreateWorkstreamBody) -> Result<Json<Value>,
     let ws_id = session.workstream.ws_id.clone();
     let count = session.messages.len();
     if let Some(live) = node.workstream(&ws_id) {
-        return Ok(Json(
+        return Ok(
             json!({"ws_id": live.id(), "name": live.name(), "resumed": true, "message_count": live.history().len()}),
-        ));
+        );
     }
     let name = Some(body.name.clone())
         .filter(|n| !n.is_empty())
@@ -149,9 +235,7 @@ async fn resume(node: &Node, body: &CreateWorkstreamBody) -> Result<Json<Value>,
             history: session.messages,
         })
         .map_err(|e| ApiError::BadRequest(e.to_string()))?;
-    Ok(Json(
-        json!({"ws_id": ws.id(), "name": ws.name(), "resumed": true, "message_count": count}),
-    ))
+    Ok(json!({"ws_id": ws.id(), "name": ws.name(), "resumed": true, "message_count": count}))
 }
 
 /// `GET /v1/api/workstreams/saved` — up to 50 persisted workstreams with messages, newest

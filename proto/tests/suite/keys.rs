@@ -33,12 +33,19 @@ fn every_name_starts_with_the_prefix() {
         k.events_global(),
         k.events_cluster(),
         k.scheduler_lock(),
-        k.processing("b"),
         k.dead_letter(),
+        k.ws_pin("w"),
+        k.bridge_cursor("n"),
+        k.bridge_wake("n"),
         k.stream("w"),
     ] {
         assert!(name.starts_with("sim7:"), "{name}");
     }
+    // Processing lists carry their queue's name as the hash tag (one Redis Cluster slot).
+    assert_eq!(
+        k.processing(&k.inbound(), "n"),
+        "{sim7:inbound}:processing:n"
+    );
     assert_eq!(
         k.node_id_from_heartbeat_key(&k.node_heartbeat("n-1")),
         Some("n-1")

@@ -5,8 +5,11 @@ mod bash;
 mod blocklist;
 mod diff_file;
 mod edit_file;
+mod notify;
 mod read_file;
 mod search;
+mod web_fetch;
+mod web_search;
 mod write_file;
 
 use std::sync::Arc;
@@ -15,16 +18,21 @@ use std::time::Duration;
 pub use bash::BashTool;
 pub use diff_file::DiffFileTool;
 pub use edit_file::EditFileTool;
+pub use notify::NotifyTool;
 pub use read_file::ReadFileTool;
 pub use search::SearchTool;
+pub use web_fetch::WebFetchTool;
+pub use web_search::WebSearchTool;
 pub use write_file::WriteFileTool;
 
 use crate::error::RegistryError;
-use crate::tool::{Tool, ToolContext, ToolOutput};
+use crate::schema::parse_definition;
+use crate::tool::{Tool, ToolContext, ToolDefinition, ToolOutput};
 use crate::truncate::truncate_output;
+use crate::web::WebOptions;
 
 /// Settings of the built-in tools that come from node configuration.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct BuiltinOptions {
     /// `bash` timeout when the call gives none (`tools.timeout`, default 120 s).
     pub bash_default_timeout: Duration,
@@ -32,6 +40,8 @@ pub struct BuiltinOptions {
     pub bash_env: Vec<(String, String)>,
     /// How long a `search` may walk before it returns what it found so far.
     pub search_timeout: Duration,
+    /// Settings of `web_fetch`, `web_search` and `notify` (registered when `web.enabled`).
+    pub web: WebOptions,
 }
 
 impl Default for BuiltinOptions {
@@ -40,6 +50,7 @@ impl Default for BuiltinOptions {
             bash_default_timeout: Duration::from_secs(120),
             bash_env: Vec::new(),
             search_timeout: Duration::from_secs(30),
+            web: WebOptions::default(),
         }
     }
 }
@@ -50,14 +61,34 @@ pub(crate) fn all(options: &BuiltinOptions) -> Result<Vec<Arc<dyn Tool>>, Regist
     for (key, value) in &options.bash_env {
         bash = bash.with_env(key, value);
     }
-    Ok(vec![
+    let mut tools: Vec<Arc<dyn Tool>> = vec![
         Arc::new(bash),
         Arc::new(DiffFileTool::new()?),
         Arc::new(EditFileTool::new()?),
         Arc::new(ReadFileTool::new()?),
         Arc::new(SearchTool::new()?.with_timeout(options.search_timeout)),
         Arc::new(WriteFileTool::new()?),
-    ])
+    ];
+    if options.web.enabled {
+        tools.push(Arc::new(NotifyTool::new(&options.web)?));
+        tools.push(Arc::new(WebFetchTool::new(&options.web)?));
+        tools.push(Arc::new(WebSearchTool::new(&options.web)?));
+        tools.sort_by(|a, b| a.definition().name.cmp(&b.definition().name));
+    }
+    Ok(tools)
+}
+
+/// The definition in an embedded schema file, checked to declare `name`. (The web tools
+/// parse their own files: `schema.rs`'s list holds the original six.)
+fn schema_definition(name: &str, text: &str) -> Result<ToolDefinition, RegistryError> {
+    let def = parse_definition(text)?;
+    if def.name != name {
+        return Err(RegistryError::InvalidSchema {
+            name: name.to_owned(),
+            reason: format!("schema file declares name '{}'", def.name),
+        });
+    }
+    Ok(def)
 }
 
 /// Applies the context's truncation limit to a finished output.

@@ -1,7 +1,13 @@
 mod bash;
 mod files;
+mod notify;
 mod registry;
 mod search;
+mod ssrf;
+mod web_fetch;
+mod web_registry;
+mod web_search;
+mod web_support;
 
 use std::sync::Mutex;
 

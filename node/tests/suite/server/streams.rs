@@ -119,6 +119,12 @@ async fn the_node_stream_orders_every_workstream_and_reports_turn_completion() {
         .await;
     let second = second["ws_id"].as_str().unwrap().to_string();
     let mut node = t.sse("/v1/api/events/node", None).await;
+    let hello = node.next().await;
+    assert_eq!(hello.kind(), "node_hello");
+    assert_eq!(hello.id, None, "the hello is not a position in the log");
+    assert_eq!(hello.data["reset"], false);
+    let boot = hello.data["boot"].as_u64().unwrap();
+    assert!(boot > 0);
     t.post(
         "/v1/api/send",
         json!({"ws_id": t.default_ws, "message": "one", "correlation_id": "c00000000001"}),
@@ -171,12 +177,48 @@ async fn the_node_stream_orders_every_workstream_and_reports_turn_completion() {
     // Resume from the middle: the rest, in the same order.
     let middle = node_seqs[node_seqs.len() / 2];
     let mut resumed = t.sse("/v1/api/events/node", Some(middle)).await;
+    assert_eq!(resumed.next().await.kind(), "node_hello");
     let expected: Vec<u64> = node_seqs.iter().copied().filter(|s| *s > middle).collect();
     let mut got = Vec::new();
     while got.len() < expected.len() {
         got.push(resumed.next().await.id.unwrap());
     }
     assert_eq!(got, expected);
+
+    // A resume point of another boot means nothing here: everything retained, flagged.
+    let path = format!("/v1/api/events/node?boot={}&from={middle}", boot + 1);
+    let mut other_boot = t.sse(&path, None).await;
+    let hello = other_boot.next().await;
+    assert_eq!(hello.data["reset"], true, "{:?}", hello.data);
+    assert_eq!(hello.data["boot"], json!(boot));
+    let first = other_boot.next().await;
+    assert!(
+        first.id.unwrap() < node_seqs[0],
+        "the replay starts at the oldest retained event, not at the foreign resume point"
+    );
+    // The same boot resumes normally.
+    let path = format!("/v1/api/events/node?boot={boot}&from={middle}");
+    let mut same_boot = t.sse(&path, None).await;
+    assert_eq!(same_boot.next().await.data["reset"], false);
+    assert_eq!(same_boot.next().await.id, Some(middle + 1));
+}
+
+#[tokio::test]
+async fn bad_node_stream_parameters_are_json_400s() {
+    let t = TestNode::start().await;
+    for query in ["from=abc", "boot=-1", "from=1.5"] {
+        let (status, body) = t
+            .get(&format!("/v1/api/events/node?{query}"), Some(FULL))
+            .await;
+        assert_eq!(status, 400, "{query}");
+        assert!(
+            body["error"]
+                .as_str()
+                .unwrap()
+                .contains("must be a non-negative integer"),
+            "{query}: {body}"
+        );
+    }
 }
 
 #[tokio::test]
@@ -226,6 +268,8 @@ async fn an_explicit_close_is_on_the_node_stream_but_not_the_global_one() {
         .await;
     let id = made["ws_id"].as_str().unwrap().to_string();
     let mut node = t.sse("/v1/api/events/node", None).await;
+    let hello = node.next().await;
+    assert_eq!(hello.kind(), "node_hello", "{:?}", hello.data);
     let mut global = t.sse("/v1/api/events/global", None).await;
     let (status, _) = t
         .post("/v1/api/workstreams/close", json!({"ws_id": id}))

@@ -1,0 +1,192 @@
+//! Bridge settings: the original's flags and environment (cluster spec §3.1) plus ours.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use clap::Parser;
+use turnstone_queue::RedisSettings;
+
+/// `turnstone-bridge` command line.
+#[derive(Debug, Clone, Parser)]
+#[command(
+    name = "turnstone-bridge",
+    version,
+    about = "Moves messages between Redis queues and one Turnstone node, losing and duplicating nothing"
+)]
+pub struct Args {
+    /// The node this bridge serves.
+    #[arg(
+        long,
+        env = "TURNSTONE_SERVER_URL",
+        default_value = "http://localhost:8080"
+    )]
+    pub server_url: String,
+    /// Redis as a URL (`redis://[:password@]host:port/db`, `rediss://` for TLS); wins over
+    /// the separate flags below.
+    #[arg(long, env = "TURNSTONE_REDIS_URL", hide_env_values = true)]
+    pub redis_url: Option<String>,
+    #[arg(long, env = "REDIS_HOST", default_value = "localhost")]
+    pub redis_host: String,
+    #[arg(long, env = "REDIS_PORT", default_value_t = 6379)]
+    pub redis_port: u16,
+    #[arg(long, env = "REDIS_PASSWORD", hide_env_values = true)]
+    pub redis_password: Option<String>,
+    #[arg(long, default_value_t = 0)]
+    pub redis_db: i64,
+    /// Connect to Redis over TLS (system roots).
+    #[arg(long)]
+    pub redis_tls: bool,
+    /// Accepted for compatibility; custom CA/client certificates are not supported yet
+    /// (start-up fails with a clear message when given).
+    #[arg(long)]
+    pub redis_tls_ca: Option<String>,
+    #[arg(long)]
+    pub redis_tls_cert: Option<String>,
+    #[arg(long)]
+    pub redis_tls_key: Option<String>,
+    /// Accepted for compatibility: approvals time out on the node (its
+    /// `--approval-timeout`), which records the verdict.
+    #[arg(long, default_value_t = 3600.0)]
+    pub approval_timeout: f64,
+    /// The node's id; empty = read from the node's `/health`.
+    #[arg(long, env = "TURNSTONE_NODE_ID", default_value = "")]
+    pub node_id: String,
+    /// Heartbeat TTL in seconds (refreshed every ttl/2).
+    #[arg(long, default_value_t = 60)]
+    pub heartbeat_ttl: u64,
+    /// Static bearer token for the node; without it the bridge mints HS256 JWTs from
+    /// `TURNSTONE_JWT_SECRET`. Neither: only a loopback node without auth works.
+    #[arg(long, env = "TURNSTONE_AUTH_TOKEN", hide_env_values = true)]
+    pub auth_token: Option<String>,
+    #[arg(long, env = "TURNSTONE_LOG_LEVEL", default_value = "info")]
+    pub log_level: String,
+    #[arg(long, env = "TURNSTONE_LOG_FORMAT", value_enum, default_value = "text")]
+    pub log_format: turnstone_runtime::LogFormat,
+    /// Key prefix (ours; the original hard-codes `turnstone`).
+    #[arg(long, env = "TURNSTONE_MQ_PREFIX", default_value = "turnstone")]
+    pub prefix: String,
+    /// Ownership lease TTL in seconds (ours; refreshed every ttl/3 while the node lives).
+    #[arg(long, default_value_t = 120)]
+    pub lease_ttl: u64,
+    /// How often the node's `/health` is probed, in milliseconds.
+    #[arg(long, default_value_t = 2000)]
+    pub probe_interval_ms: u64,
+    /// Approximate cap of each per-workstream Redis Stream.
+    #[arg(long, default_value_t = 10_000)]
+    pub stream_maxlen: u64,
+    /// Seconds a per-workstream stream lives after its last event.
+    #[arg(long, default_value_t = 86_400)]
+    pub stream_ttl: u64,
+    /// Messages handled at once (ordered per workstream).
+    #[arg(long, default_value_t = 64)]
+    pub concurrency: usize,
+    /// Serve `/metrics` and `/health` of the bridge on this address (off when absent).
+    #[arg(long, env = "TURNSTONE_BRIDGE_METRICS_ADDR")]
+    pub metrics_addr: Option<SocketAddr>,
+}
+
+/// Validated settings.
+#[derive(Debug, Clone)]
+pub struct BridgeConfig {
+    pub server_url: String,
+    pub redis: RedisSettings,
+    pub node_id: String,
+    pub prefix: String,
+    pub heartbeat_ttl: Duration,
+    pub lease_ttl: Duration,
+    pub probe_interval: Duration,
+    pub stream_maxlen: u64,
+    pub stream_ttl: Duration,
+    pub concurrency: usize,
+    /// How long a blocking pop waits before it re-checks for shutdown.
+    pub pop_timeout: Duration,
+    pub auth: NodeAuth,
+    pub metrics_addr: Option<SocketAddr>,
+}
+
+/// How the bridge authenticates to its node.
+#[derive(Debug, Clone)]
+pub enum NodeAuth {
+    None,
+    Token(String),
+    Jwt(String),
+}
+
+impl BridgeConfig {
+    /// Settings for a bridge of the node at `server_url` (tests and embedding).
+    pub fn new(server_url: impl Into<String>, redis: RedisSettings) -> Self {
+        Self {
+            server_url: server_url.into().trim_end_matches('/').to_string(),
+            redis,
+            node_id: String::new(),
+            prefix: "turnstone".into(),
+            heartbeat_ttl: Duration::from_secs(60),
+            lease_ttl: Duration::from_secs(120),
+            probe_interval: Duration::from_secs(2),
+            stream_maxlen: 10_000,
+            stream_ttl: Duration::from_secs(86_400),
+            concurrency: 64,
+            pop_timeout: Duration::from_secs(5),
+            auth: NodeAuth::None,
+            metrics_addr: None,
+        }
+    }
+
+    /// From the command line and environment; names the bad flag on error.
+    pub fn from_args(args: &Args) -> Result<Self, String> {
+        if args.redis_tls_ca.is_some()
+            || args.redis_tls_cert.is_some()
+            || args.redis_tls_key.is_some()
+        {
+            return Err(
+                "--redis-tls-ca/--redis-tls-cert/--redis-tls-key are not supported; use --redis-tls (system roots) or a rediss:// URL".into(),
+            );
+        }
+        if args.heartbeat_ttl < 2 {
+            return Err("--heartbeat-ttl must be at least 2 seconds".into());
+        }
+        if args.lease_ttl < 3 {
+            return Err("--lease-ttl must be at least 3 seconds".into());
+        }
+        if args.concurrency == 0 {
+            return Err("--concurrency must be at least 1".into());
+        }
+        if args.prefix.is_empty() || args.prefix.contains(char::is_whitespace) {
+            return Err("--prefix must be a non-empty word".into());
+        }
+        if !(args.server_url.starts_with("http://") || args.server_url.starts_with("https://")) {
+            return Err(format!(
+                "--server-url must be an http(s) URL, got '{}'",
+                args.server_url
+            ));
+        }
+        let redis = match &args.redis_url {
+            Some(url) => RedisSettings::from_url(url.clone()),
+            None => RedisSettings {
+                url: None,
+                host: args.redis_host.clone(),
+                port: args.redis_port,
+                password: args.redis_password.clone().filter(|p| !p.is_empty()),
+                db: args.redis_db,
+                tls: args.redis_tls,
+            },
+        };
+        let auth = match (&args.auth_token, std::env::var("TURNSTONE_JWT_SECRET").ok()) {
+            (Some(t), _) if !t.is_empty() => NodeAuth::Token(t.clone()),
+            (_, Some(s)) if !s.is_empty() => NodeAuth::Jwt(s),
+            _ => NodeAuth::None,
+        };
+        let mut c = Self::new(args.server_url.clone(), redis);
+        c.node_id = args.node_id.trim().to_string();
+        c.prefix = args.prefix.clone();
+        c.heartbeat_ttl = Duration::from_secs(args.heartbeat_ttl);
+        c.lease_ttl = Duration::from_secs(args.lease_ttl);
+        c.probe_interval = Duration::from_millis(args.probe_interval_ms.max(50));
+        c.stream_maxlen = args.stream_maxlen.max(1);
+        c.stream_ttl = Duration::from_secs(args.stream_ttl.max(1));
+        c.concurrency = args.concurrency;
+        c.auth = auth;
+        c.metrics_addr = args.metrics_addr;
+        Ok(c)
+    }
+}

@@ -1,0 +1,305 @@
+//! `turnstone-bridge`: moves messages between Redis and one Turnstone node.
+//!
+//! The bridge is stateless: everything it must not lose lives in Redis (inbound queues, its
+//! processing lists, its event cursor) or on the node (workstreams, pending approvals). Kill it
+//! at any instant and a restarted bridge carries on:
+//!
+//! * **inbound** ([`inbound`]): each message moves atomically into a processing list and
+//!   leaves it only after the node accepted it (or it was dead-lettered); every message gets a
+//!   `correlation_id` before the node sees it, and the node deduplicates by it, so a
+//!   redelivery never runs a second turn;
+//! * **events** ([`events`]): one node-wide ordered stream, resumed from a cursor in Redis;
+//!   each event is appended to the workstream's Redis Stream under an id derived from its
+//!   position and published on pub/sub only when that append was new — nothing twice;
+//! * **approvals** ([`approvals`]): relayed, never copied — one blocking connection waits on
+//!   every pending response list; the node decides once;
+//! * **liveness** ([`liveness`]): the heartbeat says the *node* is alive (it is withdrawn
+//!   when the node stops answering), ownership keys are leases, and the queues of dead nodes
+//!   are handed back to the shared queue.
+//!
+//! It must not know the engine: it talks to its node over HTTP only.
+
+pub mod approvals;
+pub mod config;
+pub mod events;
+pub mod inbound;
+pub mod liveness;
+pub mod metrics;
+pub mod node;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use redis::aio::ConnectionManager;
+use serde_json::{Value, json};
+use tokio::sync::{Semaphore, watch};
+use tokio_util::sync::CancellationToken;
+use turnstone_proto::keys::Keys;
+use turnstone_proto::mq::OutboundEvent;
+use turnstone_queue::{Backoff, Leases, Publisher, ReliableQueue};
+
+pub use config::{Args, BridgeConfig, NodeAuth};
+pub use node::{NodeClient, Reply};
+
+/// Shared by the bridge's tasks.
+pub struct Ctx {
+    pub cfg: BridgeConfig,
+    pub keys: Keys,
+    pub node_id: String,
+    pub node: NodeClient,
+    pub redis: ConnectionManager,
+    pub client: redis::Client,
+    pub leases: Leases,
+    pub publisher: Publisher,
+    pub metrics: metrics::Metrics,
+    /// Is the node answering? Inbound work runs only while it is.
+    pub up: watch::Sender<bool>,
+    /// Changes on every up/down transition; work fetched in another epoch is abandoned
+    /// (left in the processing list) instead of being handed to the node.
+    pub epoch: AtomicU64,
+    pub max_ws: AtomicU64,
+    /// Bridge start, Unix seconds (the heartbeat's `started`).
+    pub started: f64,
+    /// Bounds the messages in flight; all permits back = nothing in flight.
+    pub permits: Arc<Semaphore>,
+    /// Derived per-workstream facts for `cluster_state` (tokens, context ratio, activity),
+    /// rebuilt from the event stream; not state of record.
+    pub ws_facts: Mutex<HashMap<String, WsFacts>>,
+    /// Pending approvals this bridge waits on: request_id → ws_id (a cache of the node's
+    /// pending set, rebuilt from `/v1/api/approvals` on start).
+    pub waits: Mutex<HashMap<String, String>>,
+    pub directed: ReliableQueue,
+    pub shared: ReliableQueue,
+    pub cancel: CancellationToken,
+}
+
+impl std::fmt::Debug for Ctx {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ctx")
+            .field("node_id", &self.node_id)
+            .finish()
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct WsFacts {
+    pub tokens: u64,
+    pub context_ratio: f64,
+    pub activity: String,
+    pub activity_state: String,
+}
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+pub(crate) fn now_secs() -> f64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or_default()
+}
+
+impl Ctx {
+    pub fn is_up(&self) -> bool {
+        *self.up.borrow()
+    }
+
+    pub fn current_epoch(&self) -> u64 {
+        self.epoch.load(Ordering::SeqCst)
+    }
+
+    /// The heartbeat JSON of the original: `{server_url, started, max_ws}`.
+    pub fn heartbeat_value(&self) -> Value {
+        json!({
+            "server_url": self.cfg.server_url,
+            "started": self.started,
+            "max_ws": self.max_ws.load(Ordering::Relaxed),
+        })
+    }
+
+    /// Publishes one event on pub/sub (best effort, as the original protocol); failures are
+    /// logged and counted.
+    pub async fn publish(&self, channel: &str, event: &OutboundEvent) {
+        let mut conn = self.redis.clone();
+        let payload = event.encode();
+        let r: Result<i64, _> = redis::cmd("PUBLISH")
+            .arg(channel)
+            .arg(&payload)
+            .query_async(&mut conn)
+            .await;
+        if let Err(e) = r {
+            self.metrics.inc(&self.metrics.publish_errors);
+            tracing::warn!(channel, error = %e, "publish failed");
+        }
+    }
+
+    /// Appends a dead letter: the reason, the original payload, who and when. Retries until
+    /// Redis takes it (a dead letter must not be lost either).
+    pub async fn dead_letter(&self, reason: &str, payload: &str, correlation_id: &str) {
+        let entry = json!({
+            "reason": reason,
+            "payload": payload,
+            "correlation_id": correlation_id,
+            "node_id": self.node_id,
+            "at": now_secs(),
+        })
+        .to_string();
+        let mut backoff = Backoff::default();
+        loop {
+            let mut conn = self.redis.clone();
+            let r: Result<i64, _> = redis::cmd("RPUSH")
+                .arg(self.keys.dead_letter())
+                .arg(&entry)
+                .query_async(&mut conn)
+                .await;
+            match r {
+                Ok(_) => break,
+                Err(e) if !self.cancel.is_cancelled() => {
+                    tracing::warn!(error = %e, "dead letter not written yet; retrying");
+                    tokio::time::sleep(backoff.delay()).await;
+                }
+                Err(_) => break,
+            }
+        }
+        self.metrics.inc(&self.metrics.dead_letters);
+        tracing::warn!(reason, correlation_id, "message dead-lettered");
+    }
+}
+
+/// A running bridge.
+#[derive(Debug)]
+pub struct Bridge {
+    pub ctx: Arc<Ctx>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+/// Why the bridge could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("{0}")]
+    Redis(#[from] turnstone_queue::QueueError),
+    #[error("the node refused the bridge: {0}")]
+    NodeRefused(String),
+    #[error("{0}")]
+    Http(#[from] reqwest::Error),
+    #[error("cancelled before start-up finished")]
+    Cancelled,
+}
+
+impl Bridge {
+    /// Connects to Redis, learns the node id (from `/health` when not configured), and starts
+    /// every task. Returns once running; [`Bridge::join`] waits for the end.
+    pub async fn start(cfg: BridgeConfig, cancel: CancellationToken) -> Result<Self, StartError> {
+        let client = cfg.redis.client()?;
+        let mut backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(5));
+        let redis = loop {
+            match turnstone_queue::conn::manager(&client).await {
+                Ok(m) => break m,
+                Err(e) => {
+                    tracing::warn!(redis = %cfg.redis.display(), error = %e, "redis not reachable yet");
+                    tokio::select! {
+                        _ = cancel.cancelled() => return Err(StartError::Cancelled),
+                        _ = tokio::time::sleep(backoff.delay()) => {}
+                    }
+                }
+            }
+        };
+        let node = NodeClient::new(&cfg.server_url, &cfg.auth)?;
+        let (node_id, max_ws) = resolve_identity(&cfg, &node, &cancel).await?;
+        let keys = Keys::new(cfg.prefix.clone());
+        let directed_q = keys.inbound_node(&node_id);
+        let shared_q = keys.inbound();
+        let directed =
+            ReliableQueue::new(directed_q.clone(), keys.processing(&directed_q, &node_id));
+        let shared = ReliableQueue::new(shared_q.clone(), keys.processing(&shared_q, &node_id));
+        let (up, _) = watch::channel(false);
+        let ctx = Arc::new(Ctx {
+            publisher: Publisher::new(cfg.stream_maxlen, cfg.stream_ttl.as_secs()),
+            leases: Leases::new(keys.clone()),
+            keys,
+            node_id,
+            node,
+            redis,
+            client,
+            metrics: metrics::Metrics::default(),
+            up,
+            epoch: AtomicU64::new(0),
+            max_ws: AtomicU64::new(max_ws),
+            started: now_secs(),
+            permits: Arc::new(Semaphore::new(cfg.concurrency)),
+            ws_facts: Mutex::default(),
+            waits: Mutex::default(),
+            directed,
+            shared,
+            cancel: cancel.clone(),
+            cfg,
+        });
+        tracing::info!(node_id = %ctx.node_id, server_url = %ctx.cfg.server_url, redis = %ctx.cfg.redis.display(), "bridge starting");
+        let mut tasks = vec![
+            tokio::spawn(liveness::run(ctx.clone())),
+            tokio::spawn(events::run(ctx.clone())),
+            tokio::spawn(approvals::run(ctx.clone())),
+        ];
+        tasks.extend(inbound::spawn(ctx.clone()));
+        if let Some(addr) = ctx.cfg.metrics_addr {
+            tasks.push(tokio::spawn(metrics::serve(ctx.clone(), addr)));
+        }
+        Ok(Self { ctx, tasks })
+    }
+
+    /// Waits until every task has ended (after the cancellation token fired).
+    pub async fn join(self) {
+        for t in self.tasks {
+            let _ = t.await;
+        }
+    }
+}
+
+/// The node id and `max_ws`: from the configuration, else from `/health` (retried with
+/// backoff 1, 2, 4 … 60 s forever; a 4xx ends start-up, as the original).
+async fn resolve_identity(
+    cfg: &BridgeConfig,
+    node: &NodeClient,
+    cancel: &CancellationToken,
+) -> Result<(String, u64), StartError> {
+    let mut delay = Duration::from_secs(1);
+    loop {
+        match node.health(Duration::from_secs(5)).await {
+            Reply::Accepted(h) => {
+                let max_ws = h.get("max_ws").and_then(Value::as_u64).unwrap_or(10);
+                let id = if cfg.node_id.is_empty() {
+                    h.get("node_id")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_string()
+                } else {
+                    cfg.node_id.clone()
+                };
+                if !id.is_empty() {
+                    return Ok((id, max_ws));
+                }
+                tracing::warn!("the node's /health has no node_id; retrying");
+            }
+            Reply::Rejected { status, error, .. } => {
+                return Err(StartError::NodeRefused(format!(
+                    "/health answered {status}: {error}"
+                )));
+            }
+            Reply::Unavailable(e) => {
+                if !cfg.node_id.is_empty() {
+                    // Configured id: start anyway; liveness waits for the node.
+                    return Ok((cfg.node_id.clone(), 10));
+                }
+                tracing::warn!(error = %e, "waiting for the node to answer /health");
+            }
+        }
+        tokio::select! {
+            _ = cancel.cancelled() => return Err(StartError::Cancelled),
+            _ = tokio::time::sleep(delay) => {}
+        }
+        delay = (delay * 2).min(Duration::from_secs(60));
+    }
+}

@@ -1,0 +1,254 @@
+//! Is the node alive, and what follows from it.
+//!
+//! * The heartbeat `{p}:node:{id}` is written only while the node answers `/health`; after
+//!   two failed probes the bridge stops taking work, lets what is in flight finish (work the
+//!   node cannot take stays in the processing list) and withdraws the heartbeat, so the
+//!   cluster sees the node as gone within one probe interval instead of one TTL.
+//! * When the node answers again: heartbeat first, then the processing lists are re-driven
+//!   (the janitor of another bridge can no longer move them once the heartbeat exists).
+//! * Ownership leases of the node's workstreams are refreshed every `lease_ttl / 3`.
+//! * The janitor hands the queues of nodes without a heartbeat (directed queue and the
+//!   processing lists their bridge left behind) to the shared queue, one atomic script per
+//!   list, so nothing waits forever in a dead node's queue.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::time::Instant;
+use turnstone_proto::mq::{OutboundEvent, WsCreatedEvent};
+
+use crate::{Ctx, Reply};
+
+const JANITOR: &str = r#"
+-- KEYS[1] heartbeat of the list's node; KEYS[2] list; KEYS[3] shared queue; ARGV[1] max moves
+if redis.call('EXISTS', KEYS[1]) == 1 then return -1 end
+local n = 0
+for i = 1, tonumber(ARGV[1]) do
+  local m = redis.call('LMOVE', KEYS[2], KEYS[3], 'LEFT', 'RIGHT')
+  if not m then break end
+  n = n + 1
+end
+return n
+"#;
+
+pub async fn run(ctx: Arc<Ctx>) {
+    let probe = ctx
+        .cfg
+        .probe_interval
+        .min(ctx.cfg.heartbeat_ttl / 2)
+        .max(Duration::from_millis(50));
+    let probe_timeout = probe.clamp(Duration::from_secs(1), Duration::from_secs(5));
+    let lease_every = ctx.cfg.lease_ttl / 3;
+    let janitor_every = probe.max(Duration::from_millis(500));
+    let mut failures = 0u32;
+    let mut recovered = false;
+    let mut next_lease = Instant::now();
+    let mut next_janitor = Instant::now();
+    loop {
+        if ctx.cancel.is_cancelled() {
+            break;
+        }
+        match ctx.node.health(probe_timeout).await {
+            Reply::Accepted(h) => {
+                failures = 0;
+                if let Some(max) = h.get("max_ws").and_then(Value::as_u64) {
+                    ctx.max_ws.store(max, Ordering::Relaxed);
+                }
+                if !ctx.is_up() {
+                    if come_up(&ctx, !recovered).await {
+                        recovered = true;
+                        next_lease = Instant::now() + lease_every;
+                    }
+                } else {
+                    heartbeat(&ctx).await;
+                    if Instant::now() >= next_lease {
+                        refresh_leases(&ctx, false).await;
+                        next_lease = Instant::now() + lease_every;
+                    }
+                }
+            }
+            Reply::Rejected { status, error, .. } => {
+                failures += 1;
+                tracing::error!(
+                    status,
+                    error,
+                    "the node refuses the bridge's health probe (check --auth-token / TURNSTONE_JWT_SECRET)"
+                );
+            }
+            Reply::Unavailable(e) => {
+                failures += 1;
+                if ctx.is_up() {
+                    tracing::warn!(error = %e, failures, "node health probe failed");
+                }
+            }
+        }
+        if failures >= 2 && ctx.is_up() {
+            go_down(&ctx).await;
+        }
+        if Instant::now() >= next_janitor {
+            janitor(&ctx).await;
+            next_janitor = Instant::now() + janitor_every;
+        }
+        tokio::select! {
+            _ = ctx.cancel.cancelled() => break,
+            _ = tokio::time::sleep(probe) => {}
+        }
+    }
+}
+
+async fn heartbeat(ctx: &Ctx) -> bool {
+    let mut conn = ctx.redis.clone();
+    match ctx
+        .leases
+        .heartbeat(
+            &mut conn,
+            &ctx.node_id,
+            &ctx.heartbeat_value(),
+            ctx.cfg.heartbeat_ttl,
+        )
+        .await
+    {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::warn!(error = %e, "heartbeat not written");
+            false
+        }
+    }
+}
+
+/// Node answers again: heartbeat, leases, then let the inbound side re-drive and fetch.
+async fn come_up(ctx: &Ctx, first: bool) -> bool {
+    if !heartbeat(ctx).await {
+        return false;
+    }
+    refresh_leases(ctx, first).await;
+    ctx.epoch.fetch_add(1, Ordering::SeqCst);
+    let _ = ctx.up.send(true);
+    tracing::info!(node_id = %ctx.node_id, "node is up; taking work");
+    true
+}
+
+/// Node stopped answering: stop taking work, let in-flight work end, withdraw the heartbeat.
+async fn go_down(ctx: &Ctx) {
+    ctx.epoch.fetch_add(1, Ordering::SeqCst);
+    let _ = ctx.up.send(false);
+    tracing::warn!(node_id = %ctx.node_id, "node is down; no longer taking work");
+    let total = ctx.cfg.concurrency;
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while ctx.permits.available_permits() < total && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut conn = ctx.redis.clone();
+    if let Err(e) = ctx.leases.withdraw(&mut conn, &ctx.node_id).await {
+        tracing::warn!(error = %e, "heartbeat not withdrawn (it expires by its TTL)");
+    }
+}
+
+/// Refreshes the ownership lease of every live workstream of the node. On the first run
+/// after start it also announces them on the cluster channel (cluster spec §3.2).
+async fn refresh_leases(ctx: &Ctx, announce: bool) {
+    let Reply::Accepted(body) = ctx.node.get("/v1/api/workstreams").await else {
+        return;
+    };
+    let rows = body
+        .get("workstreams")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let ids: Vec<String> = rows
+        .iter()
+        .filter_map(|r| r.get("id").and_then(Value::as_str).map(str::to_string))
+        .collect();
+    let mut conn = ctx.redis.clone();
+    if let Err(e) = ctx
+        .leases
+        .own_all(&mut conn, &ids, &ctx.node_id, ctx.cfg.lease_ttl)
+        .await
+    {
+        tracing::warn!(error = %e, "ownership leases not refreshed");
+    }
+    if announce {
+        for row in &rows {
+            let event: OutboundEvent = WsCreatedEvent {
+                ws_id: row
+                    .get("id")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string(),
+                name: row
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string(),
+                node_id: ctx.node_id.clone(),
+                ..WsCreatedEvent::default()
+            }
+            .into();
+            ctx.publish(&ctx.keys.events_cluster(), &event).await;
+        }
+    }
+}
+
+/// Hands the lists of nodes without a heartbeat to the shared queue.
+async fn janitor(ctx: &Ctx) {
+    let mut conn = ctx.redis.clone();
+    let p = ctx.keys.prefix();
+    let directed_prefix = format!("{p}:inbound:");
+    let mut lists: Vec<(String, String)> = Vec::new();
+    for pattern in [
+        format!("{p}:inbound:*"),
+        format!("{{{p}:inbound*}}:processing:*"),
+    ] {
+        let mut cursor: u64 = 0;
+        loop {
+            let r: Result<(u64, Vec<String>), _> = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg(&pattern)
+                .arg("COUNT")
+                .arg(200)
+                .query_async(&mut conn)
+                .await;
+            let Ok((next, keys)) = r else { return };
+            for key in keys {
+                let owner = if let Some(rest) = key.strip_prefix(&directed_prefix) {
+                    rest.to_string()
+                } else if let Some((_, node)) = key.rsplit_once("}:processing:") {
+                    node.to_string()
+                } else {
+                    continue;
+                };
+                if owner != ctx.node_id && !owner.is_empty() {
+                    lists.push((key, owner));
+                }
+            }
+            if next == 0 {
+                break;
+            }
+            cursor = next;
+        }
+    }
+    let script = redis::Script::new(JANITOR);
+    for (list, owner) in lists {
+        let moved: Result<i64, _> = script
+            .key(ctx.keys.node_heartbeat(&owner))
+            .key(&list)
+            .key(ctx.keys.inbound())
+            .arg(1000)
+            .invoke_async(&mut conn)
+            .await;
+        if let Ok(n) = moved
+            && n > 0
+        {
+            ctx.metrics.add(&ctx.metrics.janitor_moved, n as u64);
+            tracing::warn!(
+                list,
+                owner,
+                moved = n,
+                "moved messages of a dead node to the shared queue"
+            );
+        }
+    }
+}

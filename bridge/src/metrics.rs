@@ -1,0 +1,197 @@
+//! The bridge's Prometheus metrics and its small `/metrics` + `/health` listener.
+
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::header;
+use axum::response::IntoResponse;
+use axum::routing::get;
+use serde_json::json;
+
+use crate::Ctx;
+
+/// Counters (monotonic) of what went through the bridge.
+#[derive(Debug, Default)]
+pub struct Metrics {
+    pub inbound_received: AtomicU64,
+    pub inbound_acked: AtomicU64,
+    pub inbound_redriven: AtomicU64,
+    pub inbound_forwarded: AtomicU64,
+    pub inbound_abandoned: AtomicU64,
+    pub node_retries: AtomicU64,
+    pub dead_letters: AtomicU64,
+    pub events_received: AtomicU64,
+    pub events_published: AtomicU64,
+    pub events_replayed: AtomicU64,
+    pub event_stream_reconnects: AtomicU64,
+    pub publish_errors: AtomicU64,
+    pub approvals_relayed: AtomicU64,
+    pub rehomed: AtomicU64,
+    pub janitor_moved: AtomicU64,
+}
+
+impl Metrics {
+    pub fn inc(&self, c: &AtomicU64) {
+        c.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn add(&self, c: &AtomicU64, n: u64) {
+        c.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Prometheus text exposition.
+    pub fn render(&self, node_id: &str, up: bool, inflight: usize) -> String {
+        let node = node_id
+            .replace('\\', "\\\\")
+            .replace('"', "\\\"")
+            .replace('\n', "\\n");
+        let mut out = String::new();
+        let counters: [(&str, &str, &AtomicU64); 15] = [
+            (
+                "turnstone_bridge_inbound_received_total",
+                "Inbound messages taken from the queues.",
+                &self.inbound_received,
+            ),
+            (
+                "turnstone_bridge_inbound_acked_total",
+                "Inbound messages acknowledged (handled, forwarded or dead-lettered).",
+                &self.inbound_acked,
+            ),
+            (
+                "turnstone_bridge_inbound_redriven_total",
+                "Messages re-driven from a processing list after a restart or an outage.",
+                &self.inbound_redriven,
+            ),
+            (
+                "turnstone_bridge_inbound_forwarded_total",
+                "Messages re-routed to another node's queue.",
+                &self.inbound_forwarded,
+            ),
+            (
+                "turnstone_bridge_inbound_abandoned_total",
+                "Messages left in the processing list because the node went down.",
+                &self.inbound_abandoned,
+            ),
+            (
+                "turnstone_bridge_node_retries_total",
+                "Node calls retried because the node was unavailable.",
+                &self.node_retries,
+            ),
+            (
+                "turnstone_bridge_dead_letters_total",
+                "Messages moved to the dead-letter list.",
+                &self.dead_letters,
+            ),
+            (
+                "turnstone_bridge_events_received_total",
+                "Events read from the node-wide stream.",
+                &self.events_received,
+            ),
+            (
+                "turnstone_bridge_events_published_total",
+                "Events appended and published (new).",
+                &self.events_published,
+            ),
+            (
+                "turnstone_bridge_events_replayed_total",
+                "Events skipped because they had been published before.",
+                &self.events_replayed,
+            ),
+            (
+                "turnstone_bridge_event_stream_reconnects_total",
+                "Reconnects of the node-wide event stream.",
+                &self.event_stream_reconnects,
+            ),
+            (
+                "turnstone_bridge_publish_errors_total",
+                "Pub/sub publishes that failed.",
+                &self.publish_errors,
+            ),
+            (
+                "turnstone_bridge_approvals_relayed_total",
+                "Approval decisions relayed to the node.",
+                &self.approvals_relayed,
+            ),
+            (
+                "turnstone_bridge_rehomed_total",
+                "Workstreams taken over from a dead owner.",
+                &self.rehomed,
+            ),
+            (
+                "turnstone_bridge_janitor_moved_total",
+                "Messages moved from dead nodes' queues to the shared queue.",
+                &self.janitor_moved,
+            ),
+        ];
+        for (name, help, c) in counters {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
+            let _ = writeln!(
+                out,
+                "{name}{{node_id=\"{node}\"}} {}",
+                c.load(Ordering::Relaxed)
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# HELP turnstone_bridge_node_up Whether the node answers its health probe.\n# TYPE turnstone_bridge_node_up gauge"
+        );
+        let _ = writeln!(
+            out,
+            "turnstone_bridge_node_up{{node_id=\"{node}\"}} {}",
+            u8::from(up)
+        );
+        let _ = writeln!(
+            out,
+            "# HELP turnstone_bridge_inflight Messages being handled.\n# TYPE turnstone_bridge_inflight gauge"
+        );
+        let _ = writeln!(
+            out,
+            "turnstone_bridge_inflight{{node_id=\"{node}\"}} {inflight}"
+        );
+        out
+    }
+}
+
+async fn metrics(State(ctx): State<Arc<Ctx>>) -> impl IntoResponse {
+    let inflight = ctx.cfg.concurrency - ctx.permits.available_permits().min(ctx.cfg.concurrency);
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        ctx.metrics.render(&ctx.node_id, ctx.is_up(), inflight),
+    )
+}
+
+async fn health(State(ctx): State<Arc<Ctx>>) -> impl IntoResponse {
+    axum::Json(json!({
+        "status": if ctx.is_up() { "ok" } else { "degraded" },
+        "node_id": ctx.node_id,
+        "node_up": ctx.is_up(),
+        "version": env!("CARGO_PKG_VERSION"),
+    }))
+}
+
+/// Serves `/metrics` and `/health` until cancelled.
+pub async fn serve(ctx: Arc<Ctx>, addr: SocketAddr) {
+    let listener = match tokio::net::TcpListener::bind(addr).await {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::error!(%addr, error = %e, "cannot bind the metrics listener");
+            return;
+        }
+    };
+    tracing::info!(addr = %listener.local_addr().map(|a| a.to_string()).unwrap_or_default(), "bridge metrics listening");
+    let cancel = ctx.cancel.clone();
+    let app = Router::new()
+        .route("/metrics", get(metrics))
+        .route("/health", get(health))
+        .with_state(ctx);
+    let _ = axum::serve(listener, app)
+        .with_graceful_shutdown(async move { cancel.cancelled().await })
+        .await;
+}

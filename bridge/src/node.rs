@@ -1,0 +1,195 @@
+//! The bridge's HTTP client for its node: the calls of cluster spec §3.5, authenticated,
+//! with every answer classified as accepted, rejected (a final answer) or unavailable (try
+//! again later).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use turnstone_runtime::auth::{JwtSecret, NewClaims, ServiceToken};
+
+use crate::config::NodeAuth;
+
+/// What the node said to a command.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reply {
+    /// 2xx; the JSON body.
+    Accepted(Value),
+    /// A 4xx other than 408/429: final; the node's `error` text (or the status).
+    Rejected {
+        status: u16,
+        error: String,
+        body: Value,
+    },
+    /// No answer, 5xx, 408 or 429: the command may be retried.
+    Unavailable(String),
+}
+
+impl Reply {
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, Self::Unavailable(_))
+    }
+}
+
+#[derive(Clone)]
+pub struct NodeClient {
+    base: String,
+    http: reqwest::Client,
+    stream_http: reqwest::Client,
+    auth: Arc<AuthHeader>,
+}
+
+impl std::fmt::Debug for NodeClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NodeClient")
+            .field("base", &self.base)
+            .finish()
+    }
+}
+
+enum AuthHeader {
+    None,
+    Static(String),
+    Minted(ServiceToken),
+}
+
+impl NodeClient {
+    pub fn new(base: &str, auth: &NodeAuth) -> Result<Self, reqwest::Error> {
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(30))
+            .connect_timeout(Duration::from_secs(3))
+            .tcp_nodelay(true)
+            .pool_max_idle_per_host(128)
+            .build()?;
+        // The event stream stays open indefinitely: no overall timeout.
+        let stream_http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(3))
+            .tcp_nodelay(true)
+            .build()?;
+        let auth = match auth {
+            NodeAuth::None => AuthHeader::None,
+            NodeAuth::Token(t) => AuthHeader::Static(format!("Bearer {t}")),
+            NodeAuth::Jwt(secret) => AuthHeader::Minted(ServiceToken::new(
+                NewClaims::bridge(),
+                JwtSecret::new(secret.clone()),
+            )),
+        };
+        Ok(Self {
+            base: base.trim_end_matches('/').to_string(),
+            http,
+            stream_http,
+            auth: Arc::new(auth),
+        })
+    }
+
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
+    fn authorize(&self, req: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        match &*self.auth {
+            AuthHeader::None => req,
+            AuthHeader::Static(h) => req.header(reqwest::header::AUTHORIZATION, h),
+            AuthHeader::Minted(t) => match t.authorization_header() {
+                Ok(h) => req.header(reqwest::header::AUTHORIZATION, h),
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot mint a token for the node");
+                    req
+                }
+            },
+        }
+    }
+
+    async fn classify(resp: Result<reqwest::Response, reqwest::Error>) -> Reply {
+        let resp = match resp {
+            Ok(r) => r,
+            Err(e) => return Reply::Unavailable(format!("node unreachable: {e}")),
+        };
+        let status = resp.status();
+        let body: Value = match resp.bytes().await {
+            Ok(b) => serde_json::from_slice(&b).unwrap_or(Value::Null),
+            Err(e) => return Reply::Unavailable(format!("reading the node's answer: {e}")),
+        };
+        if status.is_success() {
+            return Reply::Accepted(body);
+        }
+        if status.is_server_error()
+            || status == StatusCode::REQUEST_TIMEOUT
+            || status == StatusCode::TOO_MANY_REQUESTS
+        {
+            return Reply::Unavailable(format!("node answered {status}"));
+        }
+        let error = body
+            .get("error")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .unwrap_or_else(|| format!("node answered {status}"));
+        Reply::Rejected {
+            status: status.as_u16(),
+            error,
+            body,
+        }
+    }
+
+    pub async fn post(&self, path: &str, body: &Value) -> Reply {
+        let req = self.authorize(self.http.post(format!("{}{path}", self.base)).json(body));
+        Self::classify(req.send().await).await
+    }
+
+    pub async fn get(&self, path: &str) -> Reply {
+        let req = self.authorize(self.http.get(format!("{}{path}", self.base)));
+        Self::classify(req.send().await).await
+    }
+
+    /// `GET /health` with a short timeout (liveness probe).
+    pub async fn health(&self, timeout: Duration) -> Reply {
+        let req = self.authorize(
+            self.http
+                .get(format!("{}/health", self.base))
+                .timeout(timeout),
+        );
+        Self::classify(req.send().await).await
+    }
+
+    /// Opens the node-wide event stream after `(boot, seq)`.
+    pub async fn node_events(
+        &self,
+        cursor: Option<(u64, u64)>,
+    ) -> Result<reqwest::Response, String> {
+        let url = match cursor {
+            Some((boot, seq)) => format!("{}/v1/api/events/node?boot={boot}&from={seq}", self.base),
+            // No resume point: everything the node still holds, so events emitted before the
+            // bridge (re)started are not lost.
+            None => format!("{}/v1/api/events/node?from=0", self.base),
+        };
+        let req = self.authorize(self.stream_http.get(url));
+        let resp = req
+            .send()
+            .await
+            .map_err(|e| format!("node unreachable: {e}"))?;
+        if !resp.status().is_success() {
+            return Err(format!("node event stream answered {}", resp.status()));
+        }
+        Ok(resp)
+    }
+
+    pub async fn send(&self, body: Value) -> Reply {
+        self.post("/v1/api/send", &body).await
+    }
+
+    pub async fn approve(
+        &self,
+        ws_id: &str,
+        request_id: &str,
+        approved: bool,
+        feedback: Option<&str>,
+        always: bool,
+    ) -> Reply {
+        let mut body = json!({"ws_id": ws_id, "request_id": request_id, "approved": approved, "always": always});
+        if let Some(f) = feedback.filter(|f| !f.is_empty()) {
+            body["feedback"] = json!(f);
+        }
+        self.post("/v1/api/approve", &body).await
+    }
+}

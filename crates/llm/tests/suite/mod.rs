@@ -1,0 +1,4 @@
+//! Anthropic adapter and model registry tests against real local HTTP fakes.
+
+mod anthropic;
+mod registry;

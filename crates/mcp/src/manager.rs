@@ -1,0 +1,1037 @@
+//! [`McpManager`]: one supervisor task per server (connect with a timeout, discover, serve
+//! refreshes and list changes, reconnect with a bounded backoff), and the shared snapshot
+//! of everything the ready servers offer.
+
+use std::{
+    collections::{BTreeMap, HashMap, HashSet},
+    sync::{Arc, Mutex, RwLock},
+    time::Duration,
+};
+
+use rmcp::model::{CallToolRequestParams, GetPromptRequestParams, ReadResourceRequestParams};
+use serde_json::{Map, Value};
+use tokio::{
+    sync::{mpsc, oneshot, watch},
+    task::JoinHandle,
+    time::Instant,
+};
+use tokio_util::sync::{CancellationToken, DropGuard};
+
+use crate::{
+    config::{McpServerConfig, McpTransportConfig, validate_server_name},
+    connection::{
+        Catalog, Client, Connection, DiscoveryError, Failure, ListKind, StderrTail, classify,
+        connect, discover,
+    },
+    error::McpError,
+    types::{
+        McpCounts, McpPrompt, McpPromptResult, McpResource, McpResourceContents,
+        McpResourceTemplate, McpTool, McpToolResult, ServerState, ServerStatus,
+    },
+};
+
+/// Longest error text kept in a status.
+const ERROR_MAX_CHARS: usize = 256;
+
+/// Tuning of the manager (the defaults suit a node).
+#[derive(Debug, Clone)]
+pub struct McpOptions {
+    /// Quiet period after a `list_changed` notification before re-listing (more
+    /// notifications within it are folded into one refresh).
+    pub debounce: Duration,
+    /// First delay before reconnecting; doubles per failed attempt.
+    pub backoff_initial: Duration,
+    /// Longest delay between attempts.
+    pub backoff_max: Duration,
+    /// After this many consecutive failed reconnects a lost server is marked failed and its
+    /// tools are withdrawn (attempts go on at `backoff_max`).
+    pub max_reconnect_attempts: u32,
+    /// Re-list every server this often even without notifications (`None`: never).
+    pub refresh_interval: Option<Duration>,
+    /// How long a call waits for a server that is connecting or reconnecting.
+    pub call_wait: Duration,
+}
+
+impl Default for McpOptions {
+    fn default() -> Self {
+        Self {
+            debounce: Duration::from_millis(250),
+            backoff_initial: Duration::from_millis(500),
+            backoff_max: Duration::from_secs(30),
+            max_reconnect_attempts: 5,
+            refresh_interval: None,
+            call_wait: Duration::from_secs(15),
+        }
+    }
+}
+
+type Reply = oneshot::Sender<Result<(), McpError>>;
+
+enum Command {
+    Refresh(Option<Reply>),
+    Reconnect(Option<Reply>),
+}
+
+impl Command {
+    fn into_reply(self) -> Option<Reply> {
+        match self {
+            Command::Refresh(r) | Command::Reconnect(r) => r,
+        }
+    }
+}
+
+/// What the supervisor knows about a connected (or once connected) server.
+#[derive(Default)]
+struct Runtime {
+    client: Option<Arc<Client>>,
+    closed: Option<watch::Receiver<bool>>,
+    stderr: StderrTail,
+    catalog: Catalog,
+    last_error: Option<String>,
+    reconnects: u64,
+    server_info: Option<String>,
+}
+
+struct Server {
+    config: McpServerConfig,
+    /// Set when the configuration is unusable (never connected).
+    invalid: Option<String>,
+    state: watch::Sender<ServerState>,
+    runtime: Mutex<Runtime>,
+    commands: mpsc::UnboundedSender<Command>,
+}
+
+impl Server {
+    fn runtime(&self) -> std::sync::MutexGuard<'_, Runtime> {
+        self.runtime.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn set_state(&self, state: ServerState) {
+        self.state.send_replace(state);
+    }
+
+    /// Ready or reconnecting: its (last known) catalog is offered.
+    fn offered(&self) -> bool {
+        matches!(
+            *self.state.borrow(),
+            ServerState::Ready | ServerState::Reconnecting { .. }
+        )
+    }
+}
+
+#[derive(Default, PartialEq)]
+struct Snapshot {
+    tools: Vec<McpTool>,
+    resources: Vec<McpResource>,
+    templates: Vec<McpResourceTemplate>,
+    prompts: Vec<McpPrompt>,
+}
+
+struct Inner {
+    servers: Vec<Arc<Server>>,
+    by_name: HashMap<String, usize>,
+    snapshot: RwLock<Arc<Snapshot>>,
+    tool_index: RwLock<Arc<HashMap<String, usize>>>,
+    generation: watch::Sender<u64>,
+    options: McpOptions,
+    cancel: CancellationToken,
+}
+
+impl Inner {
+    fn snapshot(&self) -> Arc<Snapshot> {
+        self.snapshot
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Rebuilds the offered snapshot from the servers; bumps the generation when it changed.
+    fn rebuild(&self) {
+        let mut slot = self.snapshot.write().unwrap_or_else(|e| e.into_inner());
+        let mut next = Snapshot::default();
+        for server in &self.servers {
+            if !server.offered() {
+                continue;
+            }
+            let rt = server.runtime();
+            next.tools.extend(rt.catalog.tools.iter().cloned());
+            next.resources.extend(rt.catalog.resources.iter().cloned());
+            next.templates.extend(rt.catalog.templates.iter().cloned());
+            next.prompts.extend(rt.catalog.prompts.iter().cloned());
+        }
+        if **slot == next {
+            return;
+        }
+        let index: HashMap<String, usize> = next
+            .tools
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.qualified_name.clone(), i))
+            .collect();
+        *slot = Arc::new(next);
+        *self.tool_index.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(index);
+        drop(slot);
+        self.generation.send_modify(|g| *g += 1);
+    }
+}
+
+/// The MCP client of a node: every configured server, connected in the background.
+///
+/// Dropping the manager (or [`McpManager::shutdown`]) stops every connection and child
+/// process.
+pub struct McpManager {
+    inner: Arc<Inner>,
+    tasks: Mutex<Vec<JoinHandle<()>>>,
+    _guard: DropGuard,
+}
+
+impl std::fmt::Debug for McpManager {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpManager")
+            .field("servers", &self.inner.by_name.keys().collect::<Vec<_>>())
+            .field("generation", &self.generation())
+            .finish()
+    }
+}
+
+impl McpManager {
+    /// Starts one background connection per server and returns at once. Each server gets
+    /// its own startup timeout; one failing or hanging server never delays the others or
+    /// the caller. Must be called inside a Tokio runtime (without one, every server is
+    /// reported as failed). Invalid names (see [`validate_server_name`]) and duplicates
+    /// are reported as failed servers, never connected.
+    pub fn start(configs: Vec<McpServerConfig>) -> Arc<Self> {
+        Self::start_with(configs, McpOptions::default())
+    }
+
+    /// [`McpManager::start`] with explicit options.
+    pub fn start_with(configs: Vec<McpServerConfig>, options: McpOptions) -> Arc<Self> {
+        let runtime = tokio::runtime::Handle::try_current().ok();
+        let mut configs = configs;
+        configs.sort_by(|a, b| a.name.cmp(&b.name));
+        let mut servers = Vec::with_capacity(configs.len());
+        let mut receivers = Vec::with_capacity(configs.len());
+        let mut by_name = HashMap::new();
+        for config in configs {
+            if by_name.contains_key(&config.name) {
+                tracing::error!(mcp_server = %config.name, "MCP server configured twice; the first one is used");
+                continue;
+            }
+            let mut invalid = validate_server_name(&config.name)
+                .err()
+                .map(|e| e.to_string());
+            if invalid.is_none() && runtime.is_none() {
+                invalid = Some("no Tokio runtime to run the connection on".into());
+            }
+            let state = match &invalid {
+                Some(reason) => ServerState::Failed {
+                    reason: reason.clone(),
+                },
+                None => ServerState::Connecting,
+            };
+            let (tx, rx) = mpsc::unbounded_channel();
+            by_name.insert(config.name.clone(), servers.len());
+            let last_error = invalid.clone();
+            servers.push(Arc::new(Server {
+                config,
+                invalid,
+                state: watch::channel(state).0,
+                runtime: Mutex::new(Runtime {
+                    last_error,
+                    ..Runtime::default()
+                }),
+                commands: tx,
+            }));
+            receivers.push(rx);
+        }
+        let cancel = CancellationToken::new();
+        let inner = Arc::new(Inner {
+            servers,
+            by_name,
+            snapshot: RwLock::default(),
+            tool_index: RwLock::default(),
+            generation: watch::channel(0).0,
+            options,
+            cancel: cancel.clone(),
+        });
+        let mut tasks = Vec::new();
+        if let Some(rt) = runtime {
+            for (idx, rx) in receivers.into_iter().enumerate() {
+                if inner.servers[idx].invalid.is_some() {
+                    continue;
+                }
+                tasks.push(rt.spawn(supervise(inner.clone(), idx, rx)));
+            }
+        }
+        Arc::new(Self {
+            inner,
+            tasks: Mutex::new(tasks),
+            _guard: cancel.drop_guard(),
+        })
+    }
+
+    /// The configured server names, sorted.
+    pub fn server_names(&self) -> Vec<String> {
+        self.inner
+            .servers
+            .iter()
+            .map(|s| s.config.name.clone())
+            .collect()
+    }
+
+    /// A server's configuration.
+    pub fn server_config(&self, server: &str) -> Option<McpServerConfig> {
+        self.server(server).ok().map(|s| s.config.clone())
+    }
+
+    /// The state of one server.
+    pub fn server_state(&self, server: &str) -> Option<ServerState> {
+        self.server(server).ok().map(|s| s.state.borrow().clone())
+    }
+
+    /// Per-server status for `/v1/api/_internal/mcp-status`.
+    pub fn status(&self) -> BTreeMap<String, ServerStatus> {
+        self.inner
+            .servers
+            .iter()
+            .map(|s| {
+                let state = s.state.borrow().clone();
+                let rt = s.runtime();
+                let offered =
+                    matches!(state, ServerState::Ready | ServerState::Reconnecting { .. });
+                let count = |n: usize| if offered { n } else { 0 };
+                let (command, url) = match &s.config.transport {
+                    McpTransportConfig::Stdio { command, args, .. } => {
+                        let mut line = command.clone();
+                        for a in args {
+                            line.push(' ');
+                            line.push_str(a);
+                        }
+                        (line, String::new())
+                    }
+                    McpTransportConfig::Http { url, .. } => (String::new(), url.clone()),
+                };
+                let status = ServerStatus {
+                    connected: state == ServerState::Ready,
+                    tools: count(rt.catalog.tools.len()),
+                    resources: count(rt.catalog.resources.len()),
+                    resource_templates: count(rt.catalog.templates.len()),
+                    prompts: count(rt.catalog.prompts.len()),
+                    error: rt
+                        .last_error
+                        .as_deref()
+                        .map(|e| e.chars().take(ERROR_MAX_CHARS).collect())
+                        .unwrap_or_default(),
+                    transport: s.config.transport_name().to_owned(),
+                    command,
+                    url,
+                    reconnects: rt.reconnects,
+                    server_info: rt.server_info.clone(),
+                    state,
+                };
+                (s.config.name.clone(), status)
+            })
+            .collect()
+    }
+
+    /// Totals for `/health` and metrics.
+    pub fn counts(&self) -> McpCounts {
+        let snap = self.inner.snapshot();
+        let mut counts = McpCounts {
+            servers: self.inner.servers.len(),
+            tools: snap.tools.len(),
+            resources: snap.resources.len() + snap.templates.len(),
+            prompts: snap.prompts.len(),
+            ..McpCounts::default()
+        };
+        for s in &self.inner.servers {
+            match *s.state.borrow() {
+                ServerState::Ready => counts.connected += 1,
+                ServerState::Failed { .. } | ServerState::Reconnecting { .. } => counts.errors += 1,
+                ServerState::Connecting => {}
+            }
+        }
+        counts
+    }
+
+    /// Every offered tool (ready servers, and reconnecting ones with their last known
+    /// list), ordered by server name, then tool name.
+    pub fn tools_snapshot(&self) -> Vec<McpTool> {
+        self.inner.snapshot().tools.clone()
+    }
+
+    /// One offered tool by its qualified name.
+    pub fn tool(&self, qualified_name: &str) -> Option<McpTool> {
+        let index = self
+            .inner
+            .tool_index
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let snap = self.inner.snapshot();
+        index
+            .get(qualified_name)
+            .and_then(|&i| snap.tools.get(i))
+            .filter(|t| t.qualified_name == qualified_name)
+            .cloned()
+    }
+
+    /// Every offered concrete resource (by server, then URI).
+    pub fn resources(&self) -> Vec<McpResource> {
+        self.inner.snapshot().resources.clone()
+    }
+
+    /// Every offered resource template (by server, then template).
+    pub fn resource_templates(&self) -> Vec<McpResourceTemplate> {
+        self.inner.snapshot().templates.clone()
+    }
+
+    /// Every offered prompt (by server, then name).
+    pub fn prompts(&self) -> Vec<McpPrompt> {
+        self.inner.snapshot().prompts.clone()
+    }
+
+    /// A prompt by its qualified name `mcp__{server}__{prompt}`.
+    pub fn prompt(&self, qualified_name: &str) -> Option<McpPrompt> {
+        self.inner
+            .snapshot()
+            .prompts
+            .iter()
+            .find(|p| p.qualified_name == qualified_name)
+            .cloned()
+    }
+
+    /// Which server a URI belongs to: an exact match of a listed resource, else the
+    /// template with the longest static prefix (the part before the first `{`) that the URI
+    /// starts with.
+    pub fn resource_server(&self, uri: &str) -> Option<String> {
+        let snap = self.inner.snapshot();
+        if let Some(r) = snap.resources.iter().find(|r| r.uri == uri) {
+            return Some(r.server.clone());
+        }
+        snap.templates
+            .iter()
+            .filter(|t| !t.static_prefix().is_empty() && uri.starts_with(t.static_prefix()))
+            .max_by_key(|t| t.static_prefix().len())
+            .map(|t| t.server.clone())
+    }
+
+    /// Increases on every change of what is offered (tools, resources, templates,
+    /// prompts). Re-read the snapshot when it moved.
+    pub fn generation(&self) -> u64 {
+        *self.inner.generation.borrow()
+    }
+
+    /// A receiver that sees every [`McpManager::generation`] change.
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.inner.generation.subscribe()
+    }
+
+    /// Calls a tool by its qualified name. `args` must be a JSON object (or null for none).
+    /// The server's answer — also one with `isError` — is a result; a JSON-RPC error, a
+    /// timeout or a broken connection is an [`McpError`] (after a broken connection the
+    /// server is reconnected in the background).
+    pub async fn call_tool(
+        &self,
+        qualified_name: &str,
+        args: Value,
+    ) -> Result<McpToolResult, McpError> {
+        let tool = self
+            .tool(qualified_name)
+            .ok_or_else(|| McpError::UnknownTool(qualified_name.to_owned()))?;
+        let arguments = object_arguments(qualified_name, args)?;
+        let server = self.server(&tool.server)?;
+        let operation = format!("tools/call '{}'", tool.name);
+        let client = self.ready_client(server, &operation).await?;
+        let mut params = CallToolRequestParams::new(tool.name.clone());
+        if let Some(arguments) = arguments {
+            params = params.with_arguments(arguments);
+        }
+        let answer = tokio::time::timeout(server.config.call_timeout, client.call_tool(params))
+            .await
+            .map_err(|_| timeout_error(server, &operation))?;
+        match answer {
+            Ok(result) => Ok(McpToolResult::from_wire(&to_json(
+                server, &operation, &result,
+            )?)),
+            Err(e) => Err(self.failure(server, &operation, classify(e)).await),
+        }
+    }
+
+    /// Reads a resource from a server (`resources/read`).
+    pub async fn read_resource(
+        &self,
+        server: &str,
+        uri: &str,
+    ) -> Result<McpResourceContents, McpError> {
+        let server = self.server(server)?;
+        let operation = format!("resources/read '{uri}'");
+        let client = self.ready_client(server, &operation).await?;
+        let answer = tokio::time::timeout(
+            server.config.call_timeout,
+            client.read_resource(ReadResourceRequestParams::new(uri)),
+        )
+        .await
+        .map_err(|_| timeout_error(server, &operation))?;
+        match answer {
+            Ok(result) => Ok(McpResourceContents::from_wire(&to_json(
+                server, &operation, &result,
+            )?)),
+            Err(e) => Err(self.failure(server, &operation, classify(e)).await),
+        }
+    }
+
+    /// Gets a prompt (`prompts/get`). `args` is an object (or null); values that are not
+    /// strings are sent as their JSON text.
+    pub async fn get_prompt(
+        &self,
+        server: &str,
+        name: &str,
+        args: Value,
+    ) -> Result<McpPromptResult, McpError> {
+        let srv = self.server(server)?;
+        let operation = format!("prompts/get '{name}'");
+        let client = self.ready_client(srv, &operation).await?;
+        if !srv.runtime().catalog.prompts.iter().any(|p| p.name == name) {
+            return Err(McpError::UnknownPrompt {
+                server: server.to_owned(),
+                prompt: name.to_owned(),
+            });
+        }
+        let arguments = object_arguments(&format!("prompt '{name}'"), args)?.map(|m| {
+            m.into_iter()
+                .map(|(k, v)| match v {
+                    Value::String(s) => (k, Value::String(s)),
+                    other => (k, Value::String(other.to_string())),
+                })
+                .collect::<Map<String, Value>>()
+        });
+        let mut params = GetPromptRequestParams::new(name);
+        if let Some(arguments) = arguments {
+            params = params.with_arguments(arguments);
+        }
+        let answer = tokio::time::timeout(srv.config.call_timeout, client.get_prompt(params))
+            .await
+            .map_err(|_| timeout_error(srv, &operation))?;
+        match answer {
+            Ok(result) => Ok(McpPromptResult::from_wire(&to_json(
+                srv, &operation, &result,
+            )?)),
+            Err(e) => Err(self.failure(srv, &operation, classify(e)).await),
+        }
+    }
+
+    /// Re-lists one server (`Some`) or all (`None`) now; a disconnected or failed server is
+    /// reconnected instead (which ends in a full rediscovery). Waits for the outcome
+    /// (bounded by each server's startup timeout); the first failure is returned.
+    pub async fn refresh(&self, server: Option<&str>) -> Result<(), McpError> {
+        self.command_all(server, Command::Refresh).await
+    }
+
+    /// Drops the connection of one server (`Some`) or all (`None`) and connects again, then
+    /// rediscovers everything. Waits for the outcome like [`McpManager::refresh`].
+    pub async fn reconnect(&self, server: Option<&str>) -> Result<(), McpError> {
+        self.command_all(server, Command::Reconnect).await
+    }
+
+    /// Stops every connection and child process and waits (bounded) for the supervisors.
+    pub async fn shutdown(&self) {
+        self.inner.cancel.cancel();
+        let tasks: Vec<JoinHandle<()>> =
+            std::mem::take(&mut *self.tasks.lock().unwrap_or_else(|e| e.into_inner()));
+        for task in tasks {
+            let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
+        }
+    }
+
+    async fn command_all(
+        &self,
+        server: Option<&str>,
+        make: fn(Option<Reply>) -> Command,
+    ) -> Result<(), McpError> {
+        if self.inner.cancel.is_cancelled() {
+            return Err(McpError::ShutDown);
+        }
+        let targets: Vec<&Arc<Server>> = match server {
+            Some(name) => vec![self.server(name)?],
+            None => self.inner.servers.iter().collect(),
+        };
+        let mut pending = Vec::new();
+        let mut first_error = None;
+        for s in targets {
+            if let Some(reason) = &s.invalid {
+                first_error.get_or_insert(McpError::NotConnected {
+                    server: s.config.name.clone(),
+                    state: format!("failed: {reason}"),
+                });
+                continue;
+            }
+            let (tx, rx) = oneshot::channel();
+            if s.commands.send(make(Some(tx))).is_err() {
+                first_error.get_or_insert(McpError::ShutDown);
+                continue;
+            }
+            pending.push((s, rx));
+        }
+        for (s, rx) in pending {
+            // A connection attempt or a re-listing is bounded by the startup timeout; the
+            // command may first wait for one already under way.
+            let bound = s.config.startup_timeout * 2 + Duration::from_secs(2);
+            let outcome = match tokio::time::timeout(bound, rx).await {
+                Ok(Ok(result)) => result,
+                Ok(Err(_)) => Err(McpError::ShutDown),
+                Err(_) => Err(McpError::Timeout {
+                    server: s.config.name.clone(),
+                    operation: "refresh".into(),
+                    secs: bound.as_secs(),
+                }),
+            };
+            if let Err(e) = outcome {
+                first_error.get_or_insert(e);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    fn server(&self, name: &str) -> Result<&Arc<Server>, McpError> {
+        self.inner
+            .by_name
+            .get(name)
+            .and_then(|&i| self.inner.servers.get(i))
+            .ok_or_else(|| McpError::UnknownServer(name.to_owned()))
+    }
+
+    /// The live client of a server; waits (bounded) while it connects or reconnects.
+    async fn ready_client(
+        &self,
+        server: &Server,
+        operation: &str,
+    ) -> Result<Arc<Client>, McpError> {
+        let wait = self.inner.options.call_wait;
+        let deadline = Instant::now() + wait;
+        let mut rx = server.state.subscribe();
+        loop {
+            if self.inner.cancel.is_cancelled() {
+                return Err(McpError::ShutDown);
+            }
+            let state = rx.borrow_and_update().clone();
+            match &state {
+                ServerState::Ready => {
+                    if let Some(client) = server.runtime().client.clone() {
+                        return Ok(client);
+                    }
+                }
+                ServerState::Failed { .. } => {
+                    return Err(McpError::NotConnected {
+                        server: server.config.name.clone(),
+                        state: format!(
+                            "{}; retried in the background, or reconnect now with /mcp refresh {}",
+                            state.describe(),
+                            server.config.name
+                        ),
+                    });
+                }
+                ServerState::Connecting | ServerState::Reconnecting { .. } => {}
+            }
+            match tokio::time::timeout_at(deadline, rx.changed()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) => return Err(McpError::ShutDown),
+                Err(_) => {
+                    let state = server.state.borrow().describe();
+                    let last = server.runtime().last_error.clone();
+                    return Err(McpError::NotConnected {
+                        server: server.config.name.clone(),
+                        state: match last {
+                            Some(e) => format!(
+                                "still {state} after waiting {}s for {operation}; last error: {e}",
+                                wait.as_secs()
+                            ),
+                            None => format!(
+                                "still {state} after waiting {}s for {operation}",
+                                wait.as_secs()
+                            ),
+                        },
+                    });
+                }
+            }
+        }
+    }
+
+    /// Turns a failed request into an error; a broken connection also makes sure the
+    /// supervisor reconnects.
+    async fn failure(&self, server: &Server, operation: &str, failure: Failure) -> McpError {
+        match failure {
+            Failure::Rpc { code, message } => McpError::Server {
+                server: server.config.name.clone(),
+                operation: operation.to_owned(),
+                code,
+                message,
+            },
+            Failure::Disconnected(detail) => {
+                let (closed, stderr) = {
+                    let rt = server.runtime();
+                    (
+                        rt.closed.as_ref().is_none_or(|c| *c.borrow()),
+                        rt.stderr.clone(),
+                    )
+                };
+                if !closed {
+                    // The transport still looks open (an HTTP send failed): reconnect.
+                    let _ = server.commands.send(Command::Reconnect(None));
+                }
+                let mut detail = if closed {
+                    "the server closed the connection".to_owned()
+                } else {
+                    detail
+                };
+                if let Some(line) = stderr.last_line().await {
+                    detail.push_str(&format!(" (stderr: {line})"));
+                }
+                McpError::Disconnected {
+                    server: server.config.name.clone(),
+                    operation: operation.to_owned(),
+                    detail,
+                }
+            }
+            Failure::Other(detail) => McpError::Protocol {
+                server: server.config.name.clone(),
+                operation: operation.to_owned(),
+                detail,
+            },
+        }
+    }
+}
+
+fn object_arguments(target: &str, args: Value) -> Result<Option<Map<String, Value>>, McpError> {
+    match args {
+        Value::Object(m) => Ok(Some(m)),
+        Value::Null => Ok(None),
+        other => Err(McpError::InvalidArguments {
+            target: target.to_owned(),
+            reason: format!(
+                "expected a JSON object, got {}",
+                match other {
+                    Value::Bool(_) => "a boolean",
+                    Value::Number(_) => "a number",
+                    Value::String(_) => "a string",
+                    _ => "an array",
+                }
+            ),
+        }),
+    }
+}
+
+fn timeout_error(server: &Server, operation: &str) -> McpError {
+    McpError::Timeout {
+        server: server.config.name.clone(),
+        operation: operation.to_owned(),
+        secs: server.config.call_timeout.as_secs().max(1),
+    }
+}
+
+fn to_json<T: serde::Serialize>(
+    server: &Server,
+    operation: &str,
+    v: &T,
+) -> Result<Value, McpError> {
+    serde_json::to_value(v).map_err(|e| McpError::Protocol {
+        server: server.config.name.clone(),
+        operation: operation.to_owned(),
+        detail: e.to_string(),
+    })
+}
+
+/// How a connected period ended.
+enum End {
+    Cancelled,
+    Lost(String),
+    Reconnect(Option<Reply>),
+}
+
+fn backoff(options: &McpOptions, attempt: u32) -> Duration {
+    let factor = 1u32 << attempt.saturating_sub(1).min(16);
+    options
+        .backoff_initial
+        .saturating_mul(factor)
+        .min(options.backoff_max)
+}
+
+fn answer(waiters: &mut Vec<Reply>, result: &Result<(), McpError>) {
+    for w in waiters.drain(..) {
+        let _ = w.send(result.clone());
+    }
+}
+
+/// One server's life: connect (bounded), discover, serve, and on loss reconnect with a
+/// bounded backoff.
+async fn supervise(inner: Arc<Inner>, idx: usize, mut commands: mpsc::UnboundedReceiver<Command>) {
+    let server = inner.servers[idx].clone();
+    let name = server.config.name.clone();
+    let cancel = inner.cancel.clone();
+    let mut attempt: u32 = 0;
+    let mut ever_ready = false;
+    let mut waiters: Vec<Reply> = Vec::new();
+    loop {
+        let (changes_tx, mut changes_rx) = mpsc::unbounded_channel();
+        let establish = establish(&server, changes_tx);
+        tokio::pin!(establish);
+        let outcome = loop {
+            tokio::select! {
+                biased;
+                () = cancel.cancelled() => return,
+                result = &mut establish => break result,
+                command = commands.recv() => match command {
+                    Some(c) => waiters.extend(c.into_reply()),
+                    None => return,
+                },
+            }
+        };
+        match outcome {
+            Ok((conn, catalog, warnings)) => {
+                {
+                    let mut rt = server.runtime();
+                    if ever_ready {
+                        rt.reconnects += 1;
+                    }
+                    rt.client = Some(conn.client.clone());
+                    rt.closed = Some(conn.closed.clone());
+                    rt.stderr = conn.stderr.clone();
+                    rt.catalog = catalog;
+                    rt.server_info = conn.server_info.clone();
+                    rt.last_error = (!warnings.is_empty()).then(|| warnings.join("; "));
+                }
+                tracing::info!(mcp_server = %name, tools = server.runtime().catalog.tools.len(), "MCP server ready");
+                ever_ready = true;
+                attempt = 0;
+                server.set_state(ServerState::Ready);
+                inner.rebuild();
+                answer(&mut waiters, &Ok(()));
+                let end = serve(&inner, &server, &conn, &mut commands, &mut changes_rx).await;
+                server.runtime().client = None;
+                // Stops the service loop; it closes the transport (and so the child).
+                conn.client.cancellation_token().cancel();
+                match end {
+                    End::Cancelled => return,
+                    End::Lost(reason) => {
+                        tracing::warn!(mcp_server = %name, "MCP server connection lost: {reason}");
+                        server.runtime().last_error = Some(reason);
+                        attempt = 1;
+                        server.set_state(ServerState::Reconnecting { attempt });
+                        inner.rebuild();
+                    }
+                    End::Reconnect(reply) => {
+                        waiters.extend(reply);
+                        server.set_state(ServerState::Reconnecting { attempt: 0 });
+                        inner.rebuild();
+                        continue;
+                    }
+                }
+            }
+            Err(reason) => {
+                attempt = attempt.saturating_add(1);
+                tracing::warn!(mcp_server = %name, attempt, "MCP server connection failed: {reason}");
+                server.runtime().last_error = Some(reason.clone());
+                if !ever_ready || attempt > inner.options.max_reconnect_attempts {
+                    server.runtime().catalog = Catalog::default();
+                    server.set_state(ServerState::Failed {
+                        reason: reason.clone(),
+                    });
+                } else {
+                    server.set_state(ServerState::Reconnecting { attempt });
+                }
+                inner.rebuild();
+                answer(
+                    &mut waiters,
+                    &Err(McpError::NotConnected {
+                        server: name.clone(),
+                        state: format!("failed: {reason}"),
+                    }),
+                );
+            }
+        }
+        // Wait before the next attempt; a refresh/reconnect request cuts the wait short.
+        let delay = backoff(&inner.options, attempt);
+        tokio::select! {
+            biased;
+            () = cancel.cancelled() => return,
+            () = tokio::time::sleep(delay) => {}
+            command = commands.recv() => match command {
+                Some(c) => waiters.extend(c.into_reply()),
+                None => return,
+            },
+        }
+    }
+}
+
+/// Connect + initialize + full discovery, bounded by the startup timeout.
+async fn establish(
+    server: &Server,
+    changes: mpsc::UnboundedSender<ListKind>,
+) -> Result<(Connection, Catalog, Vec<String>), String> {
+    let limit = server.config.startup_timeout;
+    let work = async {
+        let conn = connect(&server.config, changes).await?;
+        let kinds: HashSet<ListKind> = ListKind::ALL.into_iter().collect();
+        match discover(
+            conn.client.peer(),
+            &server.config,
+            &conn.capabilities,
+            &kinds,
+            &Catalog::default(),
+        )
+        .await
+        {
+            Ok((catalog, warnings)) => Ok((conn, catalog, warnings)),
+            Err(DiscoveryError::Lost(r) | DiscoveryError::Failed(r)) => {
+                conn.client.cancellation_token().cancel();
+                let mut reason = format!("discovery failed: {r}");
+                if let Some(line) = conn.stderr.last_line().await {
+                    reason.push_str(&format!(" (stderr: {line})"));
+                }
+                Err(reason)
+            }
+        }
+    };
+    match tokio::time::timeout(limit, work).await {
+        Ok(result) => result,
+        Err(_) => Err(format!(
+            "timed out after {}s connecting (connect, initialize and discovery)",
+            limit.as_secs_f64()
+        )),
+    }
+}
+
+/// Serves a connected server until it is lost, a reconnect is asked for, or shutdown.
+async fn serve(
+    inner: &Inner,
+    server: &Server,
+    conn: &Connection,
+    commands: &mut mpsc::UnboundedReceiver<Command>,
+    changes: &mut mpsc::UnboundedReceiver<ListKind>,
+) -> End {
+    let cancel = inner.cancel.clone();
+    let mut closed = conn.closed.clone();
+    let period = inner.options.refresh_interval;
+    let mut next_poll = period.map(|p| Instant::now() + p);
+    loop {
+        let poll = async {
+            match next_poll {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
+        let kinds: HashSet<ListKind> = tokio::select! {
+            biased;
+            () = cancel.cancelled() => return End::Cancelled,
+            _ = async { closed.wait_for(|c| *c).await.is_ok() } => return End::Lost(lost_reason(conn).await),
+            command = commands.recv() => match command {
+                None => return End::Cancelled,
+                Some(Command::Reconnect(reply)) => return End::Reconnect(reply),
+                Some(Command::Refresh(reply)) => {
+                    let result = rediscover(inner, server, conn, &ListKind::ALL.into_iter().collect()).await;
+                    match result {
+                        Ok(()) => { if let Some(r) = reply { let _ = r.send(Ok(())); } }
+                        Err(DiscoveryError::Lost(reason)) => {
+                            if let Some(r) = reply {
+                                let _ = r.send(Err(McpError::Disconnected {
+                                    server: server.config.name.clone(),
+                                    operation: "refresh".into(),
+                                    detail: reason.clone(),
+                                }));
+                            }
+                            return End::Lost(reason);
+                        }
+                        Err(DiscoveryError::Failed(reason)) => {
+                            if let Some(r) = reply {
+                                let _ = r.send(Err(McpError::Protocol {
+                                    server: server.config.name.clone(),
+                                    operation: "refresh".into(),
+                                    detail: reason,
+                                }));
+                            }
+                        }
+                    }
+                    continue;
+                }
+            },
+            Some(kind) = changes.recv() => {
+                // Debounce: fold every notification of the quiet period into one refresh.
+                tokio::select! {
+                    biased;
+                    () = cancel.cancelled() => return End::Cancelled,
+                    () = tokio::time::sleep(inner.options.debounce) => {}
+                }
+                let mut kinds = HashSet::from([kind]);
+                while let Ok(k) = changes.try_recv() {
+                    kinds.insert(k);
+                }
+                kinds
+            }
+            () = poll => {
+                next_poll = period.map(|p| Instant::now() + p);
+                ListKind::ALL.into_iter().collect()
+            }
+        };
+        match rediscover(inner, server, conn, &kinds).await {
+            Ok(()) => {}
+            Err(DiscoveryError::Lost(reason)) => return End::Lost(reason),
+            Err(DiscoveryError::Failed(_)) => {}
+        }
+    }
+}
+
+/// Re-lists `kinds` (bounded by the startup timeout) and publishes the result.
+async fn rediscover(
+    inner: &Inner,
+    server: &Server,
+    conn: &Connection,
+    kinds: &HashSet<ListKind>,
+) -> Result<(), DiscoveryError> {
+    let previous = server.runtime().catalog.clone();
+    let limit = server.config.startup_timeout;
+    let result = tokio::time::timeout(
+        limit,
+        discover(
+            conn.client.peer(),
+            &server.config,
+            &conn.capabilities,
+            kinds,
+            &previous,
+        ),
+    )
+    .await
+    .unwrap_or_else(|_| {
+        Err(DiscoveryError::Failed(format!(
+            "re-listing timed out after {}s",
+            limit.as_secs_f64()
+        )))
+    });
+    match result {
+        Ok((catalog, warnings)) => {
+            {
+                let mut rt = server.runtime();
+                rt.catalog = catalog;
+                rt.last_error = (!warnings.is_empty()).then(|| warnings.join("; "));
+            }
+            inner.rebuild();
+            Ok(())
+        }
+        Err(DiscoveryError::Failed(reason)) => {
+            tracing::warn!(mcp_server = %server.config.name, "MCP refresh failed: {reason}");
+            if *conn.closed.borrow() {
+                return Err(DiscoveryError::Lost(lost_reason(conn).await));
+            }
+            server.runtime().last_error = Some(reason.clone());
+            Err(DiscoveryError::Failed(reason))
+        }
+        Err(lost) => Err(lost),
+    }
+}
+
+async fn lost_reason(conn: &Connection) -> String {
+    let mut reason = "the server closed the connection".to_owned();
+    if let Some(line) = conn.stderr.last_line().await {
+        reason.push_str(&format!(" (stderr: {line})"));
+    }
+    reason
+}

@@ -1,0 +1,295 @@
+//! Node heartbeats, workstream ownership leases, liveness and placement.
+//!
+//! * Heartbeat `{p}:node:{id}` = `{"server_url","started","max_ws"}` with a TTL (the
+//!   original's key and JSON): a node is alive exactly while its key exists.
+//! * Ownership `{p}:ws:{ws_id}` = owner node id, with a TTL the owner's bridge refreshes —
+//!   a lease, so the ownership of a node that is gone for good runs out instead of routing
+//!   messages into a dead queue forever.
+//! * Placement of a workstream whose owner is gone: [`rendezvous`] over the live nodes, so
+//!   every bridge that has to decide picks the same node without talking to the others.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use redis::AsyncCommands;
+use redis::aio::ConnectionLike;
+use serde_json::Value;
+use turnstone_proto::keys::Keys;
+
+use crate::QueueError;
+
+/// Lease and heartbeat operations under one key prefix.
+#[derive(Debug, Clone)]
+pub struct Leases {
+    pub keys: Keys,
+}
+
+const RELEASE_IF_OWNER: &str = r#"
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"#;
+
+const CLAIM_FROM: &str = r#"
+-- KEYS[1] ownership key; ARGV[1] expected owner ('' = absent); ARGV[2] new owner; ARGV[3] ttl
+local cur = redis.call('GET', KEYS[1])
+if (cur == false and ARGV[1] == '') or cur == ARGV[1] then
+  redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3])
+  return 1
+end
+return 0
+"#;
+
+impl Leases {
+    pub fn new(keys: Keys) -> Self {
+        Self { keys }
+    }
+
+    /// Writes (refreshes) a node's heartbeat.
+    pub async fn heartbeat<C: AsyncCommands + Send>(
+        &self,
+        conn: &mut C,
+        node_id: &str,
+        value: &Value,
+        ttl: Duration,
+    ) -> Result<(), QueueError> {
+        let _: () = conn
+            .set_ex(
+                self.keys.node_heartbeat(node_id),
+                value.to_string(),
+                ttl.as_secs().max(1),
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// Removes a node's heartbeat (its node is down): other bridges take over its queue.
+    pub async fn withdraw<C: AsyncCommands + Send>(
+        &self,
+        conn: &mut C,
+        node_id: &str,
+    ) -> Result<(), QueueError> {
+        let _: () = conn.del(self.keys.node_heartbeat(node_id)).await?;
+        Ok(())
+    }
+
+    pub async fn is_alive<C: AsyncCommands + Send>(
+        &self,
+        conn: &mut C,
+        node_id: &str,
+    ) -> Result<bool, QueueError> {
+        Ok(conn.exists(self.keys.node_heartbeat(node_id)).await?)
+    }
+
+    /// Live nodes and their heartbeat JSON (`SCAN MATCH {p}:node:*` then `MGET`, as the
+    /// original's `list_nodes`). Keys that expire between the two calls are skipped.
+    pub async fn live_nodes<C: ConnectionLike + Send>(
+        &self,
+        conn: &mut C,
+    ) -> Result<BTreeMap<String, Value>, QueueError> {
+        let pattern = self.keys.node_heartbeat_pattern();
+        let mut cursor: u64 = 0;
+        let mut keys: Vec<String> = Vec::new();
+        loop {
+            let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg(&pattern)
+                .arg("COUNT")
+                .arg(100)
+                .query_async(conn)
+                .await?;
+            keys.extend(batch);
+            if next == 0 {
+                break;
+            }
+            cursor = next;
+        }
+        keys.sort();
+        keys.dedup();
+        let mut out = BTreeMap::new();
+        if keys.is_empty() {
+            return Ok(out);
+        }
+        let values: Vec<Option<String>> = redis::cmd("MGET").arg(&keys).query_async(conn).await?;
+        for (key, value) in keys.iter().zip(values) {
+            let (Some(id), Some(raw)) = (self.keys.node_id_from_heartbeat_key(key), value) else {
+                continue;
+            };
+            let json = serde_json::from_str(&raw).unwrap_or(Value::Null);
+            out.insert(id.to_string(), json);
+        }
+        Ok(out)
+    }
+
+    /// The owner named by a workstream's lease.
+    pub async fn owner<C: AsyncCommands + Send>(
+        &self,
+        conn: &mut C,
+        ws_id: &str,
+    ) -> Result<Option<String>, QueueError> {
+        Ok(conn.get(self.keys.ws_owner(ws_id)).await?)
+    }
+
+    /// Takes or refreshes the lease of `ws_id` for `node_id`.
+    pub async fn own<C: AsyncCommands + Send>(
+        &self,
+        conn: &mut C,
+        ws_id: &str,
+        node_id: &str,
+        ttl: Duration,
+    ) -> Result<(), QueueError> {
+        let _: () = conn
+            .set_ex(self.keys.ws_owner(ws_id), node_id, ttl.as_secs().max(1))
+            .await?;
+        Ok(())
+    }
+
+    /// Refreshes many leases in one round trip.
+    pub async fn own_all<C: ConnectionLike + Send>(
+        &self,
+        conn: &mut C,
+        ws_ids: &[String],
+        node_id: &str,
+        ttl: Duration,
+    ) -> Result<(), QueueError> {
+        if ws_ids.is_empty() {
+            return Ok(());
+        }
+        let mut pipe = redis::pipe();
+        for ws in ws_ids {
+            pipe.cmd("SET")
+                .arg(self.keys.ws_owner(ws))
+                .arg(node_id)
+                .arg("EX")
+                .arg(ttl.as_secs().max(1))
+                .ignore();
+        }
+        let _: () = pipe.query_async(conn).await?;
+        Ok(())
+    }
+
+    /// Moves the lease from `expected` (`None` = no lease) to `new_owner`, only if it still
+    /// names `expected`: of several bridges re-homing one workstream, one wins.
+    pub async fn claim<C: ConnectionLike + Send>(
+        &self,
+        conn: &mut C,
+        ws_id: &str,
+        expected: Option<&str>,
+        new_owner: &str,
+        ttl: Duration,
+    ) -> Result<bool, QueueError> {
+        let won: i64 = redis::Script::new(CLAIM_FROM)
+            .key(self.keys.ws_owner(ws_id))
+            .arg(expected.unwrap_or(""))
+            .arg(new_owner)
+            .arg(ttl.as_secs().max(1))
+            .invoke_async(conn)
+            .await?;
+        Ok(won == 1)
+    }
+
+    /// Drops the lease (and the pin) of a closed workstream if `node_id` still owns it.
+    pub async fn release<C: ConnectionLike + Send>(
+        &self,
+        conn: &mut C,
+        ws_id: &str,
+        node_id: &str,
+    ) -> Result<(), QueueError> {
+        let _: i64 = redis::Script::new(RELEASE_IF_OWNER)
+            .key(self.keys.ws_owner(ws_id))
+            .arg(node_id)
+            .invoke_async(conn)
+            .await?;
+        let _: i64 = redis::cmd("DEL")
+            .arg(self.keys.ws_pin(ws_id))
+            .query_async(conn)
+            .await?;
+        Ok(())
+    }
+
+    /// Whether a workstream is hard-pinned to its owner.
+    pub async fn is_hard_pinned<C: AsyncCommands + Send>(
+        &self,
+        conn: &mut C,
+        ws_id: &str,
+    ) -> Result<bool, QueueError> {
+        let pin: Option<String> = conn.get(self.keys.ws_pin(ws_id)).await?;
+        Ok(pin.as_deref() == Some("hard"))
+    }
+
+    pub async fn set_pin<C: AsyncCommands + Send>(
+        &self,
+        conn: &mut C,
+        ws_id: &str,
+        hard: bool,
+    ) -> Result<(), QueueError> {
+        let key = self.keys.ws_pin(ws_id);
+        if hard {
+            let _: () = conn.set(key, "hard").await?;
+        } else {
+            let _: () = conn.del(key).await?;
+        }
+        Ok(())
+    }
+}
+
+/// Rendezvous (highest random weight) choice of a node for `ws_id`: every caller with the
+/// same live set picks the same node, and removing a node only moves the workstreams it had.
+pub fn rendezvous<'a>(ws_id: &str, nodes: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    nodes
+        .into_iter()
+        .max_by_key(|node| (fnv1a(ws_id, node), *node))
+}
+
+/// 64-bit FNV-1a over `a`, a separator and `b`, then a final avalanche (splitmix64), so
+/// similar names spread evenly. Stable across processes and versions (unlike `DefaultHasher`).
+fn fnv1a(a: &str, b: &str) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in a.bytes().chain([0u8]).chain(b.bytes()) {
+        h ^= u64::from(byte);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h ^= h >> 30;
+    h = h.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    h ^= h >> 27;
+    h = h.wrapping_mul(0x94d0_49bb_1331_11eb);
+    h ^ (h >> 31)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rendezvous_is_stable_and_moves_only_the_lost_nodes_share() {
+        let nodes = ["a", "b", "c", "d"];
+        let ws: Vec<String> = (0..2000).map(|i| format!("ws{i}")).collect();
+        let before: Vec<&str> = ws
+            .iter()
+            .map(|w| rendezvous(w, nodes.iter().copied()).unwrap_or_default())
+            .collect();
+        // Spread: every node gets a fair share (2000/4 = 500 ± 20%).
+        for n in nodes {
+            let count = before.iter().filter(|c| **c == n).count();
+            assert!((400..=600).contains(&count), "{n}: {count}");
+        }
+        // Drop "c": only its workstreams move.
+        let after: Vec<&str> = ws
+            .iter()
+            .map(|w| rendezvous(w, ["a", "b", "d"]).unwrap_or_default())
+            .collect();
+        for (b, a) in before.iter().zip(&after) {
+            if *b != "c" {
+                assert_eq!(b, a);
+            } else {
+                assert_ne!(*a, "c");
+            }
+        }
+        // Order of the input does not matter.
+        assert_eq!(
+            rendezvous("x", ["d", "c", "b", "a"]),
+            rendezvous("x", ["a", "b", "c", "d"])
+        );
+        assert_eq!(rendezvous("x", std::iter::empty()), None);
+    }
+}
