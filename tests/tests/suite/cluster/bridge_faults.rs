@@ -1,0 +1,263 @@
+//! Fault injection: SIGKILL bridges and nodes, restart Redis — count turns on the node.
+
+use std::collections::HashSet;
+use std::process::Stdio;
+use std::time::Duration;
+
+use redis::AsyncCommands;
+use serde_json::json;
+
+use super::harness::*;
+
+fn cid(i: usize) -> String {
+    format!("{:012x}", 0xc1d0_0000_0000u64 + i as u64)
+}
+
+/// Waits until the node has completed a turn for every id, then asserts each exactly once.
+async fn assert_exactly_once(node: &NodeProc, ids: &HashSet<String>, limit: Duration) {
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        let turns = node.turns_by_correlation().await;
+        let done = ids.iter().filter(|c| turns.contains_key(*c)).count();
+        let dup: Vec<_> = turns
+            .iter()
+            .filter(|(c, n)| ids.contains(*c) && **n > 1)
+            .collect();
+        assert!(dup.is_empty(), "duplicated turns: {dup:?}");
+        if done == ids.len() {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "lost: {} of {} sends have no turn",
+            ids.len() - done,
+            ids.len()
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+#[tokio::test]
+async fn sigkill_the_bridge_while_a_thousand_sends_flow_loses_and_duplicates_nothing() {
+    let node = NodeProc::start("kill-b").await;
+    let mut mq = Mq::shared("killb").await;
+    let mut bridge = BridgeProc::start(&node, &mq.url, &mq.prefix).await;
+    // Each send creates its own workstream (no ws_id), so every send is one turn — creates
+    // and sends both have to survive the kills exactly once.
+    let n = 1000;
+    let ids: HashSet<String> = (0..n).map(cid).collect();
+    let producer = {
+        let mut p = Mq::at(&mq.url, &mq.prefix).await;
+        tokio::spawn(async move {
+            for i in 0..n {
+                p.push(
+                    "inbound",
+                    &json!({"type": "send", "message": format!("m{i}"), "correlation_id": cid(i)}),
+                )
+                .await;
+                if i % 50 == 0 {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            }
+        })
+    };
+    for round in 0..5u64 {
+        let wait = 150 + (rand::random::<u64>() % 400);
+        tokio::time::sleep(Duration::from_millis(wait)).await;
+        bridge.kill9();
+        tokio::time::sleep(Duration::from_millis(50 * (round % 3))).await;
+        bridge.restart();
+    }
+    producer.await.unwrap();
+    assert_exactly_once(&node, &ids, Duration::from_secs(120)).await;
+    // What consumers see is deduplicated too: one turn_complete per id across all streams.
+    let events = mq.all_stream_events().await;
+    let mut seen = HashSet::new();
+    for (_, e) in events.iter().filter(|(_, e)| e["type"] == "turn_complete") {
+        let c = e["correlation_id"].as_str().unwrap().to_string();
+        assert!(
+            seen.insert(c.clone()),
+            "turn_complete published twice for {c}"
+        );
+    }
+    assert_eq!(seen.intersection(&ids).count(), n);
+    assert!(mq.dead_letters().await.is_empty());
+    mq.cleanup().await;
+}
+
+/// A private redis-server with an append-only file fsynced on every write.
+struct PrivateRedis {
+    port: u16,
+    dir: tempfile::TempDir,
+    child: Option<tokio::process::Child>,
+}
+
+impl PrivateRedis {
+    async fn start() -> Self {
+        let mut r = Self {
+            port: free_port(),
+            dir: tempfile::tempdir().unwrap(),
+            child: None,
+        };
+        r.spawn().await;
+        r
+    }
+
+    async fn spawn(&mut self) {
+        let child = tokio::process::Command::new("redis-server")
+            .args([
+                "--port",
+                &self.port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+            ])
+            .args(["--appendonly", "yes", "--appendfsync", "always"])
+            .arg("--dir")
+            .arg(self.dir.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        self.child = Some(child);
+        let url = self.url();
+        eventually("redis up", Duration::from_secs(10), || {
+            let url = url.clone();
+            async move {
+                match redis::Client::open(url.as_str())
+                    .unwrap()
+                    .get_multiplexed_async_connection()
+                    .await
+                {
+                    Ok(mut c) => redis::cmd("PING")
+                        .query_async::<String>(&mut c)
+                        .await
+                        .is_ok(),
+                    Err(_) => false,
+                }
+            }
+        })
+        .await;
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/0", self.port)
+    }
+
+    async fn stop(&mut self) {
+        if let Ok(mut c) = redis::Client::open(self.url().as_str())
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+        {
+            let _: Result<(), _> = redis::cmd("SHUTDOWN").query_async(&mut c).await;
+        }
+        if let Some(mut child) = self.child.take() {
+            let _ = tokio::time::timeout(Duration::from_secs(10), child.wait()).await;
+            let _ = child.kill().await;
+        }
+    }
+}
+
+#[tokio::test]
+async fn restarting_redis_mid_traffic_loses_nothing() {
+    let mut redis_server = PrivateRedis::start().await;
+    let node = NodeProc::start("rr-a").await;
+    let prefix = unique_prefix("rr");
+    let mut mq = Mq::at(&redis_server.url(), &prefix).await;
+    let _bridge = BridgeProc::start(&node, &redis_server.url(), &prefix).await;
+    let n = 300;
+    let ids: HashSet<String> = (0..n).map(cid).collect();
+    for i in 0..n / 2 {
+        mq.push(
+            "inbound",
+            &json!({"type": "send", "message": format!("r{i}"), "correlation_id": cid(i)}),
+        )
+        .await;
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    redis_server.stop().await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    redis_server.spawn().await;
+    let mut mq = Mq::at(&redis_server.url(), &prefix).await;
+    for i in n / 2..n {
+        mq.push(
+            "inbound",
+            &json!({"type": "send", "message": format!("r{i}"), "correlation_id": cid(i)}),
+        )
+        .await;
+    }
+    assert_exactly_once(&node, &ids, Duration::from_secs(90)).await;
+    assert!(mq.dead_letters().await.is_empty());
+    redis_server.stop().await;
+}
+
+#[tokio::test]
+async fn a_killed_node_s_soft_workstreams_move_and_hard_pinned_ones_fail_clearly() {
+    let mut a = NodeProc::start("fo-a").await;
+    let b = NodeProc::start("fo-b").await;
+    let mut mq = Mq::shared("fo").await;
+    let _ba = BridgeProc::start(&a, &mq.url, &mq.prefix).await;
+    let _bb = BridgeProc::start(&b, &mq.url, &mq.prefix).await;
+    eventually("both heartbeats", Duration::from_secs(10), || {
+        let mut c = Mq::key_conn(&mq);
+        async move {
+            c.0.exists::<_, bool>(&c.1).await.unwrap() && c.0.exists::<_, bool>(&c.2).await.unwrap()
+        }
+    })
+    .await;
+    let soft = mq.create_ws("fo-a", json!({"name": "soft"})).await;
+    let hard = mq
+        .create_ws("fo-a", json!({"name": "hard", "pin": "hard"}))
+        .await;
+    assert_eq!(mq.owner(&soft).await.as_deref(), Some("fo-a"));
+
+    a.kill9();
+    eventually("node a declared dead", Duration::from_secs(15), || {
+        let mut c = mq.conn.clone();
+        let k = mq.key("node:fo-a");
+        async move { !c.exists::<_, bool>(k).await.unwrap() }
+    })
+    .await;
+    // The original client routes by the ownership key: straight into the dead node's queue.
+    mq.push("inbound:fo-a", &json!({"type": "send", "ws_id": soft, "message": "moved", "correlation_id": "50f750f750f7"})).await;
+    mq.push("inbound", &json!({"type": "send", "ws_id": hard, "message": "stuck", "correlation_id": "4a4d4a4d4a4d"})).await;
+    let want: HashSet<String> = ["50f750f750f7".to_string()].into();
+    assert_exactly_once(&b, &want, Duration::from_secs(30)).await;
+    assert_eq!(
+        mq.owner(&soft).await.as_deref(),
+        Some("fo-b"),
+        "the lease moved"
+    );
+    eventually(
+        "hard-pinned send dead-lettered",
+        Duration::from_secs(20),
+        || {
+            let mut c = mq.conn.clone();
+            let k = mq.key("dead");
+            async move {
+                let items: Vec<String> = c.lrange(k, 0, -1).await.unwrap();
+                items
+                    .iter()
+                    .any(|i| i.contains("4a4d4a4d4a4d") && i.contains("hard-pinned"))
+            }
+        },
+    )
+    .await;
+    // Nothing waits in the dead node's queue.
+    let left: usize = mq.conn.llen(mq.key("inbound:fo-a")).await.unwrap();
+    assert_eq!(left, 0);
+    mq.cleanup().await;
+}
+
+impl Mq {
+    fn key_conn(&self) -> (redis::aio::MultiplexedConnection, String, String) {
+        (
+            self.conn.clone(),
+            self.key("node:fo-a"),
+            self.key("node:fo-b"),
+        )
+    }
+}

@@ -1,0 +1,492 @@
+//! Processes and Redis helpers for the cluster tests.
+//!
+//! Every test gets its own key prefix on the shared Redis (127.0.0.1:6379) — or a private
+//! `redis-server` when it restarts Redis — and its own nodes and bridges on free ports.
+
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use futures::StreamExt;
+use redis::AsyncCommands;
+use serde_json::{Value, json};
+use tokio::process::{Child, Command};
+
+/// Shared HS256 secret: nodes verify, bridges mint.
+pub const SECRET: &str = "cluster-test-secret-0123456789abcdef0123456789";
+
+pub fn binary(name: &str) -> PathBuf {
+    turnstone_e2e::workspace_binary(name).unwrap()
+}
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+pub fn unique_prefix(tag: &str) -> String {
+    format!("t{tag}{:08x}", rand::random::<u32>())
+}
+
+/// A child process killed (SIGKILL) when dropped.
+pub struct Proc {
+    pub child: Child,
+}
+
+impl Proc {
+    pub fn kill9(&mut self) {
+        if let Some(pid) = self.child.id() {
+            let _ = std::process::Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
+        }
+    }
+
+    pub async fn wait_exit(&mut self) {
+        let _ = tokio::time::timeout(Duration::from_secs(10), self.child.wait()).await;
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+/// A `turnstone-server` on a free loopback port with its own SQLite file.
+pub struct NodeProc {
+    pub proc: Option<Proc>,
+    pub node_id: String,
+    pub port: u16,
+    pub url: String,
+    pub dir: tempfile::TempDir,
+    pub http: reqwest::Client,
+    pub extra_env: Vec<(String, String)>,
+}
+
+impl NodeProc {
+    pub async fn start(node_id: &str) -> Self {
+        Self::start_with(node_id, Vec::new()).await
+    }
+
+    pub async fn start_with(node_id: &str, extra_env: Vec<(String, String)>) -> Self {
+        let port = free_port();
+        let mut n = Self {
+            proc: None,
+            node_id: node_id.to_string(),
+            port,
+            url: format!("http://127.0.0.1:{port}"),
+            dir: tempfile::tempdir().unwrap(),
+            http: reqwest::Client::new(),
+            extra_env,
+        };
+        n.spawn().await;
+        n
+    }
+
+    async fn spawn(&mut self) {
+        let mut cmd = Command::new(binary("turnstone-server"));
+        cmd.args([
+            "--host",
+            "127.0.0.1",
+            "--port",
+            &self.port.to_string(),
+            "--node-id",
+            &self.node_id,
+            "--max-workstreams",
+            "2000",
+            "--log-level",
+            "warn",
+        ])
+        .arg("--db-path")
+        .arg(self.dir.path().join("node.db"))
+        .arg("--cwd")
+        .arg(self.dir.path())
+        .env("TURNSTONE_JWT_SECRET", SECRET)
+        .env_remove("TURNSTONE_AUTH_TOKEN")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true);
+        for (k, v) in &self.extra_env {
+            cmd.env(k, v);
+        }
+        let child = cmd.spawn().unwrap();
+        self.proc = Some(Proc { child });
+        for _ in 0..200 {
+            if self
+                .http
+                .get(format!("{}/health", self.url))
+                .send()
+                .await
+                .is_ok()
+            {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("node {} did not come up", self.node_id);
+    }
+
+    pub fn kill9(&mut self) {
+        if let Some(mut p) = self.proc.take() {
+            p.kill9();
+        }
+    }
+
+    pub async fn restart(&mut self) {
+        self.kill9();
+        self.spawn().await;
+    }
+
+    pub fn token(&self) -> String {
+        mint_token()
+    }
+
+    pub async fn post(&self, path: &str, body: Value) -> (u16, Value) {
+        let r = self
+            .http
+            .post(format!("{}{path}", self.url))
+            .bearer_auth(mint_token())
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        let status = r.status().as_u16();
+        (status, r.json().await.unwrap_or(Value::Null))
+    }
+
+    pub async fn get(&self, path: &str) -> Value {
+        self.http
+            .get(format!("{}{path}", self.url))
+            .bearer_auth(mint_token())
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    }
+
+    /// Ground truth from the node itself: `turn_complete` events per correlation id, read
+    /// from the node-wide stream (everything retained) up to the node's current position.
+    pub async fn turns_by_correlation(&self) -> HashMap<String, usize> {
+        let resp = self
+            .http
+            .get(format!("{}/v1/api/events/node?from=0", self.url))
+            .bearer_auth(mint_token())
+            .send()
+            .await
+            .unwrap();
+        let mut stream = resp.bytes_stream();
+        let mut buf = String::new();
+        let mut target = None;
+        let mut last = 0u64;
+        let mut counts = HashMap::new();
+        loop {
+            if let Some(t) = target
+                && last >= t
+            {
+                return counts;
+            }
+            let chunk = tokio::time::timeout(Duration::from_secs(10), stream.next())
+                .await
+                .expect("node stream stalled")
+                .expect("node stream ended")
+                .unwrap();
+            buf.push_str(&String::from_utf8_lossy(&chunk));
+            while let Some(end) = buf.find("\r\n\r\n") {
+                let frame: String = buf.drain(..end + 4).collect();
+                let mut id = None;
+                let mut data = String::new();
+                for line in frame.split("\r\n") {
+                    if let Some(v) = line.strip_prefix("id: ") {
+                        id = v.trim().parse::<u64>().ok();
+                    } else if let Some(v) = line.strip_prefix("data: ") {
+                        data.push_str(v);
+                    }
+                }
+                let Ok(v) = serde_json::from_str::<Value>(&data) else {
+                    continue;
+                };
+                if v["type"] == "node_hello" {
+                    target = v["node_seq"].as_u64();
+                    continue;
+                }
+                if let Some(i) = id {
+                    last = last.max(i);
+                }
+                if v["type"] == "turn_complete" {
+                    let cid = v["correlation_id"].as_str().unwrap_or_default().to_string();
+                    *counts.entry(cid).or_insert(0) += 1;
+                }
+            }
+        }
+    }
+}
+
+pub fn mint_token() -> String {
+    use turnstone_runtime::auth::{JwtSecret, NewClaims, mint};
+    mint(
+        &NewClaims::console_proxy(),
+        &JwtSecret::new(SECRET),
+        Duration::from_secs(3600),
+    )
+    .unwrap()
+}
+
+/// A `turnstone-bridge` for one node, with short liveness timings.
+pub struct BridgeProc {
+    pub proc: Option<Proc>,
+    pub args: Vec<String>,
+}
+
+impl BridgeProc {
+    pub async fn start(node: &NodeProc, redis_url: &str, prefix: &str) -> Self {
+        Self::start_with(node, redis_url, prefix, &[]).await
+    }
+
+    pub async fn start_with(
+        node: &NodeProc,
+        redis_url: &str,
+        prefix: &str,
+        extra: &[&str],
+    ) -> Self {
+        let mut args: Vec<String> = [
+            "--server-url",
+            &node.url,
+            "--redis-url",
+            redis_url,
+            "--prefix",
+            prefix,
+            "--node-id",
+            &node.node_id,
+            "--heartbeat-ttl",
+            "4",
+            "--lease-ttl",
+            "6",
+            "--probe-interval-ms",
+            "200",
+            "--log-level",
+            "warn",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let mut b = Self { proc: None, args };
+        b.spawn();
+        b
+    }
+
+    fn spawn(&mut self) {
+        let log = std::env::var("TURNSTONE_TEST_BRIDGE_LOG").ok();
+        let stderr = match log {
+            Some(path) => Stdio::from(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(path)
+                    .unwrap(),
+            ),
+            None => Stdio::null(),
+        };
+        let child = Command::new(binary("turnstone-bridge"))
+            .args(&self.args)
+            .env("TURNSTONE_JWT_SECRET", SECRET)
+            .env_remove("TURNSTONE_AUTH_TOKEN")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(stderr)
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        self.proc = Some(Proc { child });
+    }
+
+    pub fn kill9(&mut self) {
+        if let Some(mut p) = self.proc.take() {
+            p.kill9();
+        }
+    }
+
+    pub fn restart(&mut self) {
+        self.kill9();
+        self.spawn();
+    }
+}
+
+/// Redis access for a test: a connection and the key prefix.
+pub struct Mq {
+    pub prefix: String,
+    pub url: String,
+    pub conn: redis::aio::MultiplexedConnection,
+    pub client: redis::Client,
+}
+
+impl Mq {
+    pub async fn shared(tag: &str) -> Self {
+        Self::at("redis://127.0.0.1:6379/0", &unique_prefix(tag)).await
+    }
+
+    pub async fn at(url: &str, prefix: &str) -> Self {
+        let client = redis::Client::open(url).unwrap();
+        let conn = client.get_multiplexed_async_connection().await.unwrap();
+        Self {
+            prefix: prefix.to_string(),
+            url: url.to_string(),
+            conn,
+            client,
+        }
+    }
+
+    pub fn key(&self, rest: &str) -> String {
+        format!("{}:{rest}", self.prefix)
+    }
+
+    pub async fn push(&mut self, queue: &str, msg: &Value) {
+        let _: () = self
+            .conn
+            .rpush(self.key(queue), msg.to_string())
+            .await
+            .unwrap();
+    }
+
+    pub async fn push_raw(&mut self, queue: &str, raw: &str) {
+        let _: () = self.conn.rpush(self.key(queue), raw).await.unwrap();
+    }
+
+    pub async fn owner(&mut self, ws_id: &str) -> Option<String> {
+        self.conn
+            .get(self.key(&format!("ws:{ws_id}")))
+            .await
+            .unwrap()
+    }
+
+    pub async fn alive(&mut self, node: &str) -> bool {
+        self.conn
+            .exists(self.key(&format!("node:{node}")))
+            .await
+            .unwrap()
+    }
+
+    pub async fn dead_letters(&mut self) -> Vec<Value> {
+        let raw: Vec<String> = self.conn.lrange(self.key("dead"), 0, -1).await.unwrap();
+        raw.iter()
+            .map(|r| serde_json::from_str(r).unwrap())
+            .collect()
+    }
+
+    /// Events of one workstream's stream, in order.
+    pub async fn stream(&mut self, ws_id: &str) -> Vec<Value> {
+        let entries: redis::streams::StreamRangeReply = self
+            .conn
+            .xrange_all(self.key(&format!("stream:{ws_id}")))
+            .await
+            .unwrap();
+        entries
+            .ids
+            .iter()
+            .filter_map(|e| e.get::<String>("event"))
+            .map(|s| serde_json::from_str(&s).unwrap())
+            .collect()
+    }
+
+    /// Every stream entry of the prefix: (ws_id, event).
+    pub async fn all_stream_events(&mut self) -> Vec<(String, Value)> {
+        let pattern = self.key("stream:*");
+        let mut keys: Vec<String> = Vec::new();
+        let mut iter: redis::AsyncIter<String> = self.conn.scan_match(&pattern).await.unwrap();
+        while let Some(k) = iter.next_item().await {
+            keys.push(k.unwrap());
+        }
+        drop(iter);
+        let mut out = Vec::new();
+        for k in keys {
+            let ws = k.rsplit(':').next().unwrap().to_string();
+            for e in self.stream(&ws).await {
+                out.push((ws.clone(), e));
+            }
+        }
+        out
+    }
+
+    /// A pub/sub subscription to channels of this prefix (names without the prefix).
+    pub async fn subscribe(&self, channels: &[&str]) -> redis::aio::PubSub {
+        let mut ps = self.client.get_async_pubsub().await.unwrap();
+        for c in channels {
+            ps.subscribe(self.key(c)).await.unwrap();
+        }
+        ps
+    }
+
+    /// Creates a workstream through the queue and returns its id (from `ws_created`).
+    pub async fn create_ws(&mut self, target: &str, extra: Value) -> String {
+        let cid = format!("{:012x}", rand::random::<u64>() & 0xffff_ffff_ffff);
+        let mut ps = self.subscribe(&["events:global"]).await;
+        let mut msg =
+            json!({"type": "create_workstream", "correlation_id": cid, "target_node": target});
+        if let (Some(o), Some(e)) = (msg.as_object_mut(), extra.as_object()) {
+            for (k, v) in e {
+                o.insert(k.clone(), v.clone());
+            }
+        }
+        self.push("inbound", &msg).await;
+        let mut s = ps.on_message();
+        loop {
+            let m = tokio::time::timeout(Duration::from_secs(20), s.next())
+                .await
+                .expect("no ws_created")
+                .unwrap();
+            let v: Value = serde_json::from_str(&m.get_payload::<String>().unwrap()).unwrap();
+            if v["type"] == "ws_created" && v["correlation_id"] == cid {
+                return v["ws_id"].as_str().unwrap().to_string();
+            }
+            assert!(
+                !(v["type"] == "ack" && v["correlation_id"] == cid),
+                "create failed: {v}"
+            );
+        }
+    }
+
+    pub async fn cleanup(&mut self) {
+        for pattern in [format!("{}:*", self.prefix), format!("{{{}:*", self.prefix)] {
+            let mut keys: Vec<String> = Vec::new();
+            {
+                let mut iter: redis::AsyncIter<String> =
+                    self.conn.scan_match(&pattern).await.unwrap();
+                while let Some(k) = iter.next_item().await {
+                    keys.push(k.unwrap());
+                }
+            }
+            for k in keys {
+                let _: () = self.conn.del(k).await.unwrap();
+            }
+        }
+    }
+}
+
+/// Waits (bounded) until `check` holds; panics with `what` otherwise.
+pub async fn eventually<F, Fut>(what: &str, limit: Duration, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        if check().await {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for: {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

@@ -1,0 +1,7 @@
+//! Whole-cluster tests of the bridge: real `turnstone-server` and `turnstone-bridge`
+//! processes (built-in scripted model), real Redis, faults injected from outside.
+
+pub mod harness;
+
+mod bridge_basics;
+mod bridge_faults;
