@@ -5,7 +5,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use redis::AsyncCommands;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::harness::*;
 
@@ -260,4 +260,107 @@ impl Mq {
             self.key("node:fo-b"),
         )
     }
+}
+
+#[tokio::test]
+async fn a_thousand_approval_round_trips_while_the_consumer_reconnects_prompt_once_and_lose_no_decision()
+ {
+    let node = NodeProc::start("ap-a").await;
+    let mut mq = Mq::shared("ap").await;
+    let _bridge = BridgeProc::start(&node, &mq.url, &mq.prefix).await;
+    let workstreams = 50;
+    let per_ws = 20;
+    let mut ws_ids = Vec::new();
+    for i in 0..workstreams {
+        ws_ids.push(
+            mq.create_ws("", json!({"name": format!("ap{i}"), "auto_approve": false}))
+                .await,
+        );
+    }
+    let send = |ws: &str, i: usize, k: usize| json!({"type": "send", "ws_id": ws, "message": format!("TOOL: echo r{i}-{k}"), "correlation_id": cid(i * 1000 + k)});
+    let mut next = vec![0usize; workstreams];
+    for (i, ws) in ws_ids.iter().enumerate() {
+        mq.push("inbound", &send(ws, i, 0)).await;
+        next[i] = 1;
+    }
+    // The consumer follows every workstream's stream (the lossless path), answers each
+    // approval_request, and drops its connection every 200 events, resuming from its ids.
+    let keys: Vec<String> = ws_ids
+        .iter()
+        .map(|w| mq.key(&format!("stream:{w}")))
+        .collect();
+    let mut last: Vec<String> = vec!["0".to_string(); workstreams];
+    let mut prompts: std::collections::HashMap<String, usize> = Default::default();
+    let mut completes = 0usize;
+    let mut tool_results = 0usize;
+    let mut since_reconnect = 0usize;
+    let mut reconnects = 0usize;
+    let mut conn = mq.client.get_multiplexed_async_connection().await.unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(240);
+    while completes < workstreams * per_ws {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "stalled at {completes} turns"
+        );
+        let opts = redis::streams::StreamReadOptions::default()
+            .count(500)
+            .block(1000);
+        let reply: Option<redis::streams::StreamReadReply> =
+            conn.xread_options(&keys, &last, &opts).await.unwrap();
+        let Some(reply) = reply else { continue };
+        for key in reply.keys {
+            let i = keys.iter().position(|k| *k == key.key).unwrap();
+            for entry in key.ids {
+                last[i] = entry.id.clone();
+                since_reconnect += 1;
+                let e: Value =
+                    serde_json::from_str(&entry.get::<String>("event").unwrap()).unwrap();
+                match e["type"].as_str().unwrap() {
+                    "approval_request" => {
+                        let rid = e["correlation_id"].as_str().unwrap().to_string();
+                        *prompts.entry(rid.clone()).or_insert(0) += 1;
+                        mq.push(
+                            &format!("resp:{rid}"),
+                            &json!({"type": "approve", "request_id": rid, "approved": true}),
+                        )
+                        .await;
+                    }
+                    "tool_result" => tool_results += 1,
+                    "turn_complete" => {
+                        completes += 1;
+                        if next[i] < per_ws {
+                            mq.push("inbound", &send(&ws_ids[i], i, next[i])).await;
+                            next[i] += 1;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        if since_reconnect >= 200 {
+            conn = mq.client.get_multiplexed_async_connection().await.unwrap();
+            since_reconnect = 0;
+            reconnects += 1;
+        }
+    }
+    assert!(
+        reconnects >= 5,
+        "the consumer reconnected {reconnects} times"
+    );
+    assert_eq!(
+        prompts.len(),
+        workstreams * per_ws,
+        "one prompt per tool call"
+    );
+    assert!(prompts.values().all(|n| *n == 1), "duplicate prompts");
+    assert_eq!(
+        tool_results,
+        workstreams * per_ws,
+        "every approval was decided and ran"
+    );
+    let ids: HashSet<String> = (0..workstreams)
+        .flat_map(|i| (0..per_ws).map(move |k| cid(i * 1000 + k)))
+        .collect();
+    assert_exactly_once(&node, &ids, Duration::from_secs(30)).await;
+    mq.cleanup().await;
 }
