@@ -65,6 +65,20 @@ impl Backend {
         })
     }
 
+    /// A backend on an already built provider (Anthropic, or a model registry's fallback
+    /// chain); `label` is what logs show as its address.
+    pub fn from_provider(provider: Arc<dyn turnstone_llm::Provider>, label: String) -> Self {
+        Self {
+            provider: Resilient::new(
+                provider,
+                RetryPolicy::default(),
+                Arc::new(CircuitBreaker::default()),
+            ),
+            base_url: label,
+            fake: None,
+        }
+    }
+
     /// Whether this is the built-in scripted model.
     pub fn is_scripted(&self) -> bool {
         self.fake.is_some()
@@ -74,6 +88,16 @@ impl Backend {
     /// its own client; keep `self` alive for the scripted model to keep serving.
     pub async fn engine(&self, config: EngineConfig) -> Result<Arc<Engine>, NodeError> {
         let tools = Arc::new(ToolRegistry::with_builtins()?);
+        Ok(Engine::new(self.provider.clone(), tools, config).await)
+    }
+
+    /// [`Backend::engine`] with configured built-in tools (the web tools, their limits).
+    pub async fn engine_with(
+        &self,
+        config: EngineConfig,
+        options: &turnstone_tools::BuiltinOptions,
+    ) -> Result<Arc<Engine>, NodeError> {
+        let tools = Arc::new(ToolRegistry::with_builtin_options(options)?);
         Ok(Engine::new(self.provider.clone(), tools, config).await)
     }
 }

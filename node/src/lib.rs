@@ -14,8 +14,10 @@
 
 pub mod backend;
 pub mod cli;
+pub mod config_file;
 pub mod demo;
 pub mod error;
+pub mod page_answerer;
 pub mod persist;
 pub mod server;
 

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use clap::Parser;
 use turnstone_engine::{CreateOptions, EngineConfig, ManagerConfig};
 use turnstone_node::backend::{Backend, resolve_cwd};
+use turnstone_node::config_file::ServerFile;
 use turnstone_node::persist::Persistence;
 use turnstone_node::server::{self, Node, NodeOptions};
 use turnstone_runtime::auth::{
@@ -38,12 +39,18 @@ struct Args {
     /// API key of the endpoint (default: OPENAI_API_KEY).
     #[arg(long, env = "OPENAI_API_KEY", hide_env_values = true)]
     api_key: Option<String>,
-    /// Provider kind; only `openai` (OpenAI-compatible) is available so far.
+    /// Provider kind: `openai` (OpenAI-compatible) or `anthropic` (Messages API; the key from
+    /// `--api-key` or `ANTHROPIC_API_KEY`). A `[models]` table in the config file wins.
     #[arg(long, default_value = "openai")]
     provider: String,
-    /// MCP servers (accepted for compatibility; MCP support is not built yet).
+    /// MCP servers as a standard `{"mcpServers": {...}}` JSON file (added to the config
+    /// file's `[mcp.servers.*]`).
     #[arg(long)]
     mcp_config: Option<PathBuf>,
+    /// The config file (`[server]`, `[models.*]`, `[model]`, `[mcp.servers.*]`, `[tools]`);
+    /// default `~/.config/turnstone/config.toml` when it exists.
+    #[arg(long, env = "TURNSTONE_CONFIG")]
+    config: Option<PathBuf>,
     /// Node id (default: `<hostname>_<4 hex>`).
     #[arg(long, env = "TURNSTONE_NODE_ID")]
     node_id: Option<String>,
@@ -116,14 +123,19 @@ fn default_node_id() -> String {
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     init_tracing(&args.log_level.to_lowercase(), args.log_format).map_err(anyhow::Error::msg)?;
-    if args.provider != "openai" {
+    if !matches!(args.provider.as_str(), "openai" | "anthropic") {
         anyhow::bail!(
-            "--provider {}: only `openai` (OpenAI-compatible) is available so far",
+            "--provider {}: expected `openai` (OpenAI-compatible) or `anthropic`",
             args.provider
         );
     }
-    if args.mcp_config.is_some() {
-        tracing::warn!("--mcp-config is accepted but MCP servers are not supported yet");
+    let file = ServerFile::load(ServerFile::locate(args.config.as_deref()).as_deref())?;
+    if let Some(path) = &file.path {
+        tracing::info!(path = %path.display(), "config file read");
+    }
+    let mut mcp_servers = file.mcp_servers.clone();
+    if let Some(path) = &args.mcp_config {
+        mcp_servers.extend(turnstone_mcp::load_mcp_json(path)?);
     }
 
     // Auth: on by default; off only on a loopback bind.
@@ -147,25 +159,31 @@ async fn main() -> anyhow::Result<()> {
         tracing::warn!(host = %args.host, "auth is DISABLED (allowed only on a loopback bind)");
     }
 
-    let backend = Backend::connect(args.base_url.as_deref(), args.api_key.clone()).await?;
+    let (backend, model) = connect_backend(&args, &file).await?;
     if backend.is_scripted() {
         tracing::info!(url = %backend.base_url, "no --base-url: using the built-in scripted model");
     }
-    let model = args
-        .model
-        .clone()
-        .unwrap_or_else(|| "fake-model".to_string());
     let config = EngineConfig {
         model: model.clone(),
         skip_permissions: args.skip_permissions,
-        approval_timeout: std::time::Duration::from_secs(args.approval_timeout.max(1)),
-        cwd: resolve_cwd(args.cwd.clone())?,
+        approval_timeout: std::time::Duration::from_secs(
+            file.server
+                .approval_timeout
+                .unwrap_or(args.approval_timeout)
+                .max(1),
+        ),
+        cwd: resolve_cwd(args.cwd.clone().or(file.server.cwd.clone()))?,
         ..EngineConfig::default()
     };
-    let engine = backend.engine(config).await?;
-    let node_id = args.node_id.clone().unwrap_or_else(default_node_id);
+    let tool_options = builtin_options(&file, &backend, &model)?;
+    let engine = backend.engine_with(config, &tool_options).await?;
+    let node_id = args
+        .node_id
+        .clone()
+        .or(file.server.node_id.clone())
+        .unwrap_or_else(default_node_id);
     let manager_config = ManagerConfig {
-        max_workstreams: args.max_workstreams,
+        max_workstreams: file.server.max_workstreams.unwrap_or(args.max_workstreams),
         ..ManagerConfig::default()
     };
     let ratelimit = server::ratelimit::RateLimitConfig {
@@ -220,6 +238,16 @@ async fn main() -> anyhow::Result<()> {
         name: Some("default".into()),
         ..CreateOptions::default()
     })?;
+    // MCP servers connect in the background: one slow or failing server never delays
+    // start-up or the others.
+    let mcp = (!mcp_servers.is_empty()).then(|| turnstone_mcp::McpManager::start(mcp_servers));
+    if let Some(m) = &mcp {
+        tracing::info!(
+            servers = m.counts().servers,
+            "MCP servers connecting in the background"
+        );
+        node.set_mcp(m.clone());
+    }
 
     let listener = tokio::net::TcpListener::bind(SocketAddr::new(args.host, args.port)).await?;
     let addr = listener.local_addr()?;
@@ -248,6 +276,89 @@ async fn main() -> anyhow::Result<()> {
     drop(backend);
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The model backend: the config file's model registry (aliases, fallback chain), else
+/// `--provider anthropic`, else an OpenAI-compatible `--base-url`, else the scripted model.
+/// Returns it with the model name requests carry.
+async fn connect_backend(args: &Args, file: &ServerFile) -> anyhow::Result<(Backend, String)> {
+    if let Some(registry) = &file.registry {
+        let registry = turnstone_llm::ModelRegistry::from_config(registry)?;
+        let alias = registry.default_alias().to_string();
+        let entry = registry.get(&alias)?;
+        let model = entry.entry.model.clone();
+        tracing::info!(alias, model, aliases = ?registry.aliases(), "model registry");
+        let chain = registry.default_chain();
+        return Ok((
+            Backend::from_provider(Arc::new(chain), format!("registry:{alias}")),
+            model,
+        ));
+    }
+    if args.provider == "anthropic" {
+        let url = args
+            .base_url
+            .clone()
+            .unwrap_or_else(|| "https://api.anthropic.com".to_string());
+        let mut config = turnstone_llm::AnthropicConfig::new(url.clone());
+        config.api_key = args
+            .api_key
+            .clone()
+            .or_else(|| std::env::var("ANTHROPIC_API_KEY").ok())
+            .filter(|k| !k.is_empty());
+        if config.api_key.is_none() {
+            anyhow::bail!("--provider anthropic needs --api-key or ANTHROPIC_API_KEY");
+        }
+        let provider = turnstone_llm::AnthropicProvider::new(config)?;
+        let model = args
+            .model
+            .clone()
+            .ok_or_else(|| anyhow::anyhow!("--provider anthropic needs --model"))?;
+        return Ok((Backend::from_provider(Arc::new(provider), url), model));
+    }
+    let backend = Backend::connect(args.base_url.as_deref(), args.api_key.clone()).await?;
+    let model = args
+        .model
+        .clone()
+        .unwrap_or_else(|| "fake-model".to_string());
+    Ok((backend, model))
+}
+
+/// Built-in tool settings from `[tools]`: the web tools on (unless disabled), their SSRF
+/// policy, search backend and notify targets, and page answers by the node's own model.
+fn builtin_options(
+    file: &ServerFile,
+    backend: &Backend,
+    model: &str,
+) -> anyhow::Result<turnstone_tools::BuiltinOptions> {
+    let t = &file.tools;
+    let mut web = turnstone_tools::WebOptions {
+        enabled: !t.disable_web,
+        allow_private_network: t.allow_private_network,
+        searxng_url: t.searxng_url.clone(),
+        search_backend: t.search_backend.clone(),
+        ..turnstone_tools::WebOptions::default()
+    };
+    web.notify_targets = t
+        .notify
+        .iter()
+        .map(|(name, target)| {
+            let mut n = turnstone_tools::NotifyTarget::new(name.clone(), target.url.clone());
+            n.headers = target
+                .headers
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            n
+        })
+        .collect();
+    web.page_answerer = Some(Arc::new(turnstone_node::page_answerer::LlmPageAnswerer {
+        llm: backend.provider.clone(),
+        model: model.to_string(),
+    }));
+    Ok(turnstone_tools::BuiltinOptions {
+        web,
+        ..turnstone_tools::BuiltinOptions::default()
+    })
 }
 
 fn spawn_idle_cleanup(node: Arc<Node>, shutdown: Shutdown) -> tokio::task::JoinHandle<()> {

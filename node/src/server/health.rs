@@ -37,7 +37,7 @@ pub async fn health(State(node): State<Arc<Node>>) -> Json<Value> {
         .metrics
         .last_turn_completed_age()
         .map(|age| (age.as_secs_f64() * 100.0).round() / 100.0);
-    Json(json!({
+    let mut body = json!({
         "status": if up { "ok" } else { "degraded" },
         "version": node.options.version,
         "node_id": node.options.node_id,
@@ -59,5 +59,14 @@ pub async fn health(State(node): State<Arc<Node>>) -> Json<Value> {
         },
         "event_loop_lag_ms": lag_ms,
         "last_turn_completed_age_seconds": last_turn_age,
-    }))
+    });
+    // `mcp` only when an MCP client exists, as the original.
+    if let (Some(m), Some(o)) = (node.mcp(), body.as_object_mut()) {
+        let c = m.counts();
+        o.insert(
+            "mcp".into(),
+            json!({"servers": c.servers, "resources": c.resources, "prompts": c.prompts, "tools": c.tools, "connected": c.connected}),
+        );
+    }
+    Json(body)
 }

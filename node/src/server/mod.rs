@@ -9,6 +9,7 @@ pub mod body;
 pub mod error;
 pub mod events;
 pub mod health;
+pub mod internal;
 pub mod login;
 pub mod memories;
 pub mod metrics;
@@ -57,6 +58,8 @@ pub fn router(node: Arc<Node>) -> Router {
         .route("/api/cancel", post(turns::cancel))
         .route("/api/plan", post(turns::plan))
         .route("/api/command", post(turns::command))
+        .route("/api/_internal/mcp-status", get(internal::mcp_status))
+        .route("/api/_internal/mcp-reload", post(internal::mcp_reload))
         .merge(login::routes())
         .merge(memories::routes());
     Router::new()

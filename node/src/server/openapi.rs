@@ -382,6 +382,11 @@ pub const ROUTES: &[ApiRoute] = &[
     ApiRoute::get("/v1/api/auth/whoami", "auth")
         .summary("The calling user (401 without a user identity)")
         .json::<WhoamiReply>(),
+    ApiRoute::get("/v1/api/_internal/mcp-status", "internal")
+        .summary("Status of each configured MCP server (console fan-out)"),
+    ApiRoute::post("/v1/api/_internal/mcp-reload", "internal")
+        .summary("Rediscover every MCP server's tools, resources and prompts")
+        .errors(&[503]),
     ApiRoute::get("/v1/api/models", "models")
         .summary("Model aliases this node serves")
         .json::<ModelList>(),

@@ -157,6 +157,8 @@ pub struct Node {
     /// Replies of idempotent creates (`correlation_id` / `Idempotency-Key`), held across
     /// the create (which may await the store) so concurrent repeats create one workstream.
     pub create_memo: tokio::sync::Mutex<HashMap<String, (Value, SystemTime)>>,
+    /// The MCP client manager, when MCP servers are configured (set once at start-up).
+    mcp: std::sync::OnceLock<Arc<turnstone_mcp::McpManager>>,
 }
 
 impl std::fmt::Debug for Node {
@@ -231,7 +233,17 @@ impl Node {
             persistence,
             idempotency: Mutex::new(Idempotency::default()),
             create_memo: tokio::sync::Mutex::default(),
+            mcp: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Attaches the MCP manager (once; later calls are ignored).
+    pub fn set_mcp(&self, mcp: Arc<turnstone_mcp::McpManager>) {
+        let _ = self.mcp.set(mcp);
+    }
+
+    pub fn mcp(&self) -> Option<&Arc<turnstone_mcp::McpManager>> {
+        self.mcp.get()
     }
 
     pub fn uptime(&self) -> Duration {

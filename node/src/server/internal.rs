@@ -1,0 +1,31 @@
+//! `/v1/api/_internal/*`: the console's admin fan-out (cluster spec §4.7) — MCP status and
+//! reload. Reload needs the approve scope (checked by the auth layer, as every route).
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::State;
+use serde_json::{Value, json};
+
+use super::error::ApiError;
+use super::state::Node;
+
+/// `GET /v1/api/_internal/mcp-status` → `{"servers": {name: status}}` (empty without MCP).
+pub async fn mcp_status(State(node): State<Arc<Node>>) -> Json<Value> {
+    let servers = match node.mcp() {
+        Some(m) => serde_json::to_value(m.status()).unwrap_or_else(|_| json!({})),
+        None => json!({}),
+    };
+    Json(json!({ "servers": servers }))
+}
+
+/// `POST /v1/api/_internal/mcp-reload` — rediscovers every server's tools, resources and
+/// prompts. `{"status":"ok"}`; `503` when a server cannot be refreshed now.
+pub async fn mcp_reload(State(node): State<Arc<Node>>) -> Result<Json<Value>, ApiError> {
+    if let Some(m) = node.mcp() {
+        m.refresh(None)
+            .await
+            .map_err(|e| ApiError::Unavailable(format!("MCP refresh failed: {e}")))?;
+    }
+    Ok(Json(json!({"status": "ok"})))
+}
