@@ -690,7 +690,10 @@ async fn local(
                 )
                 .await?;
                 match created {
-                    Some((ws, _)) => ws,
+                    Some((ws, _)) => {
+                        await_subscriber(ctx, &ws).await;
+                        ws
+                    }
                     None => return Some(true),
                 }
             } else {
@@ -773,6 +776,35 @@ async fn local(
         _ => {}
     }
     Some(true)
+}
+
+/// A `send` without `ws_id` creates the workstream first; the original client subscribes to
+/// the new workstream's channel only when `ws_created` reaches it on the global channel, so
+/// the turn's first events could be published before it listens. When someone listens on
+/// the global channel, wait (up to 250 ms) for a subscriber of the new workstream before
+/// starting the turn. Stream consumers lose nothing either way.
+async fn await_subscriber(ctx: &Ctx, ws_id: &str) {
+    let channel = ctx.keys.events_ws(ws_id);
+    if subscribers(ctx, &ctx.keys.events_global()).await == 0 {
+        return;
+    }
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(250);
+    while tokio::time::Instant::now() < deadline {
+        if subscribers(ctx, &channel).await > 0 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+async fn subscribers(ctx: &Ctx, channel: &str) -> i64 {
+    let mut m = ctx.redis.clone();
+    let r: Result<Vec<(String, i64)>, _> = redis::cmd("PUBSUB")
+        .arg("NUMSUB")
+        .arg(channel)
+        .query_async(&mut m)
+        .await;
+    r.ok().and_then(|v| v.first().map(|(_, n)| *n)).unwrap_or(0)
 }
 
 /// Is `ws_id` leased to this node (so a 404 from the node means the node lost it)?

@@ -35,6 +35,7 @@ TURN_TIMEOUT = 30.0
 _passed = 0
 
 
+
 def check(name: str, condition: bool, detail: object = "") -> None:
     global _passed
     if not condition:
@@ -137,7 +138,7 @@ def basic(client: TurnstoneClient) -> None:
     check(
         "approve.approval_request",
         len(asked) == 1
-        and len(asked[0].correlation_id) == 12
+        and asked[0].correlation_id  # the request_id to answer (12 hex in 0.9.6)
         and [i.get("func_name") for i in asked[0].items] == ["bash"],
         [(a.correlation_id, a.items) for a in asked],
     )
@@ -173,8 +174,10 @@ def runs(client: TurnstoneClient, count: int) -> None:
             lost.append((i, result.content, repr(final)))
     check(f"runs.existing_ws.{count}", not lost, lost)
 
-    # `send_and_wait` without a ws_id: the bridge creates the workstream and the client
-    # learns its id from `ws_created` before subscribing to it.
+    # `send_and_wait` without a ws_id: the bridge creates the workstream and the 0.9.6 client
+    # subscribes to its channel only when `ws_created` reaches it, so events published before
+    # that are not delivered to it (a race inside the client; the Rust client reads the
+    # stream instead). Our bridge waits for that subscriber before starting the turn.
     lost = []
     for i in range(count):
         finals = Finals()
@@ -188,7 +191,8 @@ def runs(client: TurnstoneClient, count: int) -> None:
             or result.content != final
         ):
             lost.append((i, result.ws_id, result.content, repr(final)))
-    check(f"runs.new_ws.{count}", not lost, lost)
+    # The bridge waits (briefly) for the new workstream's subscriber before the turn starts.
+    check("runs.new_ws", not lost, f"{len(lost)} of {count} replies incomplete: {lost}")
 
 
 def main() -> None:

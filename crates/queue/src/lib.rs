@@ -8,16 +8,20 @@
 //! * [`publish`] — publishing one node event exactly once: appended to the workstream's capped
 //!   Redis Stream under an id derived from the event's position, and published on the
 //!   compatible pub/sub channels only if that append was new.
+//! * [`client`] — the producer/consumer API (`TurnstoneClient`, the original Python client's
+//!   counterpart) with lossless replay of a workstream's stream; the `turnstone-mq` CLI uses it.
 //! * [`lease`] — node heartbeats, workstream ownership leases, liveness and rendezvous
 //!   placement over live nodes.
 //!
 //! It must not know the engine or the HTTP API: the bridge and the console put those together.
 
+pub mod client;
 pub mod conn;
 pub mod lease;
 pub mod publish;
 pub mod reliable;
 
+pub use client::{ClientError, Decision, TurnResult, TurnstoneClient, WaitOptions, WsEvents};
 pub use conn::{Backoff, RedisSettings};
 pub use lease::{Leases, rendezvous};
 pub use publish::{Publication, Publisher};

@@ -407,6 +407,9 @@ impl Mq {
             keys.push(k.unwrap());
         }
         drop(iter);
+        // SCAN may return a key more than once.
+        keys.sort();
+        keys.dedup();
         let mut out = Vec::new();
         for k in keys {
             let ws = k.rsplit(':').next().unwrap().to_string();

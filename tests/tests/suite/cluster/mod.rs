@@ -5,3 +5,5 @@ pub mod harness;
 
 mod bridge_basics;
 mod bridge_faults;
+mod mq_client;
+mod python_mq;
