@@ -29,3 +29,16 @@ pub async fn mcp_reload(State(node): State<Arc<Node>>) -> Result<Json<Value>, Ap
     }
     Ok(Json(json!({"status": "ok"})))
 }
+
+/// `GET /v1/api/_internal/mcp-status` reply: server name → status object.
+#[derive(Debug, Clone, serde::Serialize, schemars::JsonSchema)]
+pub struct McpStatusReply {
+    pub servers: std::collections::BTreeMap<String, serde_json::Map<String, Value>>,
+}
+
+/// `GET /v1/api/approvals` reply: the pending `approve_request` events, each with `ws_id`,
+/// `ws_seq` and `request_id`.
+#[derive(Debug, Clone, serde::Serialize, schemars::JsonSchema)]
+pub struct PendingApprovals {
+    pub approvals: Vec<serde_json::Map<String, Value>>,
+}

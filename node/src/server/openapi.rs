@@ -329,12 +329,13 @@ pub const ROUTES: &[ApiRoute] = &[
         .body::<CreateWorkstreamBody>()
         .params(&[IDEMPOTENCY_KEY])
         .json::<CreateWorkstreamReply>()
-        .errors(&[409]),
+        .errors(&[404, 409, 503]),
     ApiRoute::post("/v1/api/workstreams/close", "workstreams")
         .summary("Close a workstream")
         .body::<CloseWorkstreamBody>(),
     ApiRoute::get("/v1/api/approvals", "turns")
-        .summary("Pending tool approvals on this node (the approve_request events, with ws_id)"),
+        .summary("Pending tool approvals on this node (the approve_request events, with ws_id)")
+        .json::<super::internal::PendingApprovals>(),
     ApiRoute::post("/v1/api/send", "turns")
         .summary("Send a user message (starts a turn); `{\"status\": \"busy\"}` while one runs")
         .body::<SendRequest>()
@@ -383,7 +384,8 @@ pub const ROUTES: &[ApiRoute] = &[
         .summary("The calling user (401 without a user identity)")
         .json::<WhoamiReply>(),
     ApiRoute::get("/v1/api/_internal/mcp-status", "internal")
-        .summary("Status of each configured MCP server (console fan-out)"),
+        .summary("Status of each configured MCP server (console fan-out)")
+        .json::<super::internal::McpStatusReply>(),
     ApiRoute::post("/v1/api/_internal/mcp-reload", "internal")
         .summary("Rediscover every MCP server's tools, resources and prompts")
         .errors(&[503]),
@@ -399,7 +401,7 @@ pub const ROUTES: &[ApiRoute] = &[
         .summary("Upsert a memory by (name, scope, scope_id): 201 when created, 200 when updated")
         .body::<SaveMemoryBody>()
         .json::<MemoryRow>()
-        .errors(&[500, 503]),
+        .errors(&[201, 500, 503]),
     ApiRoute::post("/v1/api/memories/search", "memories")
         .summary("Memories containing every term of the query (read-only)")
         .body::<SearchMemoriesBody>()
@@ -426,6 +428,7 @@ pub const UNDOCUMENTED: &[(&str, &str)] = &[
 fn status_text(status: u16) -> &'static str {
     match status {
         200 => "OK",
+        201 => "Created",
         400 => "Bad request (invalid JSON body or invalid field)",
         401 => "Missing or invalid credentials",
         403 => "The token lacks the required scope",
@@ -518,9 +521,17 @@ fn operation(
             "content": {"text/html": {"schema": {"type": "string"}}},
         }),
     };
-    responses.insert("200".into(), ok);
+    responses.insert("200".into(), ok.clone());
     for status in errors {
-        responses.insert(status.to_string(), error_response(status, error_ref));
+        // A second success status (201 Created) answers with the same body as the 200.
+        let response = if (200..300).contains(&status) {
+            let mut alt = ok.clone();
+            alt["description"] = json!(status_text(status));
+            alt
+        } else {
+            error_response(status, error_ref)
+        };
+        responses.insert(status.to_string(), response);
     }
     op.insert("responses".into(), Value::Object(responses));
     Value::Object(op)

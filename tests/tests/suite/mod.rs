@@ -4,5 +4,6 @@ mod binaries;
 mod cluster;
 mod openai_load;
 mod python_sdk;
+mod schemathesis;
 mod turn_order;
 mod wire_contract;

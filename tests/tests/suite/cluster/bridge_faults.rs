@@ -70,15 +70,31 @@ async fn sigkill_the_bridge_while_a_thousand_sends_flow_loses_and_duplicates_not
     }
     producer.await.unwrap();
     assert_exactly_once(&node, &ids, Duration::from_secs(120)).await;
-    // What consumers see is deduplicated too: one turn_complete per id across all streams.
-    let events = mq.all_stream_events().await;
+    // What consumers see is complete and deduplicated too: one turn_complete per id across
+    // all streams (the bridge may still be catching up on the node's events).
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
+    let events = loop {
+        let events = mq.all_stream_events().await;
+        let published = events
+            .iter()
+            .filter(|(_, e)| e["type"] == "turn_complete")
+            .count();
+        if published >= n || tokio::time::Instant::now() > deadline {
+            break events;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
     let mut seen = HashSet::new();
-    for (_, e) in events.iter().filter(|(_, e)| e["type"] == "turn_complete") {
+    for (ws, e) in events.iter().filter(|(_, e)| e["type"] == "turn_complete") {
         let c = e["correlation_id"].as_str().unwrap().to_string();
-        assert!(
-            seen.insert(c.clone()),
-            "turn_complete published twice for {c}"
-        );
+        if !seen.insert(c.clone()) {
+            let all: Vec<_> = events
+                .iter()
+                .filter(|(_, e)| e["correlation_id"] == json!(c))
+                .collect();
+            let entries = mq.stream_entries(ws).await;
+            panic!("turn_complete published twice for {c}: {all:#?}\nstream {ws}: {entries:#?}");
+        }
     }
     assert_eq!(seen.intersection(&ids).count(), n);
     assert!(mq.dead_letters().await.is_empty());

@@ -385,6 +385,15 @@ impl Mq {
 
     /// Events of one workstream's stream, in order.
     pub async fn stream(&mut self, ws_id: &str) -> Vec<Value> {
+        self.stream_entries(ws_id)
+            .await
+            .into_iter()
+            .map(|(_, e)| e)
+            .collect()
+    }
+
+    /// Entries of one workstream's stream: (entry id, event), in order.
+    pub async fn stream_entries(&mut self, ws_id: &str) -> Vec<(String, Value)> {
         let entries: redis::streams::StreamRangeReply = self
             .conn
             .xrange_all(self.key(&format!("stream:{ws_id}")))
@@ -393,8 +402,8 @@ impl Mq {
         entries
             .ids
             .iter()
-            .filter_map(|e| e.get::<String>("event"))
-            .map(|s| serde_json::from_str(&s).unwrap())
+            .filter_map(|e| Some((e.id.clone(), e.get::<String>("event")?)))
+            .map(|(id, s)| (id, serde_json::from_str(&s).unwrap()))
             .collect()
     }
 

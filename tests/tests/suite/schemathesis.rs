@@ -1,0 +1,92 @@
+//! The node's OpenAPI document against its behaviour: schemathesis generates requests from
+//! `/openapi.json` (every operation but the endless event streams) and checks that no answer
+//! is a 5xx, every status is documented and every body matches its schema; `/metrics` stays
+//! valid Prometheus text (`promtool check metrics`) after the run.
+
+use std::process::Stdio;
+
+use tokio::process::Command;
+
+use super::cluster::harness::{NodeProc, mint_token};
+
+fn venv() -> std::path::PathBuf {
+    let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
+    std::path::PathBuf::from(
+        std::env::var("TURNSTONE_ST_VENV")
+            .unwrap_or_else(|_| format!("{home}/.cache/turnstone-st-venv")),
+    )
+}
+
+#[tokio::test]
+async fn schemathesis_finds_no_server_error_or_schema_violation_and_metrics_stay_valid() {
+    let st = venv().join("bin/schemathesis");
+    assert!(
+        st.exists(),
+        "schemathesis is missing at {}: run scripts/schemathesis-venv (scripts/services does it)",
+        st.display()
+    );
+    let node = NodeProc::start("st-node").await;
+    let out = Command::new(&st)
+        .args(["run", &format!("{}/openapi.json", node.url)])
+        .args(["-H", &format!("Authorization: Bearer {}", mint_token())])
+        .args([
+            "--checks",
+            "not_a_server_error,response_schema_conformance,status_code_conformance,content_type_conformance",
+            "--max-examples",
+            "25",
+            "--exclude-path-regex",
+            "events",
+            "--workers",
+            "1",
+            "--seed",
+            "164938256485133405946385779694261097664",
+        ])
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .unwrap();
+    let report = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success(),
+        "schemathesis found problems:\n{report}"
+    );
+    assert!(report.contains("passed"), "{report}");
+
+    let metrics = reqwest::get(format!("{}/metrics", node.url))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("metrics.txt");
+    std::fs::write(&file, &metrics).unwrap();
+    let check = std::process::Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::fs::File::open(&file).unwrap())
+        .output()
+        .expect("promtool is missing (scripts/services installs prometheus)");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&check.stdout),
+        String::from_utf8_lossy(&check.stderr)
+    );
+    // The one lint allowed: the original's gauge name `turnstone_workstreams_active_total`.
+    let problems: Vec<&str> = text
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.contains("turnstone_workstreams_active_total"))
+        .collect();
+    assert!(problems.is_empty(), "promtool: {text}");
+    // The run is visible in the request counters (hundreds of requests went through).
+    let requests: f64 = metrics
+        .lines()
+        .filter(|l| l.starts_with("turnstone_http_requests_total{"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    assert!(requests > 100.0, "{requests} requests counted:\n{metrics}");
+}
