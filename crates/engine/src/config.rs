@@ -4,6 +4,8 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use turnstone_tools::toolset::{ToolIntent, ToolsetConfig};
+
 /// Per-engine settings shared by every workstream it runs.
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
@@ -35,6 +37,11 @@ pub struct EngineConfig {
     pub event_log_capacity: usize,
     /// Live events buffered per subscriber before it falls back to the ring.
     pub live_buffer: usize,
+    /// Tool sets, tool search and deferral (`[tools]`: `search`, `search_threshold`,
+    /// `search_max_results`, presets).
+    pub toolset: ToolsetConfig,
+    /// The tool intent of a workstream created without one (default: all tools, live).
+    pub default_tool_intent: ToolIntent,
 }
 
 impl Default for EngineConfig {
@@ -55,6 +62,8 @@ impl Default for EngineConfig {
             cwd: PathBuf::from("."),
             event_log_capacity: 512,
             live_buffer: 64,
+            toolset: ToolsetConfig::default(),
+            default_tool_intent: ToolIntent::default(),
         }
     }
 }

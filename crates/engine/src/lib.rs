@@ -12,6 +12,14 @@
 //! through `turnstone-tools` ([`turnstone_tools::ToolRegistry`]). It must not know axum,
 //! Redis or the HTTP API.
 //!
+//! Tools: each workstream stores a tool *intent* ([`turnstone_tools::toolset::ToolIntent`]),
+//! never a list. At the start of every turn it is expanded against the live registry into a
+//! [`turnstone_tools::toolset::ToolSurface`] that stays frozen for the turn: the request's
+//! tool array (resident tools, tools loaded by `tool_search`, `tool_search` itself), the
+//! deferred catalog appended to the system prompt, and dispatch by exact name against every
+//! available tool (deferred ones and replay-only aliases included). The latest request's
+//! array is kept for inspection ([`WorkstreamHandle::prepared_tools`]).
+//!
 //! States: `idle → thinking → running → attention → running → … → idle | error`.
 
 pub mod config;
@@ -29,17 +37,19 @@ pub use event::{Envelope, Event, StatusInfo, ToolItem, WsState};
 pub use log::{EventLog, Item, Sequenced, Subscription};
 pub use manager::{Closed, CreateOptions, Manager, ManagerError};
 pub use workstream::{
-    ApproveOutcome, Decision, EventHook, Journal, SendOutcome, Verdict, WorkstreamHandle,
+    ApproveOutcome, Decision, EventHook, Journal, PreparedTools, SendOutcome, Verdict,
+    WorkstreamHandle,
 };
 
 use turnstone_llm::{Resilient, ToolSpec};
 use turnstone_tools::ToolRegistry;
+use turnstone_tools::toolset::{LoadedTools, ToolIntent, ToolSurface};
 
-/// What every workstream of a node shares: the model client, the tool registry, settings.
+/// What every workstream of a node shares: the model client, the (live) tool registry,
+/// settings.
 pub struct Engine {
     provider: Resilient,
     tools: Arc<ToolRegistry>,
-    specs: Vec<ToolSpec>,
     config: EngineConfig,
     context_window: AtomicU32,
 }
@@ -71,19 +81,12 @@ impl Engine {
                 }
             }
         };
-        let specs = tools
-            .specs()
-            .into_iter()
-            .map(|s| ToolSpec {
-                name: s.name,
-                description: s.description,
-                parameters: s.parameters,
-            })
-            .collect();
+        if let Err(e) = config.toolset.check() {
+            tracing::warn!(error = %e, "tool set configuration");
+        }
         Arc::new(Self {
             provider,
             tools,
-            specs,
             config,
             context_window: AtomicU32::new(window),
         })
@@ -97,9 +100,22 @@ impl Engine {
         &self.tools
     }
 
-    /// The tool array sent to the model (metadata stripped), in registry order.
-    pub fn tool_specs(&self) -> &[ToolSpec] {
-        &self.specs
+    /// The shared live registry: tools added or removed here reach every workstream at its
+    /// next turn.
+    pub fn registry(&self) -> &Arc<ToolRegistry> {
+        &self.tools
+    }
+
+    /// Every registered tool's spec (metadata stripped), in registry order, as of now. A
+    /// workstream's request carries its own narrower array: see [`Engine::tool_surface`].
+    pub fn tool_specs(&self) -> Vec<ToolSpec> {
+        self.tools.specs().into_iter().map(to_tool_spec).collect()
+    }
+
+    /// The tools a workstream with this intent and loaded set gets now: the array, the
+    /// deferred catalog and dispatch (one turn's frozen view).
+    pub fn tool_surface(&self, intent: &ToolIntent, loaded: &LoadedTools) -> ToolSurface {
+        ToolSurface::build(intent, self.tools.snapshot(), &self.config.toolset, loaded)
     }
 
     pub fn config(&self) -> &EngineConfig {
@@ -108,6 +124,14 @@ impl Engine {
 
     pub fn context_window(&self) -> u32 {
         self.context_window.load(Ordering::Relaxed)
+    }
+}
+
+pub(crate) fn to_tool_spec(s: turnstone_tools::FunctionSpec) -> ToolSpec {
+    ToolSpec {
+        name: s.name,
+        description: s.description,
+        parameters: s.parameters,
     }
 }
 

@@ -15,13 +15,16 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 use turnstone_llm::{
-    ChatMessage, ChatRequest, FinishReason, LlmError, StreamEvent, ToolCall, Usage,
+    ChatMessage, ChatRequest, FinishReason, LlmError, StreamEvent, ToolCall, ToolSpec, Usage,
 };
-use turnstone_tools::{OutputSink, Prepared, Tool, ToolOutput};
+use turnstone_tools::toolset::{ToolPayload, ToolSurface};
+use turnstone_tools::{OutputSink, Prepared, Tool, ToolOutput, parse_tool_arguments};
 
 use crate::Engine;
 use crate::event::{Event, ToolItem, WsState};
-use crate::workstream::{Decision, PendingApproval, Shared, Verdict, error_item, lock};
+use crate::workstream::{
+    Decision, PendingApproval, PreparedTools, Shared, Verdict, error_item, lock,
+};
 
 /// Cap on the accumulated visible text of one turn (`turn_complete.content`).
 const TURN_CONTENT_CAP: usize = 256 * 1024;
@@ -32,6 +35,44 @@ struct Turn<'a> {
     token: CancellationToken,
     correlation_id: String,
     content: String,
+    /// This turn's tools, frozen at its start (seed 002 §7.4): `tool_search` inside the turn
+    /// marks tools loaded, the array changes at the next turn.
+    tools: TurnTools,
+}
+
+/// The frozen tool view of one turn and what every request of the turn sends.
+struct TurnTools {
+    surface: ToolSurface,
+    specs: Vec<ToolSpec>,
+    system_prompt: Option<String>,
+    payload: Arc<ToolPayload>,
+    turn: u64,
+    step: u32,
+}
+
+impl TurnTools {
+    fn freeze(engine: &Engine, shared: &Shared) -> Self {
+        let intent = lock(&shared.tool_intent).clone();
+        let surface = engine.tool_surface(&intent, &shared.loaded_tools);
+        for warning in surface.warnings() {
+            tracing::warn!(%warning, "tool intent");
+        }
+        let specs = surface
+            .specs()
+            .into_iter()
+            .map(crate::to_tool_spec)
+            .collect();
+        let system_prompt = surface.system_prompt(engine.config().system_prompt.as_deref());
+        let payload = Arc::new(surface.payload());
+        Self {
+            surface,
+            specs,
+            system_prompt,
+            payload,
+            turn: shared.turn_count.load(Ordering::Relaxed),
+            step: 0,
+        }
+    }
 }
 
 /// How a phase ended when it did not simply succeed.
@@ -53,6 +94,7 @@ pub(crate) async fn run(
         token,
         correlation_id,
         content: String::new(),
+        tools: TurnTools::freeze(engine, shared),
     };
     shared.push_message(ChatMessage::user(text));
     match turn.run_loop().await {
@@ -237,17 +279,23 @@ impl Turn<'_> {
         }
     }
 
-    fn build_request(&self) -> ChatRequest {
+    fn build_request(&mut self) -> ChatRequest {
         let config = self.engine.config();
         let mut messages = Vec::new();
-        if let Some(system) = &config.system_prompt {
+        if let Some(system) = &self.tools.system_prompt {
             messages.push(ChatMessage::system(system.clone()));
         }
         messages.extend(lock(&self.shared.messages).iter().cloned());
+        self.tools.step += 1;
+        *lock(&self.shared.prepared_tools) = Some(PreparedTools {
+            turn: self.tools.turn,
+            step: self.tools.step,
+            payload: self.tools.payload.clone(),
+        });
         ChatRequest {
             model: config.model.clone(),
             messages,
-            tools: self.engine.tool_specs().to_vec(),
+            tools: self.tools.specs.clone(),
             temperature: config.temperature,
             max_tokens: config.max_tokens,
             reasoning_effort: Some(config.reasoning_effort.clone()),
@@ -386,7 +434,6 @@ impl Turn<'_> {
     }
 
     fn prepare(&self, call: &ToolCall) -> Prep {
-        let registry = self.engine.tools();
         let fail = |error: String, emit_as: String| {
             self.emit(Event::error(emit_as));
             Prep {
@@ -396,14 +443,16 @@ impl Turn<'_> {
                 tool: None,
             }
         };
-        let Some(tool) = registry.get(&call.name) else {
-            let message = match registry.parse_arguments(&call.name, &call.arguments) {
-                Err(e) => e.to_string(),
-                Ok(_) => format!("Unknown tool: '{}'", call.name),
-            };
-            return fail(message.clone(), message);
+        // Dispatch resolves against everything available this turn (deferred tools too, and
+        // replay-only aliases), not only the array; an unknown name is never guessed at.
+        let tool = match self.tools.surface.resolve(&call.name) {
+            Ok(tool) => tool,
+            Err(e) => {
+                let message = e.to_string();
+                return fail(message.clone(), message);
+            }
         };
-        let args: Value = match registry.parse_arguments(&call.name, &call.arguments) {
+        let args: Value = match parse_tool_arguments(tool.definition(), &call.arguments) {
             Ok(v) => v,
             Err(e) => {
                 let message = e.to_string();

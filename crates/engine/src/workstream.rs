@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 use turnstone_llm::{ChatMessage, Usage};
 use turnstone_tools::ToolContext;
+use turnstone_tools::toolset::{IntentError, LoadedTools, ToolIntent, ToolPayload, ToolSurface};
 
 use crate::Engine;
 use crate::event::{Envelope, Event, ToolItem, WsState};
@@ -60,6 +61,19 @@ pub(crate) struct PendingApproval {
     pub labels: Vec<String>,
     pub event: Arc<Envelope>,
     pub reply: oneshot::Sender<Decision>,
+}
+
+/// The tool array of a workstream's latest prepared model request, for inspection (kept
+/// beside the conversation, never in it; replaced on each request).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct PreparedTools {
+    /// The turn (1-based count of turns this workstream started).
+    pub turn: u64,
+    /// The request within the turn (1-based): the array is the same for every step of a
+    /// turn.
+    pub step: u32,
+    #[serde(flatten)]
+    pub payload: Arc<ToolPayload>,
 }
 
 /// Result of [`WorkstreamHandle::send`].
@@ -117,6 +131,12 @@ pub(crate) struct Shared {
     pub activity: Mutex<(String, String)>,
     /// Tool results emitted over the workstream's life.
     pub tool_calls_total: AtomicU64,
+    /// Tool toggles (intent, never a list of all tools); read at each turn boundary.
+    pub tool_intent: Mutex<ToolIntent>,
+    /// Deferred tools loaded by `tool_search`; in the array from the next turn on.
+    pub loaded_tools: LoadedTools,
+    /// The tool array of the latest prepared request.
+    pub prepared_tools: Mutex<Option<PreparedTools>>,
 }
 
 impl Shared {
@@ -246,6 +266,9 @@ impl WorkstreamHandle {
             closed: CancellationToken::new(),
             activity: Mutex::new((String::new(), String::new())),
             tool_calls_total: AtomicU64::new(0),
+            tool_intent: Mutex::new(config.default_tool_intent.clone()),
+            loaded_tools: LoadedTools::new(),
+            prepared_tools: Mutex::new(None),
         });
         let (inbox, rx) = mpsc::channel(4);
         let span = tracing::info_span!("workstream", ws_id = %shared.id);
@@ -479,6 +502,60 @@ impl WorkstreamHandle {
     /// Tool results over the workstream's life.
     pub fn tool_calls_total(&self) -> u64 {
         self.shared.tool_calls_total.load(Ordering::Relaxed)
+    }
+
+    /// The stored tool intent.
+    pub fn tool_intent(&self) -> ToolIntent {
+        lock(&self.shared.tool_intent).clone()
+    }
+
+    /// Replaces the tool intent after checking it (a preset it names must exist). It takes
+    /// effect at the next turn boundary; a running turn keeps its tool array.
+    pub fn set_tool_intent(&self, intent: ToolIntent) -> Result<(), IntentError> {
+        self.engine.config().toolset.validate(&intent)?;
+        *lock(&self.shared.tool_intent) = intent;
+        Ok(())
+    }
+
+    /// Applies a client's change to the tool intent (a JSON object of intent keys; `null`
+    /// clears one; see [`ToolIntent::merged`]) and returns the new intent to persist.
+    pub fn update_tool_intent(
+        &self,
+        change: &serde_json::Value,
+    ) -> Result<ToolIntent, IntentError> {
+        let mut current = lock(&self.shared.tool_intent);
+        let next = current.merged(change)?;
+        self.engine.config().toolset.validate(&next)?;
+        *current = next.clone();
+        Ok(next)
+    }
+
+    /// Deferred tools `tool_search` has loaded (sorted), to persist with the session.
+    pub fn loaded_tools(&self) -> Vec<String> {
+        self.shared.loaded_tools.names()
+    }
+
+    /// Restores a resumed session's tool state as stored: its intent (not checked: a preset
+    /// that no longer exists falls back to the default set with a warning at expansion) and
+    /// the deferred tools it had loaded. Call right after creating the workstream.
+    pub fn restore_tools<S: Into<String>>(
+        &self,
+        intent: ToolIntent,
+        loaded: impl IntoIterator<Item = S>,
+    ) {
+        *lock(&self.shared.tool_intent) = intent;
+        self.shared.loaded_tools.replace(loaded);
+    }
+
+    /// The tool array of the latest prepared request (`None` before the first request).
+    pub fn prepared_tools(&self) -> Option<PreparedTools> {
+        lock(&self.shared.prepared_tools).clone()
+    }
+
+    /// The tools the next turn would get, as of now (array, catalog, dispatch).
+    pub fn next_tool_surface(&self) -> ToolSurface {
+        self.engine
+            .tool_surface(&self.tool_intent(), &self.shared.loaded_tools)
     }
 
     /// Tells this workstream's frontends something (command output, notices).

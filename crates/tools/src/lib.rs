@@ -14,8 +14,11 @@
 //! - the network side of the web tools ([`web`]): SSRF screening of every connected address
 //!   and redirect hop, the screened fetcher, HTML to text, the SearxNG client and webhook
 //!   delivery, with the seams the node fills in ([`PageAnswerer`], [`SearchBackend`]);
-//! - [`ToolRegistry`]: lookup by exact name, the function list sent to models, and the
-//!   lenient argument parsing of model output ([`ToolRegistry::parse_arguments`]);
+//! - [`ToolRegistry`]: the live set of tools (added and removed at run time, with a
+//!   generation counter and immutable snapshots), lookup by exact name, and the lenient
+//!   argument parsing of model output ([`ToolRegistry::parse_arguments`]);
+//! - [`toolset`]: tool sets by intent, deferred loading with `tool_search`, replay-only
+//!   legacy aliases, and the inspection record of a prepared tool array;
 //! - [`truncate_output`]: the head + tail truncation applied to tool results.
 //!
 //! It must not know sessions, workstreams, approval policy, the HTTP API or storage: per-call state
@@ -48,6 +51,7 @@ mod error;
 mod paths;
 mod registry;
 mod schema;
+pub mod toolset;
 mod truncate;
 pub mod web;
 
@@ -56,7 +60,9 @@ pub use builtin::{
     WebFetchTool, WebSearchTool, WriteFileTool,
 };
 pub use error::{ArgumentError, RegistryError};
-pub use registry::{FunctionSpec, ToolRegistry};
+pub use registry::{
+    FunctionSpec, Provenance, RegisteredTool, RegistrySnapshot, ToolRegistry, parse_tool_arguments,
+};
 pub use schema::{builtin_definitions, parse_definition};
 pub use truncate::truncate_output;
 pub use web::{

@@ -241,13 +241,14 @@ async fn main() -> anyhow::Result<()> {
     // MCP servers connect in the background: one slow or failing server never delays
     // start-up or the others.
     let mcp = (!mcp_servers.is_empty()).then(|| turnstone_mcp::McpManager::start(mcp_servers));
-    if let Some(m) = &mcp {
+    let mcp_sync = mcp.as_ref().map(|m| {
         tracing::info!(
             servers = m.counts().servers,
             "MCP servers connecting in the background"
         );
         node.set_mcp(m.clone());
-    }
+        turnstone_node::mcp_tools::spawn_sync(m.clone(), node.manager.engine().registry().clone())
+    });
 
     let listener = tokio::net::TcpListener::bind(SocketAddr::new(args.host, args.port)).await?;
     let addr = listener.local_addr()?;
@@ -264,6 +265,9 @@ async fn main() -> anyhow::Result<()> {
     let s = shutdown.clone();
     server::run(listener, node, async move { s.triggered().await }).await?;
     cleanup.abort();
+    if let Some(task) = mcp_sync {
+        task.abort();
+    }
     if let Some(p) = persistence {
         let counters = p.writer.shutdown().await;
         tracing::info!(

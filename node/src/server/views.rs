@@ -13,6 +13,7 @@ const ERROR_PREFIXES: &[&str] = &[
     "Command timed out",
     "Search timed out",
     "Unknown tool:",
+    "tool '",
     "JSON parse error:",
     "MCP prompt timed out",
     "MCP prompt error",

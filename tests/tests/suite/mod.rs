@@ -2,6 +2,7 @@ mod harness;
 
 mod binaries;
 mod cluster;
+mod mcp_node;
 mod openai_load;
 mod python_sdk;
 mod schemathesis;

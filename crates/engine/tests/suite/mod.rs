@@ -6,4 +6,5 @@ mod cancel;
 mod journal;
 mod manager;
 mod resilience;
+mod toolset;
 mod turns;

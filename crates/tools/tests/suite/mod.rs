@@ -4,6 +4,7 @@ mod notify;
 mod registry;
 mod search;
 mod ssrf;
+mod toolset;
 mod web_fetch;
 mod web_registry;
 mod web_search;

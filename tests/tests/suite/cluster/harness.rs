@@ -68,6 +68,7 @@ pub struct NodeProc {
     pub dir: tempfile::TempDir,
     pub http: reqwest::Client,
     pub extra_env: Vec<(String, String)>,
+    pub extra_args: Vec<String>,
 }
 
 impl NodeProc {
@@ -76,6 +77,14 @@ impl NodeProc {
     }
 
     pub async fn start_with(node_id: &str, extra_env: Vec<(String, String)>) -> Self {
+        Self::start_full(node_id, extra_env, Vec::new()).await
+    }
+
+    pub async fn start_full(
+        node_id: &str,
+        extra_env: Vec<(String, String)>,
+        extra_args: Vec<String>,
+    ) -> Self {
         let port = free_port();
         let mut n = Self {
             proc: None,
@@ -85,6 +94,7 @@ impl NodeProc {
             dir: tempfile::tempdir().unwrap(),
             http: reqwest::Client::new(),
             extra_env,
+            extra_args,
         };
         n.spawn().await;
         n
@@ -117,6 +127,7 @@ impl NodeProc {
         for (k, v) in &self.extra_env {
             cmd.env(k, v);
         }
+        cmd.args(&self.extra_args);
         let child = cmd.spawn().unwrap();
         self.proc = Some(Proc { child });
         for _ in 0..200 {
@@ -177,6 +188,18 @@ impl NodeProc {
     /// Ground truth from the node itself: `turn_complete` events per correlation id, read
     /// from the node-wide stream (everything retained) up to the node's current position.
     pub async fn turns_by_correlation(&self) -> HashMap<String, usize> {
+        let mut counts = HashMap::new();
+        for v in self.node_events().await {
+            if v["type"] == "turn_complete" {
+                let cid = v["correlation_id"].as_str().unwrap_or_default().to_string();
+                *counts.entry(cid).or_insert(0) += 1;
+            }
+        }
+        counts
+    }
+
+    /// Every event the node retains on its node-wide stream, up to its current position.
+    pub async fn node_events(&self) -> Vec<Value> {
         let resp = self
             .http
             .get(format!("{}/v1/api/events/node?from=0", self.url))
@@ -188,12 +211,12 @@ impl NodeProc {
         let mut buf = String::new();
         let mut target = None;
         let mut last = 0u64;
-        let mut counts = HashMap::new();
+        let mut events = Vec::new();
         loop {
             if let Some(t) = target
                 && last >= t
             {
-                return counts;
+                return events;
             }
             let chunk = tokio::time::timeout(Duration::from_secs(10), stream.next())
                 .await
@@ -222,10 +245,7 @@ impl NodeProc {
                 if let Some(i) = id {
                     last = last.max(i);
                 }
-                if v["type"] == "turn_complete" {
-                    let cid = v["correlation_id"].as_str().unwrap_or_default().to_string();
-                    *counts.entry(cid).or_insert(0) += 1;
-                }
+                events.push(v);
             }
         }
     }

@@ -1,0 +1,203 @@
+//! `tool_search`: the synthetic tool that loads deferred tools. BM25 over the deferred
+//! tools' names and descriptions; the result holds the matches' full schemas (in the shape of
+//! a tool-array entry) so the model can call them at once, and marks them loaded so they
+//! join the tool array at the next turn boundary. It is never deferred itself, and never
+//! finds aliases (they are not in its index).
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use serde_json::{Value, json};
+
+use super::TOOL_SEARCH;
+use super::bm25::Bm25Index;
+use crate::arguments::Args;
+use crate::registry::FunctionSpec;
+use crate::tool::{OutputSink, Prepared, Tool, ToolContext, ToolDefinition, ToolMeta, ToolOutput};
+
+/// Longest query accepted.
+const MAX_QUERY_CHARS: usize = 500;
+
+const DESCRIPTION: &str = "Search the deferred tools (listed by name in the system prompt) by \
+name or description and load the best matches. The result contains their full schemas: you \
+can call a loaded tool right away.";
+
+/// The definition of `tool_search` (auto-approved; primary key `query`).
+pub fn tool_search_definition() -> ToolDefinition {
+    ToolDefinition {
+        name: TOOL_SEARCH.to_owned(),
+        description: DESCRIPTION.to_owned(),
+        parameters: json!({
+            "type": "object",
+            "properties": {
+                "query": {
+                    "type": "string",
+                    "description": "Words describing the tool you need, or its exact name."
+                }
+            },
+            "required": ["query"]
+        }),
+        meta: ToolMeta {
+            agent: false,
+            task_agent: false,
+            auto_approve: true,
+            primary_key: Some("query".to_owned()),
+        },
+    }
+}
+
+/// The set of deferred tools a workstream has loaded. Shared by the workstream and its
+/// `tool_search`; read once per turn when the tool array is frozen.
+#[derive(Debug, Clone, Default)]
+pub struct LoadedTools(Arc<Mutex<BTreeSet<String>>>);
+
+impl LoadedTools {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeSet<String>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Marks a tool loaded; `true` when it was not yet.
+    pub fn mark(&self, name: &str) -> bool {
+        self.lock().insert(name.to_owned())
+    }
+
+    pub fn contains(&self, name: &str) -> bool {
+        self.lock().contains(name)
+    }
+
+    /// The loaded names, sorted (to persist with a session).
+    pub fn names(&self) -> Vec<String> {
+        self.lock().iter().cloned().collect()
+    }
+
+    /// Replaces the set (a resumed session).
+    pub fn replace<S: Into<String>>(&self, names: impl IntoIterator<Item = S>) {
+        *self.lock() = names.into_iter().map(Into::into).collect();
+    }
+
+    /// A copy of the set.
+    pub fn snapshot(&self) -> BTreeSet<String> {
+        self.lock().clone()
+    }
+}
+
+/// One workstream's `tool_search`, bound to the deferred tools of its current turn.
+pub struct ToolSearchTool {
+    definition: ToolDefinition,
+    tools: Vec<FunctionSpec>,
+    index: Bm25Index,
+    loaded: LoadedTools,
+    max_results: usize,
+}
+
+impl std::fmt::Debug for ToolSearchTool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolSearchTool")
+            .field(
+                "tools",
+                &self.tools.iter().map(|t| &t.name).collect::<Vec<_>>(),
+            )
+            .field("max_results", &self.max_results)
+            .finish()
+    }
+}
+
+impl ToolSearchTool {
+    /// A search over `deferred` (in the given order) that marks matches in `loaded`.
+    pub fn new(deferred: Vec<FunctionSpec>, loaded: LoadedTools, max_results: usize) -> Self {
+        let mut index = Bm25Index::new();
+        for spec in &deferred {
+            // The name counts twice: a query naming the tool should beat one that only
+            // shares a word with its description.
+            index.add(&format!("{} {} {}", spec.name, spec.name, spec.description));
+        }
+        Self {
+            definition: tool_search_definition(),
+            tools: deferred,
+            index,
+            loaded,
+            max_results: max_results.max(1),
+        }
+    }
+
+    /// The matching tools, best first: an exact name first, then BM25 hits.
+    pub fn search(&self, query: &str) -> Vec<&FunctionSpec> {
+        let query = query.trim();
+        let mut out: Vec<usize> = Vec::new();
+        if let Some(i) = self.tools.iter().position(|t| t.name == query) {
+            out.push(i);
+        }
+        for (i, _) in self.index.search(query, self.max_results + 1) {
+            if !out.contains(&i) {
+                out.push(i);
+            }
+        }
+        out.truncate(self.max_results);
+        out.into_iter().map(|i| &self.tools[i]).collect()
+    }
+
+    /// Names of the tools this search can load.
+    pub fn searchable(&self) -> Vec<String> {
+        self.tools.iter().map(|t| t.name.clone()).collect()
+    }
+}
+
+#[async_trait]
+impl Tool for ToolSearchTool {
+    fn definition(&self) -> &ToolDefinition {
+        &self.definition
+    }
+
+    fn prepare(&self, args: Value, _ctx: &ToolContext) -> Result<Prepared, String> {
+        let a = Args::new(&args)?;
+        let query = a.non_blank("query")?;
+        if query.chars().count() > MAX_QUERY_CHARS {
+            return Err(format!(
+                "Error: query is longer than {MAX_QUERY_CHARS} characters"
+            ));
+        }
+        Ok(Prepared {
+            args: json!({"query": query.trim()}),
+            header: format!("\u{2699} tool_search: {}", query.trim()),
+            preview: String::new(),
+            needs_approval: false,
+            approval_label: TOOL_SEARCH.to_owned(),
+        })
+    }
+
+    async fn execute(
+        &self,
+        prepared: &Prepared,
+        _ctx: &ToolContext,
+        _out: &dyn OutputSink,
+    ) -> ToolOutput {
+        let query = prepared.args["query"].as_str().unwrap_or_default();
+        let found = self.search(query);
+        if found.is_empty() {
+            return ToolOutput::ok(if self.tools.is_empty() {
+                "No tools are deferred: every available tool is already in your tool list."
+                    .to_owned()
+            } else {
+                format!("No deferred tools match '{query}'.")
+            });
+        }
+        for spec in &found {
+            self.loaded.mark(&spec.name);
+        }
+        let schemas: Vec<Value> = found
+            .iter()
+            .map(|s| json!({"name": s.name, "description": s.description, "parameters": s.parameters}))
+            .collect();
+        let body = serde_json::to_string_pretty(&schemas).unwrap_or_else(|_| "[]".to_owned());
+        ToolOutput::ok(format!(
+            "Loaded {} tool(s). You can call them now with these schemas; they join your tool \
+             list from the next turn.\n{body}",
+            found.len()
+        ))
+    }
+}
