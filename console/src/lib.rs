@@ -1,1 +1,227 @@
-//! Placeholder; being built (issue 6).
+//! # turnstone-console
+//!
+//! The console of a Turnstone cluster (cluster spec §6, v0.9.6-compatible): one process that
+//! watches every node and gives operators one place to look and act.
+//!
+//! * [`collector`] — discovers nodes from the bridges' heartbeat keys (`SCAN` + `MGET`),
+//!   polls each node's `/health` and `/v1/api/dashboard` with bounded concurrency, timeouts
+//!   and jitter, and follows the `{prefix}:events:cluster` channel;
+//! * [`model`] — the in-memory cluster and every query: overview, nodes, workstreams, node
+//!   detail, snapshot; **version drift** (nodes off the majority version are flagged and
+//!   skipped by `auto` placement) and **zombies** (fresh heartbeat but failing HTTP or
+//!   stalled progress: shown, never placed on);
+//! * [`api`] — the `/v1/api/cluster/*` JSON API and workstream creation through Redis
+//!   (`pool`, `auto`, or a named node);
+//! * [`events`] — the cluster SSE stream (snapshot first, then incremental events);
+//! * [`proxy`] — `/node/{id}/…`, a streaming reverse proxy to each node's UI and API with a
+//!   per-request short-lived JWT;
+//! * [`login`] — the node's auth scheme (tokens, JWT, cookie) on every console route;
+//! * [`metrics`], [`ui`] — `/metrics` and the embedded dashboard;
+//! * [`launcher`] — `turnstone-cluster up`: a whole local cluster as child processes.
+//!
+//! It must not know the engine or the node's internals: it talks to nodes over HTTP only
+//! and to the bridges through Redis only.
+//!
+//! [`start`] binds everything on a listener, so tests run a console in-process on port 0.
+
+pub mod api;
+pub mod collector;
+pub mod config;
+pub mod error;
+pub mod events;
+pub mod launcher;
+pub mod login;
+pub mod metrics;
+pub mod model;
+pub mod proxy;
+pub mod state;
+pub mod ui;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::routing::{any, get, post};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use turnstone_runtime::auth::Authenticator;
+
+pub use collector::Collector;
+pub use config::{ConsoleConfig, NodeCredentials};
+pub use error::ApiError;
+pub use state::Console;
+
+/// Largest request body accepted (proxied POSTs included).
+pub const BODY_LIMIT: usize = 4 * 1024 * 1024;
+
+/// Why the console could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("invalid Redis URL {url:?}: {source}")]
+    RedisUrl {
+        url: String,
+        #[source]
+        source: redis::RedisError,
+    },
+    #[error("cannot build the HTTP client: {0}")]
+    Http(#[from] reqwest::Error),
+    #[error("cannot read the listener address: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// The routes, with the auth layer on all of them.
+pub fn router(console: Arc<Console>) -> Router {
+    Router::new()
+        .route("/", get(ui::index))
+        .route("/static/{*path}", get(ui::static_file))
+        .route("/health", get(api::health))
+        .route("/metrics", get(metrics::metrics))
+        .route("/v1/api/cluster/overview", get(api::overview))
+        .route("/v1/api/cluster/nodes", get(api::nodes))
+        .route("/v1/api/cluster/workstreams", get(api::workstreams))
+        .route(
+            "/v1/api/cluster/workstreams/new",
+            post(api::create_workstream),
+        )
+        .route("/v1/api/cluster/node/{*node_id}", get(api::node_detail))
+        .route("/v1/api/cluster/snapshot", get(api::snapshot))
+        .route("/v1/api/cluster/events", get(events::cluster_events))
+        .route("/v1/api/auth/login", post(login::login))
+        .route("/v1/api/auth/logout", post(login::logout))
+        .route("/v1/api/auth/status", get(login::status))
+        .route("/v1/api/auth/whoami", get(login::whoami))
+        .route("/node/{node_id}", get(proxy::node_root_redirect))
+        .route("/node/{node_id}/", get(proxy::node_page))
+        .route("/node/{node_id}/{*tail}", any(proxy::node_path))
+        .fallback(not_found)
+        .layer(axum::middleware::from_fn_with_state(
+            console.clone(),
+            login::require_scope,
+        ))
+        .layer(DefaultBodyLimit::max(BODY_LIMIT))
+        .with_state(console)
+}
+
+async fn not_found() -> ApiError {
+    ApiError::NotFound("Not found".into())
+}
+
+/// Everything [`start`] needs.
+#[derive(Debug)]
+pub struct Options {
+    pub config: ConsoleConfig,
+    /// `redis://[:password@]host:port/db`.
+    pub redis_url: String,
+    /// Auth of the console's own routes (audience `turnstone-console`).
+    pub auth: Authenticator,
+    /// What the console presents to nodes.
+    pub credentials: NodeCredentials,
+}
+
+/// A console serving on a listener, with its collector running. Stops when dropped.
+#[derive(Debug)]
+pub struct Running {
+    pub console: Arc<Console>,
+    pub addr: SocketAddr,
+    stop: CancellationToken,
+    server: tokio::task::JoinHandle<std::io::Result<()>>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Running {
+    /// `http://<addr>`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Stops the server (open streams are cut) and the collector, and waits for them.
+    pub async fn shutdown(mut self) {
+        self.stop.cancel();
+        for t in std::mem::take(&mut self.tasks) {
+            let _ = t.await;
+        }
+        let server = std::mem::replace(&mut self.server, tokio::spawn(async { Ok(()) }));
+        match tokio::time::timeout(std::time::Duration::from_secs(5), server).await {
+            Ok(Ok(Err(e))) => tracing::warn!(error = %e, "server error at shutdown"),
+            Err(_) => tracing::warn!("server did not stop within 5 s"),
+            _ => {}
+        }
+    }
+
+    /// Resolves when the server stopped (e.g. after [`Running::stop_token`] fired).
+    pub fn stop_token(&self) -> CancellationToken {
+        self.stop.clone()
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.stop.cancel();
+        for t in &self.tasks {
+            t.abort();
+        }
+        self.server.abort();
+    }
+}
+
+/// Starts the collector and serves the console on `listener`.
+pub async fn start(options: Options, listener: TcpListener) -> Result<Running, StartError> {
+    let redis =
+        redis::Client::open(options.redis_url.as_str()).map_err(|source| StartError::RedisUrl {
+            url: redact_url(&options.redis_url),
+            source,
+        })?;
+    let collector = Collector::new(options.config, redis, options.credentials)?;
+    let stop = CancellationToken::new();
+    let console = Console::new(collector.clone(), options.auth, stop.clone())?;
+    let tasks = collector.spawn(stop.clone());
+    let addr = listener.local_addr()?;
+    let app = router(console.clone());
+    let s = stop.clone();
+    let listener = {
+        use axum::serve::ListenerExt;
+        listener.tap_io(|stream| {
+            let _ = stream.set_nodelay(true);
+        })
+    };
+    let app = app.into_make_service_with_connect_info::<SocketAddr>();
+    let server = tokio::spawn(async move {
+        axum::serve(listener, app)
+            .with_graceful_shutdown(async move { s.cancelled().await })
+            .await
+    });
+    Ok(Running {
+        console,
+        addr,
+        stop,
+        server,
+        tasks,
+    })
+}
+
+/// A Redis URL with any password replaced by `***` (for messages and logs).
+pub fn redact_url(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let creds = &url[scheme + 3..at];
+            match creds.split_once(':') {
+                Some((user, _)) => format!("{}{user}:***{}", &url[..scheme + 3], &url[at..]),
+                None => format!("{}***{}", &url[..scheme + 3], &url[at..]),
+            }
+        }
+        _ => url.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_are_redacted() {
+        assert_eq!(redact_url("redis://:pw@h:1/0"), "redis://:***@h:1/0");
+        assert_eq!(redact_url("redis://u:pw@h:1/0"), "redis://u:***@h:1/0");
+        assert_eq!(redact_url("redis://h:1/0"), "redis://h:1/0");
+    }
+}

@@ -1,0 +1,494 @@
+//! The collector (cluster spec §6.2): three tasks that keep the [`Cluster`] model current
+//! and fan every change out to the cluster SSE listeners.
+//!
+//! * **discovery** — every `discovery_interval`, `SCAN {p}:node:* COUNT 100` + `MGET` of the
+//!   heartbeat keys: new nodes join (`node_joined`, polled at once), missing ones are lost
+//!   (`node_lost`). A cluster event naming an unknown node wakes discovery early.
+//! * **poll** — every `poll_interval`, each HTTP node's `/v1/api/dashboard` (non-2xx is a
+//!   failure) and `/health` (failure → `{}`), at most `poll_concurrency` at once, each node
+//!   delayed by a hash-based jitter in `[0, interval/2)`. Failures keep the node's last data.
+//! * **events** — `SUBSCRIBE {p}:events:cluster`, applied to the model and fanned out
+//!   unchanged (unknown types and nodes included), reconnecting with backoff.
+//!
+//! Listeners register atomically with the snapshot they start from, under the one lock that
+//! also guards the model, so no event falls between the snapshot and the stream.
+
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use futures::StreamExt;
+use redis::AsyncCommands;
+use serde_json::{Value, json};
+use tokio::sync::{Notify, mpsc};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use turnstone_proto::keys::Keys;
+use turnstone_proto::mq::NodeHeartbeat;
+
+use crate::config::{ConsoleConfig, NodeCredentials};
+use crate::model::{Cluster, NodeRecord, ZombieRules};
+
+/// Counters exported on `/metrics`.
+#[derive(Debug, Default)]
+pub struct CollectorStats {
+    pub polls_ok: AtomicU64,
+    pub polls_failed: AtomicU64,
+    /// Sum of poll durations in microseconds (with `polls_ok + polls_failed` gives the mean).
+    pub poll_micros: AtomicU64,
+    pub discoveries: AtomicU64,
+    pub discovery_errors: AtomicU64,
+    pub events_received: AtomicU64,
+    pub events_invalid: AtomicU64,
+    /// Events not delivered to an SSE listener whose queue was full.
+    pub sse_dropped: AtomicU64,
+    pub redis_reconnects: AtomicU64,
+}
+
+struct Inner {
+    cluster: Cluster,
+    listeners: Vec<mpsc::Sender<Arc<Value>>>,
+}
+
+/// The shared collector state. Cheap to clone behind an `Arc`.
+pub struct Collector {
+    inner: Mutex<Inner>,
+    pub config: ConsoleConfig,
+    pub keys: Keys,
+    pub credentials: NodeCredentials,
+    pub stats: CollectorStats,
+    http: reqwest::Client,
+    redis: redis::Client,
+    discover_now: Notify,
+}
+
+impl std::fmt::Debug for Collector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Collector")
+            .field("prefix", &self.keys.prefix())
+            .finish()
+    }
+}
+
+/// Epoch seconds now.
+pub fn epoch_now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+impl Collector {
+    pub fn new(
+        config: ConsoleConfig,
+        redis: redis::Client,
+        credentials: NodeCredentials,
+    ) -> Result<Arc<Self>, reqwest::Error> {
+        let http = reqwest::Client::builder()
+            .connect_timeout(config.poll_timeout)
+            .timeout(config.poll_timeout)
+            .pool_max_idle_per_host(4)
+            .build()?;
+        Ok(Arc::new(Self {
+            inner: Mutex::new(Inner {
+                cluster: Cluster::default(),
+                listeners: Vec::new(),
+            }),
+            keys: Keys::new(config.prefix.clone()),
+            config,
+            credentials,
+            stats: CollectorStats::default(),
+            http,
+            redis,
+            discover_now: Notify::new(),
+        }))
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn rules(&self) -> ZombieRules {
+        ZombieRules {
+            stall_after: self.config.stall_after,
+            max_event_loop_lag: self.config.max_event_loop_lag,
+        }
+    }
+
+    /// Runs `f` on the model under the lock (queries).
+    pub fn read<T>(&self, f: impl FnOnce(&Cluster) -> T) -> T {
+        f(&self.lock().cluster)
+    }
+
+    /// Changes the model and fans out `events` under one lock acquisition.
+    fn update(&self, f: impl FnOnce(&mut Cluster) -> Vec<Value>) {
+        let mut inner = self.lock();
+        let events = f(&mut inner.cluster);
+        for e in events {
+            Self::fan_out_locked(&mut inner, &self.stats, Arc::new(e));
+        }
+    }
+
+    fn fan_out_locked(inner: &mut Inner, stats: &CollectorStats, event: Arc<Value>) {
+        inner
+            .listeners
+            .retain(|tx| match tx.try_send(event.clone()) {
+                Ok(()) => true,
+                Err(mpsc::error::TrySendError::Full(_)) => {
+                    stats.sse_dropped.fetch_add(1, Ordering::Relaxed);
+                    true
+                }
+                Err(mpsc::error::TrySendError::Closed(_)) => false,
+            });
+    }
+
+    /// Registers an SSE listener: returns the snapshot (with `"type": "snapshot"`) and the
+    /// queue of every later event, atomically.
+    pub fn subscribe(&self) -> (Value, mpsc::Receiver<Arc<Value>>) {
+        let (tx, rx) = mpsc::channel(self.config.sse_queue.max(1));
+        let mut inner = self.lock();
+        let mut snapshot = inner.cluster.snapshot(epoch_now());
+        if let Some(o) = snapshot.as_object_mut() {
+            o.insert("type".into(), json!("snapshot"));
+        }
+        inner.listeners.push(tx);
+        (snapshot, rx)
+    }
+
+    /// Live SSE listeners.
+    pub fn listener_count(&self) -> usize {
+        self.lock().listeners.len()
+    }
+
+    /// A new multiplexed Redis connection (commands, not pub/sub).
+    pub async fn redis_connection(&self) -> redis::RedisResult<redis::aio::MultiplexedConnection> {
+        self.redis.get_multiplexed_async_connection().await
+    }
+
+    /// Starts discovery, polling and the event subscription; they stop when `stop` fires.
+    pub fn spawn(self: &Arc<Self>, stop: CancellationToken) -> Vec<tokio::task::JoinHandle<()>> {
+        vec![
+            tokio::spawn(self.clone().discovery_loop(stop.clone())),
+            tokio::spawn(self.clone().poll_loop(stop.clone())),
+            tokio::spawn(self.clone().events_loop(stop)),
+        ]
+    }
+
+    // ------------------------------------------------------------------ discovery
+
+    async fn discovery_loop(self: Arc<Self>, stop: CancellationToken) {
+        let mut conn: Option<redis::aio::MultiplexedConnection> = None;
+        loop {
+            if conn.is_none() {
+                match self.redis_connection().await {
+                    Ok(c) => conn = Some(c),
+                    Err(e) => {
+                        self.stats.discovery_errors.fetch_add(1, Ordering::Relaxed);
+                        tracing::warn!(error = %e, "discovery: Redis unavailable");
+                    }
+                }
+            }
+            if let Some(c) = conn.as_mut() {
+                match self.discover(c).await {
+                    Ok(new_nodes) => {
+                        for node_id in new_nodes {
+                            let me = self.clone();
+                            tokio::spawn(async move { me.poll_node(&node_id).await });
+                        }
+                    }
+                    Err(e) => {
+                        self.stats.discovery_errors.fetch_add(1, Ordering::Relaxed);
+                        tracing::warn!(error = %e, "discovery failed");
+                        conn = None;
+                    }
+                }
+            }
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = tokio::time::sleep(self.config.discovery_interval) => {}
+                _ = self.discover_now.notified() => {}
+            }
+        }
+    }
+
+    /// One discovery pass; returns the ids of nodes that joined.
+    pub async fn discover(
+        &self,
+        conn: &mut redis::aio::MultiplexedConnection,
+    ) -> redis::RedisResult<Vec<String>> {
+        let pattern = self.keys.node_heartbeat_pattern();
+        let mut keys: Vec<String> = Vec::new();
+        let mut cursor: u64 = 0;
+        loop {
+            let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg(&pattern)
+                .arg("COUNT")
+                .arg(100)
+                .query_async(conn)
+                .await?;
+            keys.extend(batch);
+            cursor = next;
+            if cursor == 0 {
+                break;
+            }
+        }
+        keys.sort();
+        keys.dedup();
+        let mut beats: Vec<(String, NodeHeartbeat)> = Vec::with_capacity(keys.len());
+        for chunk in keys.chunks(500) {
+            let values: Vec<Option<Vec<u8>>> = conn.mget(chunk).await?;
+            for (key, value) in chunk.iter().zip(values) {
+                let (Some(node_id), Some(value)) =
+                    (self.keys.node_id_from_heartbeat_key(key), value)
+                else {
+                    continue;
+                };
+                match NodeHeartbeat::decode(&value) {
+                    Ok(hb) => beats.push((node_id.to_string(), hb)),
+                    Err(e) => tracing::warn!(node_id, error = %e, "unreadable heartbeat"),
+                }
+            }
+        }
+        self.stats.discoveries.fetch_add(1, Ordering::Relaxed);
+        let mut joined = Vec::new();
+        self.update(|cluster| {
+            let mut events = Vec::new();
+            let seen: std::collections::HashSet<&str> =
+                beats.iter().map(|(id, _)| id.as_str()).collect();
+            let lost: Vec<String> = cluster
+                .nodes
+                .keys()
+                .filter(|id| !seen.contains(id.as_str()))
+                .cloned()
+                .collect();
+            for id in lost {
+                cluster.nodes.remove(&id);
+                tracing::info!(node_id = %id, "node lost (heartbeat gone)");
+                events.push(json!({"type": "node_lost", "node_id": id}));
+            }
+            for (id, hb) in &beats {
+                let url = hb.server_url.trim_end_matches('/');
+                match cluster.nodes.get_mut(id) {
+                    Some(n) => {
+                        n.server_url = url.to_string();
+                        n.max_ws = hb.max_ws;
+                        n.started = hb.started;
+                    }
+                    None => {
+                        cluster
+                            .nodes
+                            .insert(id.clone(), NodeRecord::new(id, url, hb.started, hb.max_ws));
+                        tracing::info!(node_id = %id, server_url = %url, "node joined");
+                        events.push(json!({"type": "node_joined", "node_id": id}));
+                        joined.push(id.clone());
+                    }
+                }
+            }
+            events
+        });
+        Ok(joined)
+    }
+
+    // ------------------------------------------------------------------ polling
+
+    fn jitter(&self, node_id: &str) -> Duration {
+        if !self.config.poll_jitter {
+            return Duration::ZERO;
+        }
+        let mut h = DefaultHasher::new();
+        node_id.hash(&mut h);
+        let half = self.config.poll_interval.as_millis() / 2;
+        if half == 0 {
+            return Duration::ZERO;
+        }
+        Duration::from_millis(u64::try_from(u128::from(h.finish()) % half).unwrap_or(0))
+    }
+
+    async fn poll_loop(self: Arc<Self>, stop: CancellationToken) {
+        let mut tick = tokio::time::interval(self.config.poll_interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = tick.tick() => {}
+            }
+            let ids: Vec<String> = self.read(|c| {
+                c.nodes
+                    .values()
+                    .filter(|n| n.is_http())
+                    .map(|n| n.node_id.clone())
+                    .collect()
+            });
+            let me = &self;
+            let round = futures::stream::iter(ids).for_each_concurrent(
+                self.config.poll_concurrency.max(1),
+                |id| async move {
+                    tokio::time::sleep(me.jitter(&id)).await;
+                    me.poll_node(&id).await;
+                },
+            );
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = round => {}
+            }
+        }
+    }
+
+    /// Polls one node now and applies the result.
+    pub async fn poll_node(&self, node_id: &str) {
+        let Some(url) = self.read(|c| {
+            c.nodes
+                .get(node_id)
+                .filter(|n| n.is_http())
+                .map(|n| n.server_url.clone())
+        }) else {
+            return; // lost meanwhile, or a simulator node (`sim://`), which is never polled
+        };
+        let started = Instant::now();
+        let auth = match self.credentials.collector_header() {
+            Ok(a) => a,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot mint the collector token");
+                None
+            }
+        };
+        let get = |path: &str| {
+            let mut req = self.http.get(format!("{url}{path}"));
+            if let Some(a) = &auth {
+                req = req.header(reqwest::header::AUTHORIZATION, a);
+            }
+            req.send()
+        };
+        let (dashboard, health) = tokio::join!(get("/v1/api/dashboard"), get("/health"));
+        let dashboard: Result<Value, (String, bool)> = match dashboard {
+            Ok(resp) if resp.status().is_success() => resp
+                .json::<Value>()
+                .await
+                .map_err(|e| (format!("bad dashboard JSON: {e}"), false)),
+            Ok(resp) => {
+                let status = resp.status().as_u16();
+                let auth = matches!(status, 401 | 403);
+                Err((format!("dashboard answered HTTP {status}"), auth))
+            }
+            Err(e) => Err((transport_error(&e), false)),
+        };
+        let health = match health {
+            Ok(resp) if resp.status().is_success() => {
+                resp.json::<Value>().await.unwrap_or_else(|_| json!({}))
+            }
+            _ => json!({}),
+        };
+        let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        self.stats.poll_micros.fetch_add(micros, Ordering::Relaxed);
+        let rules = self.rules();
+        match dashboard {
+            Ok(dash) => {
+                self.stats.polls_ok.fetch_add(1, Ordering::Relaxed);
+                let now = Instant::now();
+                self.update(|c| match c.nodes.get_mut(node_id) {
+                    // The node may have been lost while we polled.
+                    Some(n) => n.apply_poll(&dash, health, epoch_now(), now, &rules),
+                    None => Vec::new(),
+                });
+            }
+            Err((error, auth_failed)) => {
+                self.stats.polls_failed.fetch_add(1, Ordering::Relaxed);
+                if auth_failed {
+                    tracing::warn!(node_id, %error, "node refused the console's credentials");
+                } else {
+                    tracing::debug!(node_id, %error, "poll failed");
+                }
+                self.update(|c| {
+                    if let Some(n) = c.nodes.get_mut(node_id) {
+                        n.apply_poll_failure(error, auth_failed);
+                        // A node that answers /health is still worth showing as such.
+                        if health.as_object().is_some_and(|o| !o.is_empty()) {
+                            n.health = health;
+                        }
+                    }
+                    Vec::new()
+                });
+            }
+        }
+    }
+
+    // ------------------------------------------------------------------ events
+
+    async fn events_loop(self: Arc<Self>, stop: CancellationToken) {
+        let channel = self.keys.events_cluster();
+        let mut backoff = Duration::from_millis(200);
+        loop {
+            let session = async {
+                let mut pubsub = self.redis.get_async_pubsub().await?;
+                pubsub.subscribe(&channel).await?;
+                tracing::info!(%channel, "subscribed to cluster events");
+                let mut stream = pubsub.into_on_message();
+                while let Some(msg) = stream.next().await {
+                    let payload: Vec<u8> = msg.get_payload().unwrap_or_default();
+                    self.handle_event(&payload);
+                }
+                Ok::<(), redis::RedisError>(())
+            };
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                r = session => {
+                    if let Err(e) = r {
+                        tracing::warn!(error = %e, "cluster event subscription failed");
+                    } else {
+                        tracing::warn!("cluster event subscription ended");
+                    }
+                }
+            }
+            self.stats.redis_reconnects.fetch_add(1, Ordering::Relaxed);
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = tokio::time::sleep(backoff) => {}
+            }
+            backoff = (backoff * 2).min(Duration::from_secs(10));
+        }
+    }
+
+    /// Applies and fans out one cluster event payload (invalid JSON is dropped).
+    pub fn handle_event(&self, payload: &[u8]) {
+        self.stats.events_received.fetch_add(1, Ordering::Relaxed);
+        let event: Value = match serde_json::from_slice(payload) {
+            Ok(v @ Value::Object(_)) => v,
+            _ => {
+                self.stats.events_invalid.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+        };
+        let node_id = event
+            .get("node_id")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let unknown_node = !node_id.is_empty() && self.read(|c| !c.nodes.contains_key(node_id));
+        self.update(|c| {
+            c.apply_event(&event);
+            vec![event]
+        });
+        if unknown_node {
+            // Probably a node whose heartbeat we have not scanned yet.
+            self.discover_now.notify_one();
+        }
+    }
+
+    /// Asks the discovery task to scan now.
+    pub fn discover_soon(&self) {
+        self.discover_now.notify_one();
+    }
+}
+
+fn transport_error(e: &reqwest::Error) -> String {
+    if e.is_timeout() {
+        "timed out".to_string()
+    } else if e.is_connect() {
+        "connection refused or unreachable".to_string()
+    } else {
+        format!("request failed: {e}")
+    }
+}

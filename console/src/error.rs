@@ -1,0 +1,52 @@
+//! The console's one error type for HTTP handlers: every failure is `{"error": "..."}` with a
+//! 4xx/5xx status, as the original console answers.
+
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+/// A failed request.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// 400: the request itself is wrong (bad JSON, bad query values, bad ids).
+    #[error("{0}")]
+    BadRequest(String),
+    /// 401/403 from the auth layer, with the original's exact message.
+    #[error("{message}")]
+    Auth { status: u16, message: String },
+    /// 404.
+    #[error("{0}")]
+    NotFound(String),
+    /// 502: a node could not be reached through the proxy.
+    #[error("{0}")]
+    BadGateway(String),
+    /// 503: nothing can serve the request (no placeable node, Redis down).
+    #[error("{0}")]
+    Unavailable(String),
+    /// 500.
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl ApiError {
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Self::BadRequest(_) => StatusCode::BAD_REQUEST,
+            Self::Auth { status, .. } => {
+                StatusCode::from_u16(*status).unwrap_or(StatusCode::UNAUTHORIZED)
+            }
+            Self::NotFound(_) => StatusCode::NOT_FOUND,
+            Self::BadGateway(_) => StatusCode::BAD_GATEWAY,
+            Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = self.status();
+        (status, Json(json!({ "error": self.to_string() }))).into_response()
+    }
+}

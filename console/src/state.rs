@@ -1,0 +1,100 @@
+//! [`Console`]: what every handler shares — the collector, the authenticator, the proxy's
+//! HTTP client, a Redis connection for workstream creation, and HTTP counters.
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+
+use tokio::sync::Mutex as AsyncMutex;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use turnstone_runtime::auth::Authenticator;
+
+use crate::collector::Collector;
+
+/// Counters of the HTTP side, exported on `/metrics`.
+#[derive(Debug, Default)]
+pub struct HttpStats {
+    pub requests: AtomicU64,
+    pub proxy_requests: AtomicU64,
+    pub proxy_streams: AtomicU64,
+    pub proxy_html: AtomicU64,
+    pub proxy_errors: AtomicU64,
+    pub proxy_unknown_node: AtomicU64,
+    pub creates: AtomicU64,
+    pub creates_failed: AtomicU64,
+    pub overview_requests: AtomicU64,
+}
+
+/// The console.
+pub struct Console {
+    pub collector: Arc<Collector>,
+    pub auth: Authenticator,
+    /// Proxy client: connect timeout only (streams must not time out).
+    pub proxy_http: reqwest::Client,
+    pub stats: HttpStats,
+    pub started: Instant,
+    /// Failed sign-ins per client address.
+    pub login_limiter: crate::login::LoginLimiter,
+    /// Fired at shutdown: open event streams (cluster and proxied) end.
+    pub shutdown: CancellationToken,
+    redis: AsyncMutex<Option<redis::aio::MultiplexedConnection>>,
+}
+
+impl std::fmt::Debug for Console {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Console").finish_non_exhaustive()
+    }
+}
+
+impl Console {
+    pub fn new(
+        collector: Arc<Collector>,
+        auth: Authenticator,
+        shutdown: CancellationToken,
+    ) -> Result<Arc<Self>, reqwest::Error> {
+        let proxy_http = reqwest::Client::builder()
+            .connect_timeout(collector.config.proxy_connect_timeout)
+            .pool_max_idle_per_host(64)
+            .tcp_nodelay(true)
+            // A node's redirect goes back to the browser (rewritten), never followed here.
+            .redirect(reqwest::redirect::Policy::none())
+            .build()?;
+        Ok(Arc::new(Self {
+            collector,
+            auth,
+            proxy_http,
+            stats: HttpStats::default(),
+            started: Instant::now(),
+            login_limiter: crate::login::LoginLimiter::default(),
+            shutdown,
+            redis: AsyncMutex::new(None),
+        }))
+    }
+
+    /// `RPUSH key value` on the shared connection, reconnecting once on failure.
+    pub async fn rpush(&self, key: &str, value: &str) -> redis::RedisResult<()> {
+        let mut guard = self.redis.lock().await;
+        for attempt in 0..2 {
+            if guard.is_none() {
+                *guard = Some(self.collector.redis_connection().await?);
+            }
+            let Some(conn) = guard.as_mut() else {
+                continue;
+            };
+            let result: redis::RedisResult<i64> = redis::cmd("RPUSH")
+                .arg(key)
+                .arg(value)
+                .query_async(conn)
+                .await;
+            match result {
+                Ok(_) => return Ok(()),
+                Err(e) if attempt == 0 => {
+                    tracing::warn!(error = %e, "RPUSH failed; reconnecting");
+                    *guard = None;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,135 @@
+//! The dashboard and a proxied node UI in a real headless Chromium
+//! (`console/tests/browser/console.test.mjs`, with `playwright-core`): sign-in, live node
+//! and workstream tables, drift flag, filters, the create dialog, click-through to
+//! `/node/{id}/?ws_id=…`, and a message streamed through the proxy. Screenshots are kept in
+//! `target/browser-artifacts/console*/`.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use turnstone_console::model::CONSOLE_VERSION;
+
+use super::*;
+
+const CHROMIUM: &str = "/usr/bin/chromium";
+
+fn browser_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/browser")
+}
+
+/// Where screenshots go.
+pub fn artifacts_dir(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../target/browser-artifacts")
+        .join(name)
+}
+
+/// Makes sure Chromium and playwright-core are there (installs the latter with `npm ci`
+/// from the lock file when missing).
+async fn ensure_tools() {
+    assert!(
+        Path::new(CHROMIUM).exists(),
+        "Chromium is missing at {CHROMIUM}: apt-get install chromium (scripts/services does it)"
+    );
+    let dir = browser_dir();
+    if !dir.join("node_modules/playwright-core").exists() {
+        let status = tokio::process::Command::new("npm")
+            .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
+            .current_dir(&dir)
+            .stdin(Stdio::null())
+            .status()
+            .await
+            .expect("npm is installed");
+        assert!(status.success(), "npm ci in {} failed", dir.display());
+    }
+}
+
+/// Runs the browser script against a console; panics with its output on failure.
+pub async fn run_script(
+    console_url: &str,
+    token: &str,
+    nodes: &[&str],
+    drift: Option<&str>,
+    message_node: &str,
+    artifacts: &Path,
+) {
+    ensure_tools().await;
+    std::fs::create_dir_all(artifacts).unwrap();
+    let profile = tempfile::tempdir().unwrap();
+    let child = tokio::process::Command::new("node")
+        .arg("console.test.mjs")
+        .current_dir(browser_dir())
+        .env("CONSOLE_URL", console_url)
+        .env("TURNSTONE_TOKEN", token)
+        .env("TURNSTONE_CHROMIUM", CHROMIUM)
+        .env("TURNSTONE_ARTIFACTS", artifacts)
+        .env("TURNSTONE_PROFILE", profile.path())
+        .env("EXPECT_NODES", nodes.join(","))
+        .env("EXPECT_DRIFT", drift.unwrap_or(""))
+        .env("MESSAGE_NODE", message_node)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("node is installed");
+    let output = tokio::time::timeout(Duration::from_secs(180), child.wait_with_output())
+        .await
+        .expect("the browser test finishes within 180 s")
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success() && stdout.contains("console browser test: all steps passed"),
+        "browser test failed ({})\n--- stdout\n{stdout}\n--- stderr\n{stderr}",
+        output.status
+    );
+    for shot in ["console.png", "proxied-node.png", "console-dark.png"] {
+        assert!(artifacts.join(shot).exists(), "screenshot {shot}");
+    }
+}
+
+#[tokio::test]
+async fn the_dashboard_and_a_proxied_node_ui_work_in_chromium() {
+    let p = prefix();
+    let a = NodeServer::start("node-a", CONSOLE_VERSION, 10).await;
+    let b = NodeServer::start("node-b", CONSOLE_VERSION, 10).await;
+    let old = NodeServer::start("node-old", "0.0.1-old", 50).await;
+    a.add_workstreams(2);
+    for n in [&a, &b, &old] {
+        heartbeat(&p, &n.node_id, &n.url, 10).await;
+    }
+    let console = TestConsole::start(&p).await;
+    console
+        .wait_for_nodes(&["node-a", "node-b", "node-old"])
+        .await;
+    run_script(
+        &console.url,
+        TOKEN,
+        &["node-a", "node-b", "node-old"],
+        Some("node-old"),
+        "node-a",
+        &artifacts_dir("console"),
+    )
+    .await;
+    // The dialog's auto create went to the emptier, non-drifted node.
+    let queued = drain(&format!("{p}:inbound:node-b")).await;
+    assert_eq!(queued.len(), 1, "{queued:?}");
+    assert_eq!(queued[0]["name"], "dialog-made");
+    // The message sent through the proxied UI really ran on node-a.
+    let made = a
+        .node
+        .manager
+        .list()
+        .into_iter()
+        .find(|w| w.name() == "from-browser")
+        .expect("the workstream made through the proxy");
+    let history = turnstone_node::server::views::history_entries(&made.history(), false);
+    assert!(
+        history
+            .iter()
+            .any(|m| m["content"] == "Hello through the console proxy"),
+        "{history:?}"
+    );
+}

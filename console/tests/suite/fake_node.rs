@@ -1,0 +1,209 @@
+//! A light stand-in node for the cases a real node cannot be made to show on demand: a
+//! stalled or failing node, an event stream held open between two frames, and a record of
+//! every request it received (to prove what the proxy sends, and what it never sends).
+
+use std::sync::{Arc, Mutex};
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde_json::{Value, json};
+use tokio::sync::Notify;
+
+/// One request as the fake node saw it.
+#[derive(Debug, Clone)]
+pub struct Seen {
+    pub path: String,
+    pub authorization: Option<String>,
+    pub cookie: Option<String>,
+    pub last_event_id: Option<String>,
+}
+
+#[derive(Debug)]
+pub struct FakeState {
+    pub health: Mutex<Value>,
+    pub dashboard_status: Mutex<u16>,
+    pub seen: Mutex<Vec<Seen>>,
+    /// Releases the second frame of `/v1/api/events`.
+    pub release: Notify,
+}
+
+pub struct FakeNode {
+    pub url: String,
+    pub state: Arc<FakeState>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for FakeNode {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+fn header(h: &HeaderMap, name: &str) -> Option<String> {
+    h.get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string)
+}
+
+async fn record(
+    State(s): State<Arc<FakeState>>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let h = req.headers();
+    s.seen.lock().unwrap().push(Seen {
+        path: req
+            .uri()
+            .path_and_query()
+            .map(|p| p.to_string())
+            .unwrap_or_default(),
+        authorization: header(h, "authorization"),
+        cookie: header(h, "cookie"),
+        last_event_id: header(h, "last-event-id"),
+    });
+    next.run(req).await
+}
+
+async fn health(State(s): State<Arc<FakeState>>) -> axum::Json<Value> {
+    axum::Json(s.health.lock().unwrap().clone())
+}
+
+async fn dashboard(State(s): State<Arc<FakeState>>) -> Response {
+    let status = *s.dashboard_status.lock().unwrap();
+    let body = json!({
+        "workstreams": [{"id": "fakews1", "name": "fake", "state": "running", "title": "", "tokens": 3,
+            "context_ratio": 0.1, "activity": "", "activity_state": "", "tool_calls": 0,
+            "node": "local", "model": "m", "model_alias": ""}],
+        "aggregate": {"total_tokens": 3, "total_tool_calls": 0, "active_count": 1, "total_count": 1,
+            "uptime_seconds": 1.5, "node": "local"},
+    });
+    (
+        StatusCode::from_u16(status).unwrap_or(StatusCode::OK),
+        axum::Json(body),
+    )
+        .into_response()
+}
+
+async fn page() -> Response {
+    (
+        [
+            ("content-type", "text/html; charset=utf-8"),
+            ("set-cookie", "node=secret"),
+        ],
+        "<!doctype html><html><head><link rel=\"stylesheet\" href=\"/static/style.css\">\
+         <script src=\"/static/app.js\" defer></script></head><body><p>fake node</p></body></html>",
+    )
+        .into_response()
+}
+
+async fn events(State(s): State<Arc<FakeState>>, headers: HeaderMap) -> Response {
+    let from: u64 = header(&headers, "last-event-id")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let stream = async_stream_frames(s, from);
+    (
+        [("content-type", "text/event-stream")],
+        Body::from_stream(stream),
+    )
+        .into_response()
+}
+
+fn async_stream_frames(
+    s: Arc<FakeState>,
+    from: u64,
+) -> impl futures::Stream<Item = Result<Bytes, std::convert::Infallible>> {
+    futures::stream::unfold(0u8, move |step| {
+        let s = s.clone();
+        async move {
+            match step {
+                0 => Some((
+                    Ok(Bytes::from(format!(
+                        "id: {}\r\ndata: {{\"type\":\"first\",\"n\":{}}}\r\n\r\n",
+                        from + 1,
+                        from + 1
+                    ))),
+                    1,
+                )),
+                1 => {
+                    s.release.notified().await;
+                    Some((
+                        Ok(Bytes::from(format!(
+                            "id: {}\r\ndata: {{\"type\":\"second\",\"n\":{}}}\r\n\r\n",
+                            from + 2,
+                            from + 2
+                        ))),
+                        2,
+                    ))
+                }
+                _ => {
+                    std::future::pending::<()>().await;
+                    None
+                }
+            }
+        }
+    })
+}
+
+async fn echo(headers: HeaderMap, body: Bytes) -> axum::Json<Value> {
+    axum::Json(json!({
+        "content_type": header(&headers, "content-type"),
+        "body": String::from_utf8_lossy(&body),
+    }))
+}
+
+impl FakeNode {
+    pub async fn start(node_id: &str, version: &str) -> Self {
+        let state = Arc::new(FakeState {
+            health: Mutex::new(json!({
+                "status": "ok", "version": version, "node_id": node_id, "uptime_seconds": 1.0,
+                "model": "m", "max_ws": 10,
+                "workstreams": {"total": 1, "idle": 0, "thinking": 0, "running": 1, "attention": 0, "error": 0},
+                "backend": {"status": "up", "circuit_state": "closed"},
+                "mcp": {"servers": 2, "resources": 5, "prompts": 1},
+                "events": {"node_seq": 10, "truncations": 0},
+                "event_loop_lag_ms": 0.2,
+            })),
+            dashboard_status: Mutex::new(200),
+            seen: Mutex::new(Vec::new()),
+            release: Notify::new(),
+        });
+        let app = Router::new()
+            .route("/health", get(health))
+            .route("/v1/api/dashboard", get(dashboard))
+            .route("/", get(page))
+            .route("/v1/api/events", get(events))
+            .route("/v1/api/send", post(echo))
+            .route(
+                "/static/style.css",
+                get(|| async { ([("content-type", "text/css")], "p{color:red}") }),
+            )
+            .layer(axum::middleware::from_fn_with_state(state.clone(), record))
+            .with_state(state.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Self { url, state, task }
+    }
+
+    pub fn seen(&self) -> Vec<Seen> {
+        self.state.seen.lock().unwrap().clone()
+    }
+
+    /// Requests other than the collector's polls.
+    pub fn seen_proxied(&self) -> Vec<Seen> {
+        self.seen()
+            .into_iter()
+            .filter(|s| s.path != "/health" && s.path != "/v1/api/dashboard")
+            .collect()
+    }
+
+    pub fn set_health(&self, f: impl FnOnce(&mut Value)) {
+        f(&mut self.state.health.lock().unwrap());
+    }
+}

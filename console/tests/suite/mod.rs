@@ -1,0 +1,399 @@
+//! Shared fixtures: in-process nodes, a console on port 0, heartbeats and cluster events
+//! written to the real Redis under a per-test prefix, an SSE reader.
+
+mod api;
+mod browser;
+mod cluster;
+mod events;
+mod fake_node;
+mod proxy;
+mod python_sdk;
+mod zombie;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use serde_json::Value;
+use turnstone_console::{ConsoleConfig, NodeCredentials, Options, Running};
+use turnstone_engine::{CreateOptions, Engine, EngineConfig, ManagerConfig};
+use turnstone_llm::{CircuitBreaker, Resilient, RetryPolicy};
+use turnstone_node::server::{self, Node, NodeOptions};
+use turnstone_runtime::auth::{
+    AUDIENCE_CONSOLE, AUDIENCE_SERVER, Authenticator, ConfigToken, JwtSecret, TokenRole,
+};
+use turnstone_tools::ToolRegistry;
+
+/// The JWT secret the console and the test nodes share.
+pub const SECRET: &str = "console-tests-shared-secret-0123456789abcdef";
+/// A full-access console token.
+pub const TOKEN: &str = "console-full-token-for-tests";
+/// A read-only console token.
+pub const READ_TOKEN: &str = "console-read-token-for-tests";
+/// A token the nodes accept directly (not the console).
+pub const NODE_TOKEN: &str = "node-token-for-tests";
+pub const REDIS_URL: &str = "redis://127.0.0.1:6379/0";
+
+/// A unique Redis key prefix.
+pub fn prefix() -> String {
+    use rand::RngCore;
+    let mut b = [0u8; 6];
+    rand::rng().fill_bytes(&mut b);
+    format!(
+        "t{}",
+        b.iter().map(|x| format!("{x:02x}")).collect::<String>()
+    )
+}
+
+pub async fn redis() -> redis::aio::MultiplexedConnection {
+    redis::Client::open(REDIS_URL)
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .expect("Redis on 127.0.0.1:6379 (scripts/services starts it)")
+}
+
+/// Writes the heartbeat a bridge would write.
+pub async fn heartbeat(prefix: &str, node_id: &str, url: &str, max_ws: u64) {
+    let mut c = redis().await;
+    let value = serde_json::json!({"server_url": url, "started": 1.0e9, "max_ws": max_ws});
+    let _: () = redis::cmd("SET")
+        .arg(format!("{prefix}:node:{node_id}"))
+        .arg(value.to_string())
+        .arg("EX")
+        .arg(120)
+        .query_async(&mut c)
+        .await
+        .unwrap();
+}
+
+pub async fn drop_heartbeat(prefix: &str, node_id: &str) {
+    let mut c = redis().await;
+    let _: i64 = redis::cmd("DEL")
+        .arg(format!("{prefix}:node:{node_id}"))
+        .query_async(&mut c)
+        .await
+        .unwrap();
+}
+
+/// Publishes on the cluster channel.
+pub async fn publish(prefix: &str, event: &Value) {
+    let mut c = redis().await;
+    let _: i64 = redis::cmd("PUBLISH")
+        .arg(format!("{prefix}:events:cluster"))
+        .arg(event.to_string())
+        .query_async(&mut c)
+        .await
+        .unwrap();
+}
+
+/// Pops everything queued on `key`.
+pub async fn drain(key: &str) -> Vec<Value> {
+    let mut c = redis().await;
+    let items: Vec<String> = redis::cmd("LRANGE")
+        .arg(key)
+        .arg(0)
+        .arg(-1)
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    let _: i64 = redis::cmd("DEL")
+        .arg(key)
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    items
+        .iter()
+        .map(|s| serde_json::from_str(s).unwrap())
+        .collect()
+}
+
+/// A real node server in-process (scripted model, no persistence).
+pub struct NodeServer {
+    pub node: Arc<Node>,
+    pub url: String,
+    pub node_id: String,
+    pub default_ws: String,
+    _dir: tempfile::TempDir,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl NodeServer {
+    pub async fn start(node_id: &str, version: &str, max_ws: usize) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let provider: Arc<dyn turnstone_llm::Provider> =
+            Arc::new(turnstone_testkit::scripted_provider::ScriptedProvider::new());
+        let policy = RetryPolicy {
+            max_retries: 0,
+            delays: vec![],
+            ..RetryPolicy::default()
+        };
+        let resilient = Resilient::new(provider, policy, Arc::new(CircuitBreaker::default()));
+        let engine = Engine::new(
+            resilient,
+            Arc::new(ToolRegistry::with_builtins().unwrap()),
+            EngineConfig {
+                model: "fake-model".into(),
+                cwd: dir.path().to_path_buf(),
+                skip_permissions: true,
+                ..EngineConfig::default()
+            },
+        )
+        .await;
+        let auth = Authenticator::new(
+            true,
+            Some(JwtSecret::new(SECRET)),
+            vec![ConfigToken::new(NODE_TOKEN, TokenRole::Full)],
+            AUDIENCE_SERVER,
+        );
+        let options = NodeOptions {
+            node_id: node_id.into(),
+            model: "fake-model".into(),
+            version: version.into(),
+            ..NodeOptions::default()
+        };
+        let manager = ManagerConfig {
+            max_workstreams: max_ws,
+            ..ManagerConfig::default()
+        };
+        let node = Node::new(engine, manager, auth, options);
+        let default_ws = node
+            .create_workstream(CreateOptions {
+                name: Some("default".into()),
+                ..CreateOptions::default()
+            })
+            .unwrap()
+            .id()
+            .to_string();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let served = node.clone();
+        let task = tokio::spawn(async move {
+            let _ = server::run(listener, served, std::future::pending()).await;
+        });
+        Self {
+            node,
+            url,
+            node_id: node_id.into(),
+            default_ws,
+            _dir: dir,
+            task,
+        }
+    }
+
+    /// Creates `n` more workstreams directly on the node.
+    pub fn add_workstreams(&self, n: usize) {
+        for i in 0..n {
+            self.node
+                .create_workstream(CreateOptions {
+                    name: Some(format!("extra-{i}")),
+                    ..CreateOptions::default()
+                })
+                .unwrap();
+        }
+    }
+}
+
+impl Drop for NodeServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// A console in-process with fast discovery and polling.
+pub struct TestConsole {
+    /// Kept for its lifetime: dropping it stops the console.
+    pub _running: Running,
+    pub url: String,
+    pub http: reqwest::Client,
+}
+
+impl TestConsole {
+    pub async fn start(prefix: &str) -> Self {
+        Self::start_with(prefix, |_| {}).await
+    }
+
+    pub async fn start_with(prefix: &str, tweak: impl FnOnce(&mut ConsoleConfig)) -> Self {
+        let mut config = ConsoleConfig {
+            prefix: prefix.into(),
+            poll_interval: Duration::from_millis(200),
+            discovery_interval: Duration::from_millis(200),
+            poll_timeout: Duration::from_secs(5),
+            poll_jitter: false,
+            ..ConsoleConfig::default()
+        };
+        tweak(&mut config);
+        let auth = Authenticator::new(
+            true,
+            Some(JwtSecret::new(SECRET)),
+            vec![
+                ConfigToken::new(TOKEN, TokenRole::Full),
+                ConfigToken::new(READ_TOKEN, TokenRole::Read),
+            ],
+            AUDIENCE_CONSOLE,
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let running = turnstone_console::start(
+            Options {
+                config,
+                redis_url: REDIS_URL.into(),
+                auth,
+                credentials: NodeCredentials::new(Some(JwtSecret::new(SECRET)), None),
+            },
+            listener,
+        )
+        .await
+        .unwrap();
+        Self {
+            url: running.url(),
+            _running: running,
+            http: reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .build()
+                .unwrap(),
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.url)
+    }
+
+    pub async fn get_as(&self, path: &str, token: Option<&str>) -> (u16, Value) {
+        let mut req = self.http.get(self.url(path));
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        let resp = req.send().await.unwrap();
+        let status = resp.status().as_u16();
+        (status, resp.json().await.unwrap_or(Value::Null))
+    }
+
+    pub async fn get(&self, path: &str) -> (u16, Value) {
+        self.get_as(path, Some(TOKEN)).await
+    }
+
+    pub async fn post(&self, path: &str, body: &str) -> (u16, Value) {
+        let resp = self
+            .http
+            .post(self.url(path))
+            .bearer_auth(TOKEN)
+            .header("content-type", "application/json")
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap();
+        let status = resp.status().as_u16();
+        (status, resp.json().await.unwrap_or(Value::Null))
+    }
+
+    /// Waits until the console lists exactly these nodes, each polled at least once.
+    pub async fn wait_for_nodes(&self, ids: &[&str]) {
+        let mut want: Vec<String> = ids.iter().map(|s| s.to_string()).collect();
+        want.sort();
+        turnstone_testkit::assert_eventually!(
+            {
+                let (_, v) = self.get("/v1/api/cluster/nodes?sort=name").await;
+                let nodes = v["nodes"].as_array().cloned().unwrap_or_default();
+                let got: Vec<String> = nodes
+                    .iter()
+                    .map(|n| n["node_id"].as_str().unwrap_or_default().to_string())
+                    .collect();
+                got == want
+                    && nodes
+                        .iter()
+                        .all(|n| !n["last_seen"].is_null() || n["reachable"] == false)
+            },
+            "the console never listed {want:?}"
+        );
+    }
+
+    pub async fn sse(&self, path: &str) -> SseClient {
+        let resp = self
+            .http
+            .get(self.url(path))
+            .bearer_auth(TOKEN)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200, "SSE {path}");
+        SseClient::new(resp)
+    }
+}
+
+/// Reads SSE frames (CRLF-framed as the original, or LF).
+pub struct SseClient {
+    stream: std::pin::Pin<Box<dyn futures::Stream<Item = reqwest::Result<bytes::Bytes>> + Send>>,
+    buf: String,
+    /// Every byte received so far.
+    pub raw: String,
+}
+
+impl SseClient {
+    pub fn new(resp: reqwest::Response) -> Self {
+        Self {
+            stream: Box::pin(resp.bytes_stream()),
+            buf: String::new(),
+            raw: String::new(),
+        }
+    }
+
+    /// The next frame's text (comments included), within 20 s.
+    pub async fn next_frame(&mut self) -> String {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            let end = self
+                .buf
+                .find("\r\n\r\n")
+                .map(|i| (i, 4))
+                .or_else(|| self.buf.find("\n\n").map(|i| (i, 2)));
+            if let Some((i, n)) = end {
+                let frame: String = self.buf.drain(..i + n).collect();
+                return frame;
+            }
+            let chunk = tokio::time::timeout_at(deadline, self.stream.next())
+                .await
+                .expect("an SSE frame within 20 s")
+                .expect("the stream is open")
+                .unwrap();
+            let text = String::from_utf8_lossy(&chunk).to_string();
+            self.raw.push_str(&text);
+            self.buf.push_str(&text);
+        }
+    }
+
+    /// Whether the stream ends (EOF or error) within 5 s, skipping whatever still arrives.
+    pub async fn ends(&mut self) -> bool {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        loop {
+            match tokio::time::timeout_at(deadline, self.stream.next()).await {
+                Err(_) => return false,
+                Ok(None | Some(Err(_))) => return true,
+                Ok(Some(Ok(_))) => {}
+            }
+        }
+    }
+
+    /// The next `data:` event as JSON (comments skipped).
+    pub async fn next(&mut self) -> Value {
+        loop {
+            let frame = self.next_frame().await;
+            let data: Vec<&str> = frame
+                .lines()
+                .filter_map(|l| l.strip_prefix("data: ").or_else(|| l.strip_prefix("data:")))
+                .collect();
+            if !data.is_empty() {
+                return serde_json::from_str(&data.join("\n")).unwrap();
+            }
+        }
+    }
+
+    /// Reads events until one of type `kind` matching `pred`; returns it.
+    pub async fn until(&mut self, kind: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        loop {
+            let e = self.next().await;
+            if e["type"] == kind && pred(&e) {
+                return e;
+            }
+        }
+    }
+}

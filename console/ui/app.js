@@ -1,0 +1,569 @@
+// turnstone console dashboard. Vanilla JS, no build step.
+//
+// State: a local copy of the cluster seeded from the SSE `snapshot` frame (or
+// GET /v1/api/cluster/snapshot), patched by the incremental events and re-rendered once per
+// animation frame. Node health (drift, zombies, capacity) is refreshed from the snapshot
+// endpoint every 10 s and whenever a node joins or is lost. The stream reconnects with
+// backoff (1 s doubling to 30 s); before each retry it probes the API, and a 401 shows the
+// sign-in form.
+(() => {
+  "use strict";
+
+  const $ = (id) => document.getElementById(id);
+  const STATES = ["running", "thinking", "attention", "error", "idle"];
+  const STATE_LABEL = { running: "run", thinking: "think", attention: "attn", error: "err", idle: "idle" };
+  const PER_PAGE = 50;
+  const THEME_KEY = "turnstone-console-theme";
+
+  const state = {
+    nodes: new Map(), // node_id -> node (snapshot shape, workstreams as a Map)
+    overview: {},
+    filters: { state: "", node: "", search: "", sort: "state", page: 1 },
+    nodeSort: "activity",
+    connected: false,
+    events: [], // last 200 event types (diagnostics and tests)
+  };
+
+  // ------------------------------------------------------------ helpers
+
+  function el(tag, attrs, ...children) {
+    const e = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (v === undefined || v === null || v === false) continue;
+      if (k === "class") e.className = v;
+      else if (k === "dataset") Object.assign(e.dataset, v);
+      else if (k === "text") e.textContent = v;
+      else if (k === "style") Object.assign(e.style, v); // CSSOM: allowed by the CSP
+      else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
+      else e.setAttribute(k, v === true ? "" : v);
+    }
+    for (const c of children.flat()) {
+      if (c === null || c === undefined || c === false) continue;
+      e.append(c instanceof Node ? c : document.createTextNode(String(c)));
+    }
+    return e;
+  }
+
+  function fmtNum(n) {
+    n = Number(n) || 0;
+    if (n >= 1e6) return (n / 1e6).toFixed(1) + "M";
+    if (n >= 1e3) return (n / 1e3).toFixed(1) + "k";
+    return String(n);
+  }
+
+  function ago(epoch) {
+    if (!epoch) return "never";
+    const s = Math.max(0, Date.now() / 1000 - epoch);
+    if (s < 5) return "just now";
+    if (s < 60) return Math.round(s) + "s ago";
+    if (s < 3600) return Math.round(s / 60) + "m ago";
+    return Math.round(s / 3600) + "h ago";
+  }
+
+  function toast(text, kind) {
+    const t = el("div", { class: "toast " + (kind || "") , role: "status" }, text);
+    $("toasts").append(t);
+    setTimeout(() => t.remove(), 5000);
+  }
+
+  async function api(path, body) {
+    const opts = { credentials: "same-origin", cache: "no-store", headers: {} };
+    if (body !== undefined) {
+      opts.method = "POST";
+      opts.headers["Content-Type"] = "application/json";
+      opts.body = JSON.stringify(body);
+    }
+    let resp;
+    try {
+      resp = await fetch(path, opts);
+    } catch (e) {
+      const err = new Error("The console is not reachable");
+      err.status = 0;
+      throw err;
+    }
+    let data = null;
+    try { data = await resp.json(); } catch (e) { data = null; }
+    if (resp.status === 401) {
+      showLogin();
+      const err = new Error("Sign-in required");
+      err.status = 401;
+      throw err;
+    }
+    if (!resp.ok) {
+      const err = new Error((data && data.error) || resp.status + " " + resp.statusText);
+      err.status = resp.status;
+      throw err;
+    }
+    return data;
+  }
+
+  // ------------------------------------------------------------ state updates
+
+  function loadSnapshot(snap) {
+    const nodes = new Map();
+    for (const n of snap.nodes || []) {
+      const ws = new Map();
+      for (const w of n.workstreams || []) ws.set(w.id, w);
+      nodes.set(n.node_id, Object.assign({}, n, { workstreams: ws }));
+    }
+    state.nodes = nodes;
+    state.overview = snap.overview || {};
+    schedule();
+  }
+
+  let refreshTimer = null;
+  function refreshSoon(delay) {
+    clearTimeout(refreshTimer);
+    refreshTimer = setTimeout(refreshSnapshot, delay === undefined ? 300 : delay);
+  }
+
+  async function refreshSnapshot() {
+    try {
+      loadSnapshot(await api("/v1/api/cluster/snapshot"));
+    } catch (e) {
+      if (e.status && e.status !== 401) toast(e.message, "error");
+    }
+  }
+
+  function findWs(wsId) {
+    for (const n of state.nodes.values()) {
+      if (n.workstreams.has(wsId)) return n.workstreams.get(wsId);
+    }
+    return null;
+  }
+
+  function applyEvent(ev) {
+    state.events.push(ev.type);
+    if (state.events.length > 200) state.events.shift();
+    switch (ev.type) {
+      case "snapshot":
+        loadSnapshot(ev);
+        return;
+      case "node_joined":
+        refreshSoon(200);
+        toast("Node " + ev.node_id + " joined", "ok");
+        break;
+      case "node_lost":
+        state.nodes.delete(ev.node_id);
+        toast("Node " + ev.node_id + " lost", "error");
+        refreshSoon(200);
+        break;
+      case "ws_created": {
+        const n = state.nodes.get(ev.node_id);
+        if (n && ev.ws_id && !n.workstreams.has(ev.ws_id)) {
+          n.workstreams.set(ev.ws_id, {
+            id: ev.ws_id, name: ev.name || "", state: "idle", node: ev.node_id, title: ev.title || "",
+            tokens: 0, context_ratio: 0, activity: "", activity_state: "", tool_calls: 0,
+          });
+        }
+        break;
+      }
+      case "ws_closed":
+        for (const n of state.nodes.values()) n.workstreams.delete(ev.ws_id);
+        if (ev.reason === "evicted") toast("Workstream " + ev.ws_id.slice(0, 8) + " was evicted");
+        break;
+      case "ws_rename": {
+        const w = findWs(ev.ws_id);
+        if (w) w.name = ev.name || "";
+        break;
+      }
+      case "cluster_state": {
+        const w = findWs(ev.ws_id);
+        if (w) {
+          if (ev.state) w.state = ev.state;
+          for (const k of ["tokens", "context_ratio", "activity", "activity_state"]) {
+            if (k in ev) w[k] = ev[k];
+          }
+        }
+        break;
+      }
+      default:
+        return;
+    }
+    schedule();
+  }
+
+  // ------------------------------------------------------------ live stream
+
+  const stream = { es: null, delay: 1000, timer: null, state: "connecting" };
+
+  function setConn(s) {
+    stream.state = s;
+    const c = $("conn");
+    c.dataset.state = s;
+    c.querySelector(".label").textContent = s === "open" ? "live" : s;
+  }
+
+  function startStream() {
+    clearTimeout(stream.timer);
+    if (stream.es) stream.es.close();
+    setConn(stream.state === "open" ? "reconnecting" : stream.state);
+    const es = new EventSource("/v1/api/cluster/events", { withCredentials: true });
+    stream.es = es;
+    es.onmessage = (m) => {
+      let ev;
+      try { ev = JSON.parse(m.data); } catch (e) { return; }
+      if (ev.type === "snapshot") {
+        stream.delay = 1000;
+        setConn("open");
+      }
+      applyEvent(ev);
+    };
+    es.onerror = () => {
+      es.close();
+      if (stream.es !== es) return;
+      stream.es = null;
+      setConn("reconnecting");
+      const wait = stream.delay;
+      stream.delay = Math.min(stream.delay * 2, 30000);
+      stream.timer = setTimeout(async () => {
+        try {
+          await api("/v1/api/cluster/overview");
+        } catch (e) {
+          if (e.status === 401) return; // the login form restarts the stream
+        }
+        startStream();
+      }, wait);
+    };
+  }
+
+  // ------------------------------------------------------------ auth
+
+  function showLogin() {
+    if (stream.es) { stream.es.close(); stream.es = null; }
+    clearTimeout(stream.timer);
+    setConn("signed out");
+    $("login-overlay").hidden = false;
+    $("login-error").textContent = "";
+    setTimeout(() => $("login-token").focus(), 0);
+  }
+
+  async function login(token) {
+    const resp = await fetch("/v1/api/auth/login", {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ token }),
+      credentials: "same-origin",
+    });
+    let body = null;
+    try { body = await resp.json(); } catch (e) { body = null; }
+    if (!resp.ok) throw new Error((body && body.error) || "Invalid token");
+  }
+
+  // ------------------------------------------------------------ derived data
+
+  function allWorkstreams() {
+    const out = [];
+    for (const n of state.nodes.values()) for (const w of n.workstreams.values()) out.push(w);
+    return out;
+  }
+
+  function nodeCounts(n) {
+    const c = { total: 0, running: 0, thinking: 0, attention: 0, error: 0, idle: 0, tokens: 0 };
+    for (const w of n.workstreams.values()) {
+      c.total++;
+      c[w.state] = (c[w.state] || 0) + 1;
+      c.tokens += Number(w.tokens) || 0;
+    }
+    const agg = Number((n.aggregate || {}).total_tokens) || 0;
+    if (agg > 0) c.tokens = agg;
+    return c;
+  }
+
+  function sortedNodes() {
+    const list = [...state.nodes.values()].map((n) => ({ n, c: nodeCounts(n) }));
+    const byId = (a, b) => a.n.node_id.localeCompare(b.n.node_id, undefined, { numeric: true });
+    const sorts = {
+      activity: (a, b) => (b.c.running + b.c.attention) - (a.c.running + a.c.attention) || byId(a, b),
+      name: byId,
+      tokens: (a, b) => b.c.tokens - a.c.tokens || byId(a, b),
+      load: (a, b) => (b.c.total / (b.n.max_ws || 10)) - (a.c.total / (a.n.max_ws || 10)) || byId(a, b),
+    };
+    return list.sort(sorts[state.nodeSort] || byId);
+  }
+
+  function filteredWorkstreams() {
+    const f = state.filters;
+    const q = f.search.trim().toLowerCase();
+    let rows = allWorkstreams().filter((w) =>
+      (!f.state || w.state === f.state) &&
+      (!f.node || w.node === f.node) &&
+      (!q || [w.name, w.title, w.node].some((v) => String(v || "").toLowerCase().includes(q))));
+    const order = (s) => { const i = STATES.indexOf(s); return i < 0 ? STATES.length : i; };
+    if (f.sort === "state") rows.sort((a, b) => order(a.state) - order(b.state) || String(a.name).localeCompare(String(b.name)));
+    else if (f.sort === "tokens") rows.sort((a, b) => (Number(b.tokens) || 0) - (Number(a.tokens) || 0));
+    else rows.sort((a, b) => String(a.name).localeCompare(String(b.name)));
+    return rows;
+  }
+
+  // ------------------------------------------------------------ rendering
+
+  let frame = 0;
+  function schedule() {
+    if (frame) return;
+    frame = requestAnimationFrame(() => { frame = 0; render(); });
+  }
+
+  function render() {
+    renderNodes();
+    renderWorkstreams();
+    renderStatus();
+  }
+
+  function statusCell(n) {
+    const status = n.status || (n.reachable ? "ok" : "unreachable");
+    const cell = el("td", {}, el("span", { class: "badge", dataset: { status }, text: status }));
+    if (n.zombie_reason) cell.append(el("span", { class: "reason", text: n.zombie_reason }));
+    else if (n.auth_failed) cell.append(el("span", { class: "reason", text: "the node refused the console's credentials" }));
+    const circuit = ((n.health || {}).backend || {}).circuit_state;
+    if (status === "degraded" && circuit) cell.append(el("span", { class: "reason", text: "backend circuit " + circuit }));
+    return cell;
+  }
+
+  function renderNodes() {
+    const body = $("nodes-body");
+    const rows = sortedNodes().map(({ n, c }) => {
+      const status = n.status || (n.reachable ? "ok" : "unreachable");
+      const max = n.max_ws || 10;
+      const pct = Math.min(100, Math.round((c.total / max) * 100));
+      const level = pct >= 90 ? "high" : pct >= 70 ? "mid" : "low";
+      const version = el("td", { class: "mono" }, n.version || "—");
+      if (n.version_drift) version.append(el("span", { class: "badge drift", title: "differs from the cluster majority " + (state.overview.majority_version || ""), text: "drift" }));
+      return el("tr", {
+        dataset: { nodeId: n.node_id, status, drift: n.version_drift ? "1" : "0" },
+        onclick: (e) => {
+          if (e.target.closest("a")) return;
+          setFilter("node", state.filters.node === n.node_id ? "" : n.node_id);
+        },
+      },
+      el("td", {}, el("span", { class: "dot", dataset: { status } }), el("strong", { text: n.node_id })),
+      statusCell(n),
+      version,
+      el("td", { class: "num", text: c.total }),
+      el("td", { class: "num", text: c.running }),
+      el("td", { class: "num", text: c.attention }),
+      el("td", { class: "num", text: fmtNum(c.tokens) }),
+      el("td", {}, el("span", { class: "load", title: c.total + " of " + max + " workstreams" },
+        el("span", { class: "bar" }, el("span", { class: "fill", dataset: { level }, style: { width: pct + "%" } })),
+        el("span", { class: "muted small", text: c.total + "/" + max }))),
+      el("td", { class: "muted small", text: ago(n.last_seen) }),
+      el("td", {}, el("a", { class: "open-link", href: "/node/" + encodeURIComponent(n.node_id) + "/", text: "Open UI ↗" })));
+    });
+    body.replaceChildren(...rows);
+    $("nodes-empty").hidden = rows.length > 0;
+    $("node-count").textContent = rows.length;
+
+    // The node filter offers every known node.
+    const sel = $("ws-node");
+    const current = state.filters.node;
+    const ids = [...state.nodes.keys()].sort((a, b) => a.localeCompare(b, undefined, { numeric: true }));
+    if (current && !ids.includes(current)) ids.push(current);
+    const want = ["", ...ids].join("\n");
+    if (sel.dataset.ids !== want) {
+      sel.replaceChildren(el("option", { value: "", text: "all nodes" }), ...ids.map((id) => el("option", { value: id, text: id })));
+      sel.dataset.ids = want;
+    }
+    sel.value = current;
+  }
+
+  function renderWorkstreams() {
+    const rows = filteredWorkstreams();
+    const pages = Math.max(1, Math.ceil(rows.length / PER_PAGE));
+    if (state.filters.page > pages) state.filters.page = pages;
+    const page = state.filters.page;
+    const slice = rows.slice((page - 1) * PER_PAGE, page * PER_PAGE);
+    $("ws-body").replaceChildren(...slice.map((w) => el("tr", {
+      dataset: { wsId: w.id, node: w.node, state: w.state || "idle" },
+      title: "Open in " + w.node + "'s UI",
+      onclick: () => { location.href = "/node/" + encodeURIComponent(w.node) + "/?ws_id=" + encodeURIComponent(w.id); },
+    },
+    el("td", {}, el("span", { class: "state", dataset: { state: w.state || "idle" }, text: w.state || "idle" })),
+    el("td", {}, el("strong", { text: w.name || w.id.slice(0, 8) })),
+    el("td", { class: "mono", text: w.node }),
+    el("td", { class: "task", title: w.title || "", text: w.title || "" }),
+    el("td", { class: "num", text: fmtNum(w.tokens) }),
+    el("td", { class: "num", text: Math.round((Number(w.context_ratio) || 0) * 100) + "%" }),
+    el("td", { class: "activity", title: w.activity || "", text: w.activity || "" }))));
+    $("ws-empty").hidden = slice.length > 0;
+    $("ws-count").textContent = rows.length;
+    $("page-info").textContent = "page " + page + " of " + pages;
+    $("page-prev").disabled = page <= 1;
+    $("page-next").disabled = page >= pages;
+    const f = state.filters;
+    $("ws-clear").hidden = !(f.state || f.node || f.search);
+    $("ws-state").value = f.state;
+    $("ws-sort").value = f.sort;
+  }
+
+  function renderStatus() {
+    const all = allWorkstreams();
+    const counts = {};
+    for (const s of STATES) counts[s] = 0;
+    for (const w of all) counts[w.state || "idle"] = (counts[w.state || "idle"] || 0) + 1;
+    $("state-pills").replaceChildren(...STATES.map((s) => el("button", {
+      type: "button",
+      class: "pill" + (state.filters.state === s ? " active" : ""),
+      dataset: { state: s },
+      title: "Show " + s + " workstreams",
+      onclick: () => setFilter("state", state.filters.state === s ? "" : s),
+    }, STATE_LABEL[s], el("span", { class: "n", text: counts[s] }))));
+
+    const nodes = [...state.nodes.values()];
+    const reachable = nodes.filter((n) => n.reachable).length;
+    const zombies = nodes.filter((n) => n.zombie).length;
+    const maxWs = nodes.reduce((a, n) => a + (n.max_ws || 0), 0);
+    const tokens = nodes.reduce((a, n) => a + nodeCounts(n).tokens, 0);
+    const setMetric = (id, label, value, cls) => {
+      const m = $(id);
+      m.className = "metric" + (cls ? " " + cls : "");
+      m.replaceChildren(label + " ", el("strong", { text: value }));
+    };
+    setMetric("m-nodes", "nodes", reachable + "/" + nodes.length + (zombies ? " · " + zombies + " zombie" : ""), zombies ? "zombie" : "");
+    setMetric("m-ws", "ws", all.length);
+    setMetric("m-cap", "free", Math.max(0, maxWs - all.length) + "/" + maxWs);
+    setMetric("m-tokens", "tokens", fmtNum(tokens));
+    const o = state.overview;
+    const mcp = $("m-mcp");
+    if (o.mcp_servers) {
+      mcp.hidden = false;
+      setMetric("m-mcp", "mcp", o.mcp_servers + " · rsrc " + (o.mcp_resources || 0) + " · pmpt " + (o.mcp_prompts || 0));
+    } else mcp.hidden = true;
+    const versions = o.versions || [];
+    const drifted = nodes.filter((n) => n.version_drift).map((n) => n.node_id);
+    if (o.version_drift) setMetric("m-version", "DRIFT", versions.join(" / "), "drift");
+    else setMetric("m-version", "ver", versions[0] || "—");
+    const banner = $("drift-banner");
+    if (drifted.length) {
+      banner.hidden = false;
+      banner.replaceChildren(el("strong", { text: "Version drift: " }),
+        drifted.join(", ") + (drifted.length === 1 ? " runs" : " run") + " a version other than the cluster's " +
+        (o.majority_version || "") + ". Automatic placement skips " + (drifted.length === 1 ? "it" : "them") + ".");
+    } else banner.hidden = true;
+    $("summary").textContent = nodes.length
+      ? nodes.length + " node" + (nodes.length === 1 ? "" : "s") + " · " + all.length + " workstream" + (all.length === 1 ? "" : "s") +
+        " · " + counts.running + " running · " + counts.attention + " need attention"
+      : "No nodes yet";
+  }
+
+  function setFilter(key, value) {
+    state.filters[key] = value;
+    state.filters.page = 1;
+    schedule();
+  }
+
+  // ------------------------------------------------------------ new workstream dialog
+
+  function openNewWs() {
+    const sel = $("new-ws-node");
+    const opts = [el("option", { value: "", text: "Auto (best node by capacity)" }), el("option", { value: "pool", text: "General pool (any bridge)" })];
+    for (const { n, c } of sortedNodes()) {
+      const usable = n.placeable !== false && n.reachable;
+      opts.push(el("option", { value: n.node_id, disabled: !n.reachable, text: n.node_id + " (" + c.total + "/" + (n.max_ws || 10) + " ws)" + (usable ? "" : n.version_drift ? " — drift" : n.zombie ? " — zombie" : " — unreachable") }));
+    }
+    sel.replaceChildren(...opts);
+    $("new-ws-error").textContent = "";
+    $("new-ws-overlay").hidden = false;
+    setTimeout(() => $("new-ws-name").focus(), 0);
+  }
+
+  function closeNewWs() {
+    $("new-ws-overlay").hidden = true;
+    $("new-ws-form").reset();
+  }
+
+  async function submitNewWs(e) {
+    e.preventDefault();
+    const body = { node_id: $("new-ws-node").value, name: $("new-ws-name").value.trim(), initial_message: $("new-ws-message").value };
+    $("new-ws-submit").disabled = true;
+    try {
+      const r = await api("/v1/api/cluster/workstreams/new", body);
+      closeNewWs();
+      toast("Workstream queued on " + r.target_node, "ok");
+    } catch (err) {
+      $("new-ws-error").textContent = err.message;
+    } finally {
+      $("new-ws-submit").disabled = false;
+    }
+  }
+
+  // ------------------------------------------------------------ wiring
+
+  function applyTheme(theme) {
+    const t = theme || localStorage.getItem(THEME_KEY) || (matchMedia("(prefers-color-scheme: dark)").matches ? "dark" : "light");
+    document.documentElement.dataset.theme = t;
+  }
+
+  function bind() {
+    $("theme-toggle").addEventListener("click", () => {
+      const next = document.documentElement.dataset.theme === "dark" ? "light" : "dark";
+      localStorage.setItem(THEME_KEY, next);
+      applyTheme(next);
+    });
+    $("login-form").addEventListener("submit", async (e) => {
+      e.preventDefault();
+      $("login-submit").disabled = true;
+      try {
+        await login($("login-token").value.trim());
+        $("login-overlay").hidden = true;
+        $("login-token").value = "";
+        $("logout-btn").hidden = false;
+        const next = new URL(location.href).searchParams.get("next");
+        if (next && next.startsWith("/node/")) { location.href = next; return; }
+        startStream();
+      } catch (err) {
+        $("login-error").textContent = err.message;
+      } finally {
+        $("login-submit").disabled = false;
+      }
+    });
+    $("logout-btn").addEventListener("click", async () => {
+      try { await fetch("/v1/api/auth/logout", { method: "POST", credentials: "same-origin" }); } catch (e) { /* local sign-out is enough */ }
+      showLogin();
+    });
+    $("new-ws-btn").addEventListener("click", openNewWs);
+    $("new-ws-cancel").addEventListener("click", closeNewWs);
+    $("new-ws-form").addEventListener("submit", submitNewWs);
+    $("new-ws-overlay").addEventListener("click", (e) => { if (e.target === $("new-ws-overlay")) closeNewWs(); });
+    document.addEventListener("keydown", (e) => { if (e.key === "Escape" && !$("new-ws-overlay").hidden) closeNewWs(); });
+    $("ws-search").addEventListener("input", (e) => setFilter("search", e.target.value));
+    $("ws-state").addEventListener("change", (e) => setFilter("state", e.target.value));
+    $("ws-node").addEventListener("change", (e) => setFilter("node", e.target.value));
+    $("ws-sort").addEventListener("change", (e) => setFilter("sort", e.target.value));
+    $("ws-clear").addEventListener("click", () => {
+      Object.assign(state.filters, { state: "", node: "", search: "", page: 1 });
+      $("ws-search").value = "";
+      schedule();
+    });
+    $("node-sort").addEventListener("change", (e) => { state.nodeSort = e.target.value; schedule(); });
+    $("page-prev").addEventListener("click", () => { state.filters.page = Math.max(1, state.filters.page - 1); schedule(); });
+    $("page-next").addEventListener("click", () => { state.filters.page += 1; schedule(); });
+    setInterval(() => { if (stream.state === "open") refreshSnapshot(); }, 10000);
+  }
+
+  async function start() {
+    try {
+      const status = await fetch("/v1/api/auth/status", { cache: "no-store" }).then((r) => r.json());
+      $("logout-btn").hidden = !(status && status.auth_enabled);
+    } catch (e) { /* unknown: a 401 later shows the form */ }
+    try {
+      loadSnapshot(await api("/v1/api/cluster/snapshot"));
+    } catch (e) {
+      if (e.status !== 401) toast(e.message, "error");
+      return;
+    }
+    startStream();
+  }
+
+  // Diagnostics (also used by the browser test).
+  window.turnstoneConsole = {
+    nodes: () => [...state.nodes.values()].map((n) => ({ node_id: n.node_id, ws: n.workstreams.size, status: n.status, drift: !!n.version_drift })),
+    events: () => state.events.slice(),
+    stream: () => ({ state: stream.state, delay: stream.delay }),
+    dropStream: () => { if (stream.es) stream.es.onerror(); },
+  };
+
+  applyTheme();
+  bind();
+  render();
+  start();
+})();
