@@ -42,3 +42,35 @@ pub struct McpStatusReply {
 pub struct PendingApprovals {
     pub approvals: Vec<serde_json::Map<String, Value>>,
 }
+
+/// `GET /v1/api/tools?ws_id=` (ours) — the exact tool array of the workstream's latest
+/// prepared model request: names, byte count, SHA-256 of the JSON array, resident vs
+/// deferred, provenance. Kept beside the conversation, never in it. `404` for an unknown
+/// workstream; `{"prepared": null}` before its first request.
+pub async fn prepared_tools(
+    State(node): State<Arc<Node>>,
+    axum::extract::Query(q): axum::extract::Query<WsIdQuery>,
+) -> Result<Json<Value>, ApiError> {
+    let ws = node
+        .workstream(&q.ws_id)
+        .ok_or_else(ApiError::unknown_workstream)?;
+    let prepared = ws
+        .prepared_tools()
+        .map(|p| serde_json::to_value(p).unwrap_or(Value::Null))
+        .unwrap_or(Value::Null);
+    Ok(Json(json!({"ws_id": ws.id(), "prepared": prepared})))
+}
+
+#[derive(Debug, serde::Deserialize)]
+pub struct WsIdQuery {
+    #[serde(default)]
+    ws_id: String,
+}
+
+/// `GET /v1/api/tools` reply.
+#[derive(Debug, Clone, serde::Serialize, schemars::JsonSchema)]
+pub struct PreparedToolsReply {
+    pub ws_id: String,
+    /// `null` before the first request; else `{turn, step, tools: [...], bytes, sha256, ...}`.
+    pub prepared: Option<serde_json::Map<String, Value>>,
+}

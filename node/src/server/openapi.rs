@@ -383,6 +383,11 @@ pub const ROUTES: &[ApiRoute] = &[
     ApiRoute::get("/v1/api/auth/whoami", "auth")
         .summary("The calling user (401 without a user identity)")
         .json::<WhoamiReply>(),
+    ApiRoute::get("/v1/api/tools", "workstreams")
+        .summary("The exact tool array of a workstream's latest model request (inspection)")
+        .params(&[WS_ID_QUERY])
+        .json::<super::internal::PreparedToolsReply>()
+        .errors(&[404]),
     ApiRoute::get("/v1/api/_internal/mcp-status", "internal")
         .summary("Status of each configured MCP server (console fan-out)")
         .json::<super::internal::McpStatusReply>(),

@@ -263,3 +263,45 @@ async fn extra_keys_of_the_wrong_type_are_rejected_not_ignored() {
     );
     assert_eq!(t.llm.request_count(), 0, "nothing started");
 }
+
+#[tokio::test]
+async fn the_tool_payload_of_the_latest_request_is_inspectable() {
+    let t = TestNode::start().await;
+    let path = format!("/v1/api/tools?ws_id={}", t.default_ws);
+    let (status, before) = t.get(&path, Some(FULL)).await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        before["prepared"],
+        Value::Null,
+        "nothing prepared before the first request"
+    );
+    let mut events = t
+        .sse(&format!("/v1/api/events?ws_id={}", t.default_ws), None)
+        .await;
+    t.post(
+        "/v1/api/send",
+        json!({"ws_id": t.default_ws, "message": "inspect me"}),
+    )
+    .await;
+    events.until("turn_complete").await;
+    let (_, after) = t.get(&path, Some(FULL)).await;
+    let p = &after["prepared"];
+    assert_eq!(p["turn"], 1);
+    let names: Vec<&str> = p["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"bash") && names.contains(&"read_file"),
+        "{names:?}"
+    );
+    let sha = p["sha256"].as_str().unwrap();
+    assert_eq!(sha.len(), 64);
+    assert!(sha.bytes().all(|b| b.is_ascii_hexdigit()));
+    assert!(p["bytes"].as_u64().unwrap() > 100);
+    assert!(p["tools"][0]["provenance"].is_string() || p["tools"][0]["provenance"].is_object());
+    let (_, unknown) = t.get("/v1/api/tools?ws_id=nope", Some(FULL)).await;
+    assert_eq!(unknown["error"], "Unknown workstream");
+}
