@@ -24,6 +24,8 @@ pub enum Command {
     Name(String),
     /// `/model [name]`
     Model(Option<String>),
+    /// `/tools`: the exact tool array of the latest model request.
+    Tools,
     Help,
     /// `/exit`, `/quit`, `/q`
     Exit,
@@ -46,6 +48,7 @@ Commands:
   /name <name>       name the current workstream
   /resume <x>        resume a saved session (needs persistence)
   /model             show the model
+  /tools             the tool array of the latest model request (names, bytes, digest)
   /help              this help
   /exit, /quit       leave (Ctrl-C cancels a running turn; twice exits)
 Approvals: y = yes, n = no, a = always for this tool; add feedback after the answer,
@@ -73,6 +76,7 @@ pub fn parse(line: &str) -> Option<Command> {
             None => Command::Usage("Usage: /name <name>"),
         },
         "model" => Command::Model(arg),
+        "tools" => Command::Tools,
         "help" | "?" => Command::Help,
         "exit" | "quit" | "q" => Command::Exit,
         _ => Command::Unknown(format!("/{word}")),
@@ -187,6 +191,7 @@ mod tests {
             Some(Command::Model(Some("big".into())))
         );
         assert_eq!(parse("/help"), Some(Command::Help));
+        assert_eq!(parse("/tools"), Some(Command::Tools));
         for exit in ["/exit", "/quit", "/q", "  /exit  "] {
             assert_eq!(parse(exit), Some(Command::Exit), "{exit}");
         }

@@ -514,6 +514,13 @@ impl<W: Write> Repl<W> {
                 "Model: {} (openai-compatible endpoint {})",
                 self.opts.model, self.opts.endpoint
             ))?,
+            Command::Tools => {
+                let text = match self.current().prepared_tools() {
+                    None => "No model request yet in this workstream.".to_string(),
+                    Some(p) => describe_tools(&p),
+                };
+                self.info(&text)?
+            }
             Command::Model(Some(_)) => self.info(&format!(
                 "Switching models is not supported yet; the model is {} (restart with --model).",
                 self.opts.model
@@ -742,6 +749,37 @@ pub fn ctrl_c_presses() -> mpsc::Receiver<()> {
         }
     });
     rx
+}
+
+/// `/tools`: one line per tool of the latest request, then the totals and the digest.
+fn describe_tools(p: &turnstone_engine::PreparedTools) -> String {
+    let v = serde_json::to_value(p).unwrap_or_default();
+    let mut out = format!(
+        "Turn {}, request {}: {} tools, {} bytes, sha256 {}",
+        p.turn,
+        p.step,
+        v["tool_count"],
+        v["bytes"],
+        v["sha256"].as_str().unwrap_or_default()
+    );
+    for t in v["tools"].as_array().into_iter().flatten() {
+        let provenance = match &t["provenance"] {
+            serde_json::Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        out.push_str(&format!(
+            "\n  {} ({} bytes, {}, {})",
+            t["name"].as_str().unwrap_or_default(),
+            t["bytes"],
+            t["residency"].as_str().unwrap_or("resident"),
+            provenance
+        ));
+    }
+    if let Some(d) = v["deferred"].as_array().filter(|d| !d.is_empty()) {
+        let names: Vec<&str> = d.iter().filter_map(|x| x["name"].as_str()).collect();
+        out.push_str(&format!("\n  deferred: {}", names.join(", ")));
+    }
+    out
 }
 
 #[cfg(test)]

@@ -207,3 +207,22 @@ async fn a_session_saved_in_one_run_resumes_in_the_next() {
         missing.stdout
     );
 }
+
+#[tokio::test]
+async fn tools_shows_the_tool_array_of_the_latest_request() {
+    let r = run(&[], "/tools\nhello tools\n/tools\n").await;
+    assert_eq!(r.code, Some(0), "stderr: {}", r.stderr);
+    let out = &r.stdout;
+    assert!(
+        out.contains("No model request yet in this workstream."),
+        "{out}"
+    );
+    let summary = out
+        .lines()
+        .find(|l| l.starts_with("Turn 1, request 1: "))
+        .unwrap_or_else(|| panic!("no summary: {out}"));
+    let sha = summary.rsplit("sha256 ").next().unwrap().trim();
+    assert_eq!(sha.len(), 64, "{summary}");
+    assert!(out.contains("  bash ("), "{out}");
+    assert!(out.contains("  read_file ("), "{out}");
+}
