@@ -74,3 +74,52 @@ pub struct PreparedToolsReply {
     /// `null` before the first request; else `{turn, step, tools: [...], bytes, sha256, ...}`.
     pub prepared: Option<serde_json::Map<String, Value>>,
 }
+
+/// `POST /v1/api/tools` (ours) — changes a workstream's tool-set *intent* (seed 002): a
+/// partial object of `enabled`, `disabled`, `allowed`, `toolset`, `web_search` (`null` clears
+/// a key). The intent is stored (never a materialised list) and applies from the next turn;
+/// it survives a resume when the node persists. `400` names what is wrong.
+pub async fn set_tools(
+    State(node): State<Arc<Node>>,
+    super::body::WireJson(body): super::body::WireJson<Value>,
+) -> Result<Json<Value>, ApiError> {
+    let ws_id = body
+        .get("ws_id")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let ws = node
+        .workstream(ws_id)
+        .ok_or_else(ApiError::unknown_workstream)?;
+    let change = body
+        .get("intent")
+        .filter(|c| c.is_object())
+        .ok_or_else(|| ApiError::BadRequest("intent must be a JSON object".into()))?;
+    let intent = ws
+        .update_tool_intent(change)
+        .map_err(|e| ApiError::BadRequest(e.to_string()))?;
+    if let Some(p) = &node.persistence
+        && let Err(e) = p
+            .store
+            .set_config(ws.id(), "tool_intent", Some(&intent.to_json()))
+            .await
+    {
+        return Err(ApiError::Unavailable(format!("Storage unavailable: {e}")));
+    }
+    let intent_json: Value = serde_json::from_str(&intent.to_json()).unwrap_or(Value::Null);
+    Ok(Json(json!({"ws_id": ws.id(), "intent": intent_json})))
+}
+
+/// `POST /v1/api/tools` body.
+#[derive(Debug, Clone, serde::Deserialize, schemars::JsonSchema)]
+pub struct SetToolsBody {
+    pub ws_id: String,
+    /// Partial intent: `enabled`, `disabled`, `allowed`, `toolset`, `web_search`.
+    pub intent: serde_json::Map<String, Value>,
+}
+
+/// `POST /v1/api/tools` reply.
+#[derive(Debug, Clone, serde::Serialize, schemars::JsonSchema)]
+pub struct SetToolsReply {
+    pub ws_id: String,
+    pub intent: serde_json::Map<String, Value>,
+}

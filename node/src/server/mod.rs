@@ -58,7 +58,10 @@ pub fn router(node: Arc<Node>) -> Router {
         .route("/api/cancel", post(turns::cancel))
         .route("/api/plan", post(turns::plan))
         .route("/api/command", post(turns::command))
-        .route("/api/tools", get(internal::prepared_tools))
+        .route(
+            "/api/tools",
+            get(internal::prepared_tools).post(internal::set_tools),
+        )
         .route("/api/_internal/mcp-status", get(internal::mcp_status))
         .route("/api/_internal/mcp-reload", post(internal::mcp_reload))
         .merge(login::routes())

@@ -388,6 +388,11 @@ pub const ROUTES: &[ApiRoute] = &[
         .params(&[WS_ID_QUERY])
         .json::<super::internal::PreparedToolsReply>()
         .errors(&[404]),
+    ApiRoute::post("/v1/api/tools", "workstreams")
+        .summary("Change a workstream's tool-set intent (applies from the next turn; persisted)")
+        .body::<super::internal::SetToolsBody>()
+        .json::<super::internal::SetToolsReply>()
+        .errors(&[404, 503]),
     ApiRoute::get("/v1/api/_internal/mcp-status", "internal")
         .summary("Status of each configured MCP server (console fan-out)")
         .json::<super::internal::McpStatusReply>(),

@@ -227,14 +227,23 @@ async fn resume(node: &Node, body: &CreateWorkstreamBody) -> Result<Value, ApiEr
         .or(session.workstream.alias.clone())
         .or(session.workstream.title.clone())
         .unwrap_or_else(|| session.workstream.name.clone());
+    let stored = p.store.load_config(&ws_id).await.unwrap_or_default();
     let ws = node
         .create_workstream(CreateOptions {
             id: Some(ws_id),
             name: Some(name),
             skip_permissions: body.auto_approve.then_some(true),
             history: session.messages,
+            ..CreateOptions::default()
         })
         .map_err(|e| ApiError::BadRequest(e.to_string()))?;
+    // The tool-set intent is stored as intent, never a list: restore it as such.
+    if let Some(intent) = stored
+        .get("tool_intent")
+        .and_then(|t| turnstone_tools::toolset::ToolIntent::from_json(t).ok())
+    {
+        ws.restore_tools(intent, Vec::<String>::new());
+    }
     Ok(json!({"ws_id": ws.id(), "name": ws.name(), "resumed": true, "message_count": count}))
 }
 

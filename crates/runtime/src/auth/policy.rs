@@ -52,6 +52,8 @@ const WRITE_POSTS: &[&str] = &[
     "/api/workstreams/close",
     "/api/cluster/workstreams/new",
     "/api/memories",
+    // Ours: changing a workstream's tool set.
+    "/api/tools",
 ];
 
 /// The access a request needs (node API spec §3.4).

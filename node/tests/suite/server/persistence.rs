@@ -181,3 +181,101 @@ async fn a_crash_mid_turn_resumes_without_the_interrupted_tail() {
     expected.push(turnstone_llm::ChatMessage::user("TOOL: echo interrupted"));
     assert_eq!(resumed, expected);
 }
+
+#[tokio::test]
+async fn a_tool_set_intent_is_stored_as_intent_and_restored_on_resume() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("node.db");
+    let ws_id = {
+        let t = TestNode::start_persistent(&db).await;
+        // Bad input: a named error, nothing changes.
+        let (status, body) = t
+            .post(
+                "/v1/api/tools",
+                json!({"ws_id": t.default_ws, "intent": {"toolset": "no-such-set"}}),
+            )
+            .await;
+        assert_eq!(status, 400, "{body}");
+        assert!(
+            body["error"].as_str().unwrap().contains("no-such-set"),
+            "{body}"
+        );
+        let (status, _) = t
+            .post(
+                "/v1/api/tools",
+                json!({"ws_id": t.default_ws, "intent": "bash"}),
+            )
+            .await;
+        assert_eq!(status, 400);
+        let (status, _) = t
+            .post("/v1/api/tools", json!({"ws_id": "nope", "intent": {}}))
+            .await;
+        assert_eq!(status, 404);
+        let (status, body) = t
+            .post(
+                "/v1/api/tools",
+                json!({"ws_id": t.default_ws, "intent": {"disabled": ["bash"]}}),
+            )
+            .await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["intent"]["disabled"], json!(["bash"]));
+        // Stored as the intent, not as a list of tools.
+        let stored = t
+            .node
+            .persistence
+            .clone()
+            .unwrap()
+            .store
+            .load_config(&t.default_ws)
+            .await
+            .unwrap();
+        let intent: Value = serde_json::from_str(&stored["tool_intent"]).unwrap();
+        assert_eq!(intent["disabled"], json!(["bash"]));
+        assert!(
+            !stored["tool_intent"].contains("read_file"),
+            "never materialised: {stored:?}"
+        );
+        // It applies from the next turn: bash is gone from the request's tool array.
+        let mut events = t
+            .sse(&format!("/v1/api/events?ws_id={}", t.default_ws), None)
+            .await;
+        t.post(
+            "/v1/api/send",
+            json!({"ws_id": t.default_ws, "message": "hi"}),
+        )
+        .await;
+        events.until("turn_complete").await;
+        let (_, tools) = t
+            .get(&format!("/v1/api/tools?ws_id={}", t.default_ws), Some(FULL))
+            .await;
+        let names: Vec<&str> = tools["prepared"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap())
+            .collect();
+        assert!(
+            !names.contains(&"bash") && names.contains(&"read_file"),
+            "{names:?}"
+        );
+        t.node
+            .persistence
+            .clone()
+            .unwrap()
+            .writer
+            .flush()
+            .await
+            .unwrap();
+        t.default_ws.clone()
+    };
+    let t = TestNode::start_persistent(&db).await;
+    let (status, body) = t
+        .post("/v1/api/workstreams/new", json!({"resume_ws": ws_id}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let ws = t.node.workstream(&ws_id).unwrap();
+    assert_eq!(
+        serde_json::from_str::<Value>(&ws.tool_intent().to_json()).unwrap()["disabled"],
+        json!(["bash"])
+    );
+}
