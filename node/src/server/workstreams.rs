@@ -234,7 +234,6 @@ async fn resume(node: &Node, body: &CreateWorkstreamBody) -> Result<Value, ApiEr
             name: Some(name),
             skip_permissions: body.auto_approve.then_some(true),
             history: session.messages,
-            ..CreateOptions::default()
         })
         .map_err(|e| ApiError::BadRequest(e.to_string()))?;
     // The tool-set intent is stored as intent, never a list: restore it as such.
