@@ -158,8 +158,10 @@ async fn fetch(ctx: Arc<Ctx>, dispatcher: Arc<Dispatcher>, source: Source) {
             _ = ctx.cancel.cancelled() => return,
             p = ctx.permits.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => return },
         };
-        if source == Source::Shared {
-            // Directed work first: leave the shared queue alone while ours has a backlog.
+        if source == Source::Shared && ctx.directed_hot.load(Ordering::Relaxed) {
+            // Directed work first: leave the shared queue alone while ours has a backlog
+            // (checked only while the directed fetcher is busy: one round trip saved per
+            // message otherwise).
             let mut m = ctx.redis.clone();
             if ctx.directed.len(&mut m).await.unwrap_or(0) > 0 {
                 drop(permit);
@@ -167,10 +169,28 @@ async fn fetch(ctx: Arc<Ctx>, dispatcher: Arc<Dispatcher>, source: Source) {
                 continue;
             }
         }
-        let taken = tokio::select! {
-            _ = ctx.cancel.cancelled() => return,
-            r = q.take(c, ctx.cfg.pop_timeout) => r,
+        let taken = if source == Source::Directed {
+            // Non-blocking first: an empty queue clears the "hot" flag before we block.
+            match q.try_take(c).await {
+                Ok(Some(raw)) => Ok(Some(raw)),
+                Ok(None) => {
+                    ctx.directed_hot.store(false, Ordering::Relaxed);
+                    tokio::select! {
+                        _ = ctx.cancel.cancelled() => return,
+                        r = q.take(c, ctx.cfg.pop_timeout) => r,
+                    }
+                }
+                Err(e) => Err(e),
+            }
+        } else {
+            tokio::select! {
+                _ = ctx.cancel.cancelled() => return,
+                r = q.take(c, ctx.cfg.pop_timeout) => r,
+            }
         };
+        if source == Source::Directed && matches!(taken, Ok(Some(_))) {
+            ctx.directed_hot.store(true, Ordering::Relaxed);
+        }
         match taken {
             Ok(Some(raw)) => {
                 ctx.metrics.inc(&ctx.metrics.inbound_received);

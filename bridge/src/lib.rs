@@ -72,6 +72,9 @@ pub struct Ctx {
     pub waits: Mutex<HashMap<String, String>>,
     pub directed: ReliableQueue,
     pub shared: ReliableQueue,
+    /// Set while the directed fetcher keeps finding messages (cleared when it finds the
+    /// queue empty): the shared fetcher then checks for a directed backlog before taking.
+    pub directed_hot: std::sync::atomic::AtomicBool,
     pub cancel: CancellationToken,
 }
 
@@ -234,6 +237,7 @@ impl Bridge {
             waits: Mutex::default(),
             directed,
             shared,
+            directed_hot: std::sync::atomic::AtomicBool::new(false),
             cancel: cancel.clone(),
             cfg,
         });
