@@ -15,6 +15,7 @@ pub mod openai;
 pub mod provider;
 pub mod registry;
 pub mod resilience;
+mod sse;
 pub mod think;
 pub mod types;
 

@@ -25,7 +25,6 @@
 //! [`Provider::stream`], so [`crate::Resilient`] retries it unchanged.
 
 mod convert;
-mod sse;
 mod stream;
 mod wire;
 

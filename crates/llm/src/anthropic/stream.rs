@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 
 use super::clip;
 use super::convert::{ReplayMemory, fingerprint, input_object};
-use super::sse::{SseDecoder, SseEvent};
+use crate::sse::{SseDecoder, SseEvent};
 use super::wire::{WireDelta, WireError, WireEvent, WireUsage};
 use crate::error::LlmError;
 use crate::types::{ChatStream, FinishReason, StreamEvent, ToolCall, Usage};

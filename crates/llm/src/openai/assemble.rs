@@ -10,7 +10,7 @@ use std::fmt::Display;
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
 
-use super::sse::SseDecoder;
+use crate::sse::SseDecoder;
 use super::wire::{WireChunk, WireDelta, WireToolCallDelta, error_text};
 use crate::error::LlmError;
 use crate::think::{Piece, ThinkSplitter};
@@ -299,8 +299,8 @@ where
             }
             match d.bytes.next().await {
                 Some(Ok(chunk)) => {
-                    for data in d.decoder.push(&chunk) {
-                        d.on_data(&data);
+                    for event in d.decoder.push(&chunk) {
+                        d.on_data(&event.data);
                     }
                 }
                 Some(Err(e)) => {
@@ -309,8 +309,8 @@ where
                     d.ended = true;
                 }
                 None => {
-                    if let Some(data) = d.decoder.finish() {
-                        d.on_data(&data);
+                    if let Some(event) = d.decoder.finish() {
+                        d.on_data(&event.data);
                     }
                     if !d.ended {
                         d.pending.extend(d.assembler.end(None));

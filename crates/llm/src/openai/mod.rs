@@ -5,7 +5,6 @@
 //! `assemble` + `sse` (SSE payloads → [`StreamEvent`]s).
 
 mod assemble;
-mod sse;
 mod wire;
 
 use std::collections::{BTreeMap, HashMap};

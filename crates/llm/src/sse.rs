@@ -1,8 +1,10 @@
-//! Minimal incremental Server-Sent-Events decoder for the Messages stream.
+//! The one incremental Server-Sent Events decoder of both provider adapters.
 //!
 //! Yields one [`SseEvent`] (the `event:` name and the joined `data:` lines) per blank line;
-//! comments, `id:` and `retry:` are ignored. Lines may end in `\n`, `\r\n` or `\r` and may be
-//! split anywhere across network reads.
+//! comments (keep-alives such as `: ping`), `id:` and `retry:` are ignored. Lines may end in
+//! `\n`, `\r\n` or `\r` and may be split anywhere across network reads. An event is also
+//! dispatched at the end of the body if the server forgot the final blank line. The
+//! OpenAI-compatible stream only reads `data`; the Anthropic stream also the `event` name.
 
 /// One dispatched event.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -109,5 +111,40 @@ mod tests {
         let mut d = SseDecoder::default();
         assert_eq!(d.push(b"event: a\ndata: 1\n\ndata: 2"), vec![ev("a", "1")]);
         assert_eq!(d.finish(), Some(ev("", "2")));
+    }
+
+    #[test]
+    fn splits_events_and_ignores_comments_and_other_fields() {
+        let mut d = SseDecoder::default();
+        let mut out = d.push(b": keep-alive\n\nevent: x\nid: 1\ndata: {\"a\":1}\n\ndata: [DO");
+        out.extend(d.push(b"NE]\r\n\r\n"));
+        assert_eq!(out, vec![ev("x", "{\"a\":1}"), ev("", "[DONE]")]);
+        assert_eq!(d.finish(), None);
+    }
+
+    #[test]
+    fn multi_line_data_and_cr_only_line_endings() {
+        let mut d = SseDecoder::default();
+        let out = d.push(b"data: a\rdata:b\r\rdata: c\r");
+        assert_eq!(out, vec![ev("", "a\nb")]);
+        assert_eq!(d.finish(), Some(ev("", "c")));
+    }
+
+    #[test]
+    fn byte_by_byte_gives_the_same_result() {
+        let body = "data: {\"x\":\"é\"}\r\n\r\n: ping\n\ndata: [DONE]\n\n";
+        let mut d = SseDecoder::default();
+        let mut out = Vec::new();
+        for b in body.as_bytes() {
+            out.extend(d.push(&[*b]));
+        }
+        assert_eq!(out, vec![ev("", "{\"x\":\"é\"}"), ev("", "[DONE]")]);
+    }
+
+    #[test]
+    fn unterminated_last_event_is_flushed_at_finish() {
+        let mut d = SseDecoder::default();
+        assert!(d.push(b"data: tail").is_empty());
+        assert_eq!(d.finish(), Some(ev("", "tail")));
     }
 }
