@@ -330,7 +330,7 @@ pub fn map_event(
             );
         }
         _ => {
-            let Ok(event) = WsEvent::decode(data.to_string().as_bytes()) else {
+            let Ok(event) = WsEvent::from_value(data.clone()) else {
                 return (None, None);
             };
             if let WsEvent::Status(s) = &event {

@@ -39,8 +39,12 @@ pub enum Source {
 
 struct Job {
     raw: String,
+    /// `raw` parsed once, when it is a JSON object (the dispatcher needs its `ws_id`).
+    parsed: Option<Value>,
     source: Source,
     epoch: u64,
+    /// Held until the message is handled: the semaphore bounds the jobs queued in the
+    /// (unbounded) shard channels to `--concurrency`.
     _permit: OwnedSemaphorePermit,
 }
 
@@ -50,10 +54,13 @@ struct Dispatcher {
 }
 
 impl Dispatcher {
-    fn dispatch(&self, job: Job) {
-        let key = serde_json::from_str::<Value>(&job.raw)
+    fn dispatch(&self, raw: String, source: Source, epoch: u64, permit: OwnedSemaphorePermit) {
+        let parsed = serde_json::from_str::<Value>(&raw)
             .ok()
-            .and_then(|v| v.get("ws_id").and_then(Value::as_str).map(str::to_string))
+            .filter(Value::is_object);
+        let key = parsed
+            .as_ref()
+            .and_then(|v| v.get("ws_id").and_then(Value::as_str))
             .filter(|w| !w.is_empty());
         let shard = match key {
             Some(ws) => {
@@ -62,6 +69,13 @@ impl Dispatcher {
                 (h.finish() % self.shards.len() as u64) as usize
             }
             None => self.next.fetch_add(1, Ordering::Relaxed) % self.shards.len(),
+        };
+        let job = Job {
+            raw,
+            parsed,
+            source,
+            epoch,
+            _permit: permit,
         };
         // A closed shard means shutdown; the message stays in its processing list.
         let _ = self.shards[shard].send(job);
@@ -121,12 +135,7 @@ async fn fetch(ctx: Arc<Ctx>, dispatcher: Arc<Dispatcher>, source: Source) {
                             return;
                         };
                         ctx.metrics.inc(&ctx.metrics.inbound_redriven);
-                        dispatcher.dispatch(Job {
-                            raw,
-                            source,
-                            epoch,
-                            _permit: permit,
-                        });
+                        dispatcher.dispatch(raw, source, epoch, permit);
                     }
                     redriven_epoch = Some(epoch);
                 }
@@ -194,12 +203,7 @@ async fn fetch(ctx: Arc<Ctx>, dispatcher: Arc<Dispatcher>, source: Source) {
         match taken {
             Ok(Some(raw)) => {
                 ctx.metrics.inc(&ctx.metrics.inbound_received);
-                dispatcher.dispatch(Job {
-                    raw,
-                    source,
-                    epoch,
-                    _permit: permit,
-                });
+                dispatcher.dispatch(raw, source, epoch, permit);
             }
             Ok(None) => {}
             Err(e) => {
@@ -225,9 +229,11 @@ async fn worker(ctx: Arc<Ctx>, mut rx: mpsc::UnboundedReceiver<Job>) {
         }
         let q = queue(&ctx, job.source).clone();
         let span = tracing::info_span!("inbound", node_id = %ctx.node_id, queue = %q.queue);
-        let handled =
-            tracing::Instrument::instrument(handle(&ctx, &q, job.source, job.raw, job.epoch), span)
-                .await;
+        let handled = tracing::Instrument::instrument(
+            handle(&ctx, &q, job.source, job.raw, job.parsed, job.epoch),
+            span,
+        )
+        .await;
         match handled {
             Handled::Done(raw) => ack(&ctx, &q, &raw).await,
             Handled::Abandoned => ctx.metrics.inc(&ctx.metrics.inbound_abandoned),
@@ -288,13 +294,26 @@ async fn get(ctx: &Ctx, epoch: u64, path: &str) -> Option<Reply> {
     }
 }
 
-async fn handle(ctx: &Ctx, q: &ReliableQueue, source: Source, raw: String, epoch: u64) -> Handled {
-    let mut value: Value = match serde_json::from_str(&raw) {
-        Ok(v @ Value::Object(_)) => v,
-        Ok(_) => return reject_malformed(ctx, raw, "message is not a JSON object".into()).await,
-        Err(e) => return reject_malformed(ctx, raw, format!("invalid JSON: {e}")).await,
+async fn handle(
+    ctx: &Ctx,
+    q: &ReliableQueue,
+    source: Source,
+    raw: String,
+    parsed: Option<Value>,
+    epoch: u64,
+) -> Handled {
+    let mut value: Value = match parsed {
+        Some(v) => v,
+        // Not an object: parse again only to say precisely what is wrong.
+        None => {
+            let reason = match serde_json::from_str::<Value>(&raw) {
+                Ok(_) => "message is not a JSON object".to_string(),
+                Err(e) => format!("invalid JSON: {e}"),
+            };
+            return reject_malformed(ctx, raw, reason).await;
+        }
     };
-    let mut msg = match InboundMessage::decode(raw.as_bytes()) {
+    let msg = match InboundMessage::from_value(value.clone()) {
         Ok(m) => m,
         Err(ProtoError::UnknownType(t)) => {
             let cid = value
@@ -338,12 +357,10 @@ async fn handle(ctx: &Ctx, q: &ReliableQueue, source: Source, raw: String, epoch
             }
         }
         raw = held;
-    } else if let Some(c) = value.get("correlation_id").and_then(Value::as_str) {
-        msg.envelope_mut().set_correlation_id(c.to_string());
     }
     let cid = msg.correlation_id().to_string();
     tracing::debug!(correlation_id = %cid, kind = msg.type_name(), "inbound message");
-    let done = match &msg {
+    match &msg {
         InboundMessage::Approve(_) | InboundMessage::PlanFeedback(_) => {
             let request_id = msg.request_id().unwrap_or_default();
             if request_id.is_empty() {
@@ -366,7 +383,6 @@ async fn handle(ctx: &Ctx, q: &ReliableQueue, source: Source, raw: String, epoch
                     return Handled::Abandoned;
                 }
             }
-            true
         }
         InboundMessage::ListWorkstreams(_) => {
             let Some(reply) = get(ctx, epoch, "/v1/api/workstreams").await else {
@@ -387,7 +403,6 @@ async fn handle(ctx: &Ctx, q: &ReliableQueue, source: Source, raw: String, epoch
             }
             .into();
             ctx.publish(&ctx.keys.events_global(), &ev).await;
-            true
         }
         InboundMessage::Health(_) => {
             let data = match ctx.node.health(Duration::from_secs(5)).await {
@@ -401,7 +416,6 @@ async fn handle(ctx: &Ctx, q: &ReliableQueue, source: Source, raw: String, epoch
             }
             .into();
             ctx.publish(&ctx.keys.events_global(), &ev).await;
-            true
         }
         InboundMessage::ListNodes(_) => {
             let mut m = ctx.redis.clone();
@@ -424,14 +438,16 @@ async fn handle(ctx: &Ctx, q: &ReliableQueue, source: Source, raw: String, epoch
             }
             .into();
             ctx.publish(&ctx.keys.events_global(), &ev).await;
-            true
         }
-        _ => match route(ctx, source, &msg, &value, &raw, epoch).await {
-            Some(done) => done,
-            None => return Handled::Abandoned,
-        },
-    };
-    debug_assert!(done);
+        _ => {
+            if route(ctx, source, &msg, &value, &raw, epoch)
+                .await
+                .is_none()
+            {
+                return Handled::Abandoned;
+            }
+        }
+    }
     Handled::Done(raw)
 }
 
@@ -480,7 +496,7 @@ async fn tell_error(ctx: &Ctx, msg: &InboundMessage, reason: &str) {
     ctx.publish(&channel, &err).await;
 }
 
-async fn forward(ctx: &Ctx, node: &str, raw: &str) -> Option<bool> {
+async fn forward(ctx: &Ctx, node: &str, raw: &str) -> Option<()> {
     let mut m = ctx.redis.clone();
     let r: Result<i64, _> = redis::cmd("RPUSH")
         .arg(ctx.keys.inbound_node(node))
@@ -491,7 +507,7 @@ async fn forward(ctx: &Ctx, node: &str, raw: &str) -> Option<bool> {
         Ok(_) => {
             ctx.metrics.inc(&ctx.metrics.inbound_forwarded);
             tracing::debug!(to = node, "forwarded");
-            Some(true)
+            Some(())
         }
         Err(e) => {
             tracing::warn!(error = %e, "forward failed; the message stays held");
@@ -508,7 +524,7 @@ async fn route(
     value: &Value,
     raw: &str,
     epoch: u64,
-) -> Option<bool> {
+) -> Option<()> {
     let mut m = ctx.redis.clone();
     let me = ctx.node_id.as_str();
     let target = msg.target_node();
@@ -526,7 +542,7 @@ async fn route(
                 &format!("target node '{target}' is not alive"),
             )
             .await;
-            return Some(true);
+            return Some(());
         }
     }
     if !ws_id.is_empty() {
@@ -545,7 +561,7 @@ async fn route(
                         &format!("workstream {ws_id} is hard-pinned to node '{o}', which is down"),
                     )
                     .await;
-                    return Some(true);
+                    return Some(());
                 }
                 match msg {
                     InboundMessage::CloseWorkstream(_) | InboundMessage::Cancel(_) => {
@@ -554,7 +570,7 @@ async fn route(
                             let _ = ctx.leases.release(&mut m, ws_id, o).await;
                         }
                         ack_event(ctx, msg, "ok", &format!("node '{o}' is down")).await;
-                        return Some(true);
+                        return Some(());
                     }
                     _ => {}
                 }
@@ -691,7 +707,7 @@ async fn local(
     value: &Value,
     raw: &str,
     epoch: u64,
-) -> Option<bool> {
+) -> Option<()> {
     let cid = msg.correlation_id().to_string();
     match msg {
         InboundMessage::Send(s) => {
@@ -714,7 +730,7 @@ async fn local(
                         await_subscriber(ctx, &ws).await;
                         ws
                     }
-                    None => return Some(true),
+                    None => return Some(()),
                 }
             } else {
                 s.ws_id.clone()
@@ -795,7 +811,7 @@ async fn local(
         }
         _ => {}
     }
-    Some(true)
+    Some(())
 }
 
 /// A `send` without `ws_id` creates the workstream first; the original client subscribes to

@@ -41,7 +41,11 @@ pub async fn run(ctx: Arc<Ctx>) {
         .max(Duration::from_millis(50));
     let probe_timeout = probe.clamp(Duration::from_secs(1), Duration::from_secs(5));
     let lease_every = ctx.cfg.lease_ttl / 3;
-    let janitor_every = probe.max(Duration::from_millis(500));
+    // A dead node's lists only appear once its heartbeat has expired: scanning a few times
+    // per heartbeat TTL is enough, and keeps SCAN traffic off large Redis instances.
+    let janitor_every = probe
+        .max(ctx.cfg.heartbeat_ttl / 4)
+        .max(Duration::from_millis(500));
     let mut failures = 0u32;
     let mut recovered = false;
     let mut next_lease = Instant::now();

@@ -21,9 +21,9 @@ use serde_json::{Value, json};
 
 use super::clip;
 use super::convert::{ReplayMemory, fingerprint, input_object};
-use crate::sse::{SseDecoder, SseEvent};
 use super::wire::{WireDelta, WireError, WireEvent, WireUsage};
 use crate::error::LlmError;
+use crate::sse::{SseDecoder, SseEvent};
 use crate::types::{ChatStream, FinishReason, StreamEvent, ToolCall, Usage};
 
 /// One content block being received.

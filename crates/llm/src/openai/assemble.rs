@@ -10,9 +10,9 @@ use std::fmt::Display;
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
 
-use crate::sse::SseDecoder;
 use super::wire::{WireChunk, WireDelta, WireToolCallDelta, error_text};
 use crate::error::LlmError;
+use crate::sse::SseDecoder;
 use crate::think::{Piece, ThinkSplitter};
 use crate::types::{ChatStream, FinishReason, StreamEvent, ToolCall, Usage};
 
