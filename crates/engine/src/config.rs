@@ -42,6 +42,8 @@ pub struct EngineConfig {
     pub toolset: ToolsetConfig,
     /// The tool intent of a workstream created without one (default: all tools, live).
     pub default_tool_intent: ToolIntent,
+    /// The node's id, handed to tools (`local` for the terminal client).
+    pub node_id: String,
 }
 
 impl Default for EngineConfig {
@@ -64,6 +66,7 @@ impl Default for EngineConfig {
             live_buffer: 64,
             toolset: ToolsetConfig::default(),
             default_tool_intent: ToolIntent::default(),
+            node_id: "local".to_string(),
         }
     }
 }

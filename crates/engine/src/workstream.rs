@@ -241,7 +241,8 @@ impl WorkstreamHandle {
     ) -> Self {
         let config = engine.config();
         let id: Arc<str> = id.into();
-        let mut tool_ctx = ToolContext::new(config.cwd.clone());
+        let mut tool_ctx =
+            ToolContext::new(config.cwd.clone()).for_workstream(&id, &config.node_id);
         tool_ctx.truncation_limit = config.truncation_limit(engine.context_window());
         let shared = Arc::new(Shared {
             log: Arc::new(EventLog::new(config.event_log_capacity, config.live_buffer)),

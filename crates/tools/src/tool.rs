@@ -41,6 +41,10 @@ pub struct ToolContext {
     pub read_files: Arc<Mutex<HashSet<PathBuf>>>,
     /// Tool output limit in characters (head and tail kept); 0 = no limit.
     pub truncation_limit: usize,
+    /// The workstream the call belongs to (empty outside a workstream, e.g. in unit tests).
+    pub ws_id: Arc<str>,
+    /// The node running the workstream (`local` for the terminal client).
+    pub node_id: Arc<str>,
 }
 
 impl ToolContext {
@@ -49,7 +53,16 @@ impl ToolContext {
             cwd: cwd.into(),
             read_files: Arc::default(),
             truncation_limit: 0,
+            ws_id: Arc::from(""),
+            node_id: Arc::from("local"),
         }
+    }
+
+    /// The same context for another workstream (sub-agents, tests).
+    pub fn for_workstream(mut self, ws_id: &str, node_id: &str) -> Self {
+        self.ws_id = Arc::from(ws_id);
+        self.node_id = Arc::from(node_id);
+        self
     }
 }
 

@@ -163,8 +163,14 @@ async fn main() -> anyhow::Result<()> {
     if backend.is_scripted() {
         tracing::info!(url = %backend.base_url, "no --base-url: using the built-in scripted model");
     }
+    let node_id = args
+        .node_id
+        .clone()
+        .or(file.server.node_id.clone())
+        .unwrap_or_else(default_node_id);
     let config = EngineConfig {
         model: model.clone(),
+        node_id: node_id.clone(),
         skip_permissions: args.skip_permissions,
         approval_timeout: std::time::Duration::from_secs(
             file.server
@@ -177,11 +183,6 @@ async fn main() -> anyhow::Result<()> {
     };
     let tool_options = builtin_options(&file, &backend, &model)?;
     let engine = backend.engine_with(config, &tool_options).await?;
-    let node_id = args
-        .node_id
-        .clone()
-        .or(file.server.node_id.clone())
-        .unwrap_or_else(default_node_id);
     let manager_config = ManagerConfig {
         max_workstreams: file.server.max_workstreams.unwrap_or(args.max_workstreams),
         ..ManagerConfig::default()
