@@ -51,6 +51,7 @@
 //! they return. SQLite runs with `synchronous = NORMAL` in WAL mode: a committed transaction
 //! survives a process crash; an OS crash or power loss may roll back the last commits.
 
+pub mod auth;
 mod error;
 mod ids;
 pub mod model;
@@ -59,9 +60,10 @@ mod resume;
 mod sql_common;
 mod sqlite;
 mod store;
-mod timestamp;
+pub mod timestamp;
 mod writer;
 
+pub use auth::{ApiToken, AuthStore, NewApiToken, NewUser, User, UserCredentials};
 pub use error::{Result, StoreError};
 pub use model::{
     ApprovalDecision, ApprovalRecord, ApprovalState, DecideOutcome, EventRecord, Memory,

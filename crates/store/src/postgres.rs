@@ -111,3 +111,4 @@ impl PostgresStore {
 }
 
 impl_store!(PostgresStore, sqlx::Postgres, "postgresql");
+crate::auth::impl_auth_store!(PostgresStore, sqlx::Postgres);

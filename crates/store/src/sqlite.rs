@@ -97,3 +97,4 @@ impl SqliteStore {
 }
 
 impl_store!(SqliteStore, sqlx::Sqlite, "sqlite");
+crate::auth::impl_auth_store!(SqliteStore, sqlx::Sqlite);

@@ -231,6 +231,13 @@ async fn main() -> anyhow::Result<()> {
         }
         Some(p)
     };
+    // `ts_` API tokens are looked up in the store when there is one.
+    let auth = match &persistence {
+        Some(p) => auth.with_api_tokens(Arc::new(turnstone_node::server::users::StoreApiTokens(
+            p.store.clone(),
+        ))),
+        None => auth,
+    };
     let node = match persistence.clone() {
         Some(p) => Node::with_persistence(engine, manager_config, auth, options, p),
         None => Node::new(engine, manager_config, auth, options),

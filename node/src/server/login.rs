@@ -1,6 +1,7 @@
-//! The auth endpoints (node spec §3.5): login with a token, logout, the login UI's status and
-//! `whoami`. Password login needs users in storage, which the node does not have yet, so a
-//! `{"username", "password"}` login always fails with `401 Invalid credentials`.
+//! The auth endpoints (node spec §3.5): login with a token or a stored user's password,
+//! logout, one-time setup of the first user, the login UI's status and `whoami`. Without
+//! storage there are no users: a `{"username", "password"}` login then fails with
+//! `401 Invalid credentials` and setup answers `503`.
 //!
 //! Failed logins are limited per client IP (and per username): 5 failures within 300 s and
 //! the next attempt is `429 {"error": "Too many login attempts"}` with `Retry-After`.
@@ -165,6 +166,7 @@ pub fn routes() -> Router<Arc<Node>> {
         .route("/api/auth/login", post(login))
         .route("/api/auth/logout", post(logout))
         .route("/api/auth/status", get(status))
+        .route("/api/auth/setup", post(setup))
         .route("/api/auth/whoami", get(whoami))
         .layer(Extension(Arc::new(LoginLimiter::default())))
 }
@@ -231,8 +233,18 @@ pub async fn login(
     }
 
     let token = body.token.as_deref().map(str::trim).unwrap_or_default();
-    // Password login needs stored users; there are none, so only tokens can succeed.
-    let identity = if username.is_empty() && !token.is_empty() {
+    let password = body.password.as_deref().unwrap_or_default();
+    let identity = if !username.is_empty() {
+        match &node.persistence {
+            Some(p) if !password.is_empty() => {
+                match super::users::password_identity(&p.store, username, password).await {
+                    Ok(identity) => identity,
+                    Err(e) => return e.into_response(),
+                }
+            }
+            _ => None,
+        }
+    } else if !token.is_empty() {
         node.auth.authenticate_token(token).await.ok()
     } else {
         None
@@ -242,20 +254,52 @@ pub async fn login(
         return error(StatusCode::UNAUTHORIZED, INVALID_CREDENTIALS);
     };
 
-    let jwt = match node.auth.mint_for(&identity, DEFAULT_TOKEN_TTL) {
+    let jwt = match session_jwt(&node, &identity) {
         Ok(jwt) => jwt,
-        Err(e) => {
-            tracing::error!(error = %e, "cannot mint a session JWT");
-            return ApiError::Auth {
-                status: e.status(),
-                message: e.body_message(),
-            }
-            .into_response();
-        }
+        Err(e) => return e.into_response(),
     };
+    if jwt.is_none() && token.is_empty() {
+        // A password login with no JWT secret (auth disabled) has nothing to put in a cookie.
+        return Json(login_reply(&identity, None)).into_response();
+    }
     let cookie = set_cookie_header(jwt.as_deref().unwrap_or(token), is_https(&parts));
     let reply = login_reply(&identity, jwt);
     with_cookie(Json(reply).into_response(), &cookie)
+}
+
+/// Mints the session JWT of a login (`None` when the node has no JWT secret).
+fn session_jwt(node: &Node, identity: &Identity) -> Result<Option<String>, ApiError> {
+    node.auth
+        .mint_for(identity, DEFAULT_TOKEN_TTL)
+        .map_err(|e| {
+            tracing::error!(error = %e, "cannot mint a session JWT");
+            ApiError::Auth {
+                status: e.status(),
+                message: e.body_message(),
+            }
+        })
+}
+
+/// `POST /v1/api/auth/setup`: creates the first user (admin) once, and logs them in.
+pub async fn setup(
+    State(node): State<Arc<Node>>,
+    parts: Parts,
+    WireJson(body): WireJson<super::users::NewUserBody>,
+) -> Response {
+    let (identity, mut reply) = match super::users::setup_first_user(&node, &body).await {
+        Ok(done) => done,
+        Err(e) => return e.into_response(),
+    };
+    let jwt = match session_jwt(&node, &identity) {
+        Ok(jwt) => jwt,
+        Err(e) => return e.into_response(),
+    };
+    reply.jwt = jwt.clone();
+    let response = Json(reply).into_response();
+    match jwt {
+        Some(jwt) => with_cookie(response, &set_cookie_header(&jwt, is_https(&parts))),
+        None => response,
+    }
 }
 
 fn login_reply(identity: &Identity, jwt: Option<String>) -> LoginReply {
@@ -277,10 +321,10 @@ pub async fn logout() -> Response {
     )
 }
 
-/// `GET /v1/api/auth/status`. The node has no user storage yet, so `has_users` is false.
+/// `GET /v1/api/auth/status`.
 pub async fn status(State(node): State<Arc<Node>>) -> Json<AuthStatusReply> {
     let auth_enabled = node.auth.is_enabled();
-    let has_users = false;
+    let has_users = super::users::has_users(&node).await;
     Json(AuthStatusReply {
         auth_enabled,
         has_users,

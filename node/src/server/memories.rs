@@ -301,7 +301,8 @@ struct ScopeFilter {
     scope_id: Option<String>,
 }
 
-fn store(node: &Node) -> Result<Arc<dyn Store>, ApiError> {
+/// The node's store, or 503 `Storage not available`.
+pub(crate) fn store(node: &Node) -> Result<Arc<dyn Store>, ApiError> {
     node.persistence
         .as_ref()
         .map(|p| p.store.clone())

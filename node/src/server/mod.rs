@@ -19,6 +19,7 @@ pub mod sse;
 pub mod state;
 pub mod turns;
 pub mod ui;
+pub mod users;
 pub mod views;
 pub mod workstreams;
 
@@ -65,6 +66,7 @@ pub fn router(node: Arc<Node>) -> Router {
         .route("/api/_internal/mcp-status", get(internal::mcp_status))
         .route("/api/_internal/mcp-reload", post(internal::mcp_reload))
         .merge(login::routes())
+        .merge(users::admin_routes())
         .merge(memories::routes());
     Router::new()
         .route("/health", get(health::health))

@@ -377,6 +377,11 @@ pub const ROUTES: &[ApiRoute] = &[
         .json::<LoginReply>()
         .errors(&[401, 429]),
     ApiRoute::post("/v1/api/auth/logout", "auth").summary("Clear the auth cookie"),
+    ApiRoute::post("/v1/api/auth/setup", "auth")
+        .summary("Create the first user (admin) once and log them in; needs storage")
+        .body::<super::users::NewUserBody>()
+        .json::<super::users::SetupReply>()
+        .errors(&[400, 409, 503]),
     ApiRoute::get("/v1/api/auth/status", "auth")
         .summary("Login UI state: is auth on, is first-user setup needed")
         .json::<AuthStatusReply>(),
@@ -433,6 +438,14 @@ pub const UNDOCUMENTED: &[(&str, &str)] = &[
     ("get", "/metrics"),
     ("get", "/openapi.json"),
     ("get", "/docs"),
+    // User and token administration (approve scope; the original had no node admin routes,
+    // its OpenAPI document none either): documented in docs/api.md.
+    ("get", "/v1/api/admin/users"),
+    ("post", "/v1/api/admin/users"),
+    ("delete", "/v1/api/admin/users/{user_id}"),
+    ("get", "/v1/api/admin/tokens"),
+    ("post", "/v1/api/admin/tokens"),
+    ("delete", "/v1/api/admin/tokens/{token_id}"),
 ];
 
 fn status_text(status: u16) -> &'static str {

@@ -109,6 +109,8 @@ pub enum CredentialKind {
     Jwt,
     ApiToken,
     ConfigToken,
+    /// A stored user's password (login and setup only; sessions then use a JWT).
+    Password,
 }
 
 /// Who is calling, after authentication.

@@ -1,3 +1,4 @@
+mod auth;
 mod events;
 mod large;
 mod memory;

@@ -31,9 +31,13 @@ async fn sqlite_and_postgres_schemas_match() {
     assert_eq!(
         tables,
         [
+            "api_tokens",
             "approvals",
             "conversations",
+            "roles",
             "structured_memories",
+            "user_roles",
+            "users",
             "workstream_config",
             "workstream_events",
             "workstreams"

@@ -10,6 +10,7 @@ mod openapi;
 mod persistence;
 mod ratelimit;
 mod streams;
+mod users;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -145,6 +146,10 @@ impl TestNode {
                 let p = turnstone_node::persist::Persistence::open(&store, "node-test")
                     .await
                     .unwrap();
+                // As the server binary: `ts_` API tokens come from the store.
+                let auth = auth.with_api_tokens(Arc::new(
+                    turnstone_node::server::users::StoreApiTokens(p.store.clone()),
+                ));
                 Node::with_persistence(engine, manager, auth, options, p)
             }
         };
