@@ -117,6 +117,7 @@ async fn fetch(ctx: Arc<Ctx>, dispatcher: Arc<Dispatcher>, source: Source) {
     let mut conn: Option<MultiplexedConnection> = None;
     let mut backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(5));
     let mut redriven_epoch = None;
+    let mut redrive_gen = ctx.redrive_seen.load(Ordering::Acquire);
     let mut up = ctx.up.subscribe();
     loop {
         // Only while the node answers.
@@ -125,6 +126,19 @@ async fn fetch(ctx: Arc<Ctx>, dispatcher: Arc<Dispatcher>, source: Source) {
             r = up.wait_for(|u| *u) => if r.is_err() { return },
         }
         let epoch = ctx.current_epoch();
+        if ctx.redrive.swap(false, Ordering::AcqRel) {
+            // Both fetchers must see the request; each re-drives its own list once.
+            ctx.redrive_seen.fetch_add(1, Ordering::AcqRel);
+        }
+        if redrive_gen != ctx.redrive_seen.load(Ordering::Acquire) {
+            redrive_gen = ctx.redrive_seen.load(Ordering::Acquire);
+            redriven_epoch = None;
+            // Give Redis a moment: the work was abandoned because it was failing.
+            tokio::select! {
+                _ = ctx.cancel.cancelled() => return,
+                _ = tokio::time::sleep(backoff.delay()) => {}
+            }
+        }
         if redriven_epoch != Some(epoch) {
             // Whatever this bridge held when it (or its node) stopped.
             let mut m = ctx.redis.clone();
@@ -209,6 +223,10 @@ async fn fetch(ctx: Arc<Ctx>, dispatcher: Arc<Dispatcher>, source: Source) {
             Err(e) => {
                 tracing::warn!(error = %e, queue = %q.queue, "blocking pop failed; reconnecting");
                 conn = None;
+                // The pop may have moved a message whose reply was lost with the connection
+                // (Redis restarted right after executing it): re-drive the processing list
+                // once Redis answers again, or that message would sit there unseen.
+                redriven_epoch = None;
                 tokio::select! {
                     _ = ctx.cancel.cancelled() => return,
                     _ = tokio::time::sleep(backoff.delay()) => {}
@@ -236,7 +254,14 @@ async fn worker(ctx: Arc<Ctx>, mut rx: mpsc::UnboundedReceiver<Job>) {
         .await;
         match handled {
             Handled::Done(raw) => ack(&ctx, &q, &raw).await,
-            Handled::Abandoned => ctx.metrics.inc(&ctx.metrics.inbound_abandoned),
+            Handled::Abandoned => {
+                ctx.metrics.inc(&ctx.metrics.inbound_abandoned);
+                if job.epoch == ctx.current_epoch() && ctx.is_up() {
+                    // Not a node outage (that re-drives by itself when the node is back):
+                    // Redis failed mid-message. Ask the fetchers to re-drive.
+                    ctx.redrive.store(true, Ordering::Release);
+                }
+            }
         }
     }
 }

@@ -59,6 +59,12 @@ pub struct Ctx {
     /// Changes on every up/down transition; work fetched in another epoch is abandoned
     /// (left in the processing list) instead of being handed to the node.
     pub epoch: AtomicU64,
+    /// Set when work was abandoned while the node was up (a Redis error mid-message): the
+    /// fetchers then re-drive their processing lists, so that work is retried, not stranded
+    /// until the next node outage.
+    pub redrive: std::sync::atomic::AtomicBool,
+    /// Re-drive requests taken so far (each fetcher compares it with the last it served).
+    pub redrive_seen: AtomicU64,
     pub max_ws: AtomicU64,
     /// Bridge start, Unix seconds (the heartbeat's `started`).
     pub started: f64,
@@ -230,6 +236,8 @@ impl Bridge {
             metrics: metrics::Metrics::default(),
             up,
             epoch: AtomicU64::new(0),
+            redrive: std::sync::atomic::AtomicBool::new(false),
+            redrive_seen: AtomicU64::new(0),
             max_ws: AtomicU64::new(max_ws),
             started: now_secs(),
             permits: Arc::new(Semaphore::new(cfg.concurrency)),

@@ -6,8 +6,12 @@ use turnstone_bridge::{Args, Bridge, BridgeConfig};
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    turnstone_runtime::init_tracing(&args.log_level, args.log_format)
-        .map_err(|e| anyhow::anyhow!(e))?;
+    let _telemetry = turnstone_runtime::init_service_tracing(
+        &args.log_level,
+        args.log_format,
+        "turnstone-bridge",
+    )
+    .map_err(|e| anyhow::anyhow!(e))?;
     let config = match BridgeConfig::from_args(&args) {
         Ok(c) => c,
         Err(e) => {

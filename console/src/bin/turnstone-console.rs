@@ -10,7 +10,7 @@ use turnstone_runtime::auth::{
     AUDIENCE_CONSOLE, AuthConfig, AuthEnv, Authenticator, ConfigToken, JwtSecret, TokenRole,
     check_bind_policy,
 };
-use turnstone_runtime::{LogFormat, Shutdown, init_tracing};
+use turnstone_runtime::{LogFormat, Shutdown};
 
 #[derive(Debug, Parser)]
 #[command(name = "turnstone-console", about = "The Turnstone cluster console")]
@@ -88,7 +88,12 @@ fn redis_url(args: &Args) -> String {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    init_tracing(&args.log_level.to_lowercase(), args.log_format).map_err(anyhow::Error::msg)?;
+    let _telemetry = turnstone_runtime::init_service_tracing(
+        &args.log_level.to_lowercase(),
+        args.log_format,
+        "turnstone-console",
+    )
+    .map_err(anyhow::Error::msg)?;
 
     let env = AuthEnv::from_process();
     let mut auth_config = AuthConfig::default();

@@ -14,4 +14,4 @@ pub mod telemetry;
 
 pub use config::{ConfigError, ConfigLoader};
 pub use shutdown::Shutdown;
-pub use telemetry::{LogFormat, init_tracing};
+pub use telemetry::{LogFormat, OtlpSettings, TelemetryGuard, init_service_tracing, init_tracing};

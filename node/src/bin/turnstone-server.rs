@@ -15,7 +15,7 @@ use turnstone_runtime::auth::{
     AUDIENCE_SERVER, AuthConfig, AuthEnv, Authenticator, ConfigToken, TokenRole, check_bind_policy,
     generate_api_token,
 };
-use turnstone_runtime::{LogFormat, Shutdown, init_tracing};
+use turnstone_runtime::{LogFormat, Shutdown};
 use turnstone_store::StoreConfig;
 
 #[derive(Debug, Parser)]
@@ -122,7 +122,12 @@ fn default_node_id() -> String {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    init_tracing(&args.log_level.to_lowercase(), args.log_format).map_err(anyhow::Error::msg)?;
+    let _telemetry = turnstone_runtime::init_service_tracing(
+        &args.log_level.to_lowercase(),
+        args.log_format,
+        "turnstone-server",
+    )
+    .map_err(anyhow::Error::msg)?;
     if !matches!(args.provider.as_str(), "openai" | "anthropic") {
         anyhow::bail!(
             "--provider {}: expected `openai` (OpenAI-compatible) or `anthropic`",
