@@ -135,12 +135,27 @@ fn init(
     let filter = EnvFilter::try_from_default_env()
         .or_else(|_| EnvFilter::try_new(level))
         .map_err(|e| format!("invalid log level {level:?}: {e}"))?;
-    let otel_layer =
-        otel.map(|p| tracing_opentelemetry::layer().with_tracer(p.tracer("turnstone")));
-    let registry = tracing_subscriber::registry().with(filter).with(otel_layer);
+    // Exported spans have their own filter (`TURNSTONE_OTEL_FILTER`, default `info`): a
+    // node logging only warnings still exports its request and turn spans.
+    let otel_filter = match std::env::var("TURNSTONE_OTEL_FILTER") {
+        Ok(f) if !f.trim().is_empty() => EnvFilter::try_new(f.trim())
+            .map_err(|e| format!("invalid TURNSTONE_OTEL_FILTER: {e}"))?,
+        _ => EnvFilter::new("info"),
+    };
+    let otel_layer = otel.map(|p| {
+        tracing_opentelemetry::layer()
+            .with_tracer(p.tracer("turnstone"))
+            .with_filter(otel_filter)
+    });
+    let registry = tracing_subscriber::registry().with(otel_layer);
     let result = match format {
         LogFormat::Text => registry
-            .with(fmt::layer().with_writer(std::io::stderr).with_target(true))
+            .with(
+                fmt::layer()
+                    .with_writer(std::io::stderr)
+                    .with_target(true)
+                    .with_filter(filter),
+            )
             .try_init(),
         LogFormat::Json => registry
             .with(
@@ -148,7 +163,8 @@ fn init(
                     .json()
                     .with_current_span(true)
                     .with_span_list(false)
-                    .with_writer(std::io::stderr),
+                    .with_writer(std::io::stderr)
+                    .with_filter(filter),
             )
             .try_init(),
     };

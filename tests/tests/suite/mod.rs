@@ -4,6 +4,7 @@ mod binaries;
 mod cluster;
 mod mcp_node;
 mod openai_load;
+mod otel;
 mod python_sdk;
 mod schemathesis;
 mod turn_order;
