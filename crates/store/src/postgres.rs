@@ -111,3 +111,4 @@ impl PostgresStore {
 }
 
 impl_store!(PostgresStore, sqlx::Postgres, "postgresql");
+crate::skills::impl_skill_store!(PostgresStore, sqlx::Postgres);

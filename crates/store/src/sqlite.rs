@@ -97,3 +97,4 @@ impl SqliteStore {
 }
 
 impl_store!(SqliteStore, sqlx::Sqlite, "sqlite");
+crate::skills::impl_skill_store!(SqliteStore, sqlx::Sqlite);

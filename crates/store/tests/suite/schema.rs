@@ -33,6 +33,7 @@ async fn sqlite_and_postgres_schemas_match() {
         [
             "approvals",
             "conversations",
+            "prompt_templates",
             "structured_memories",
             "workstream_config",
             "workstream_events",
@@ -40,6 +41,7 @@ async fn sqlite_and_postgres_schemas_match() {
         ]
     );
     assert!(sqlite_schema["conversations"].contains("tool_call_id"));
+    assert_eq!(sqlite_schema["prompt_templates"].len(), 38);
     sqlite.close().await;
     pg.close().await;
 }
