@@ -137,8 +137,11 @@ pub trait MemoryBackend: Send + Sync {
     /// `false` when there was no such memory.
     async fn delete(&self, name: &str, scope: &MemoryScopeRef) -> Result<bool, BackendError>;
     /// Most recently updated first.
-    async fn list(&self, filter: &MemoryQuery, limit: usize)
-    -> Result<Vec<MemoryEntry>, BackendError>;
+    async fn list(
+        &self,
+        filter: &MemoryQuery,
+        limit: usize,
+    ) -> Result<Vec<MemoryEntry>, BackendError>;
 }
 
 /// One message of conversation history that matched a search.
@@ -201,8 +204,11 @@ pub trait SkillBackend: Send + Sync {
     /// Enabled skills that may match `query` (any word in name, description, tags or
     /// category; all enabled skills for a query without words), at most `limit`. The tool
     /// ranks them.
-    async fn candidates(&self, query: &str, limit: usize)
-    -> Result<Vec<SkillSummary>, BackendError>;
+    async fn candidates(
+        &self,
+        query: &str,
+        limit: usize,
+    ) -> Result<Vec<SkillSummary>, BackendError>;
     /// The enabled skill of this name.
     async fn get(&self, name: &str) -> Result<Option<SkillSummary>, BackendError>;
     /// Makes the enabled skill `name` the active skill of workstream `ws_id` (replacing any

@@ -60,8 +60,8 @@ mod truncate;
 pub mod web;
 
 pub use backends::{
-    BackendError, HistoryBackend, HistoryHit, MemoryBackend, MemoryEntry, MemoryQuery,
-    MemoryScope, MemoryScopeRef, MemoryType, NewMemory, SkillBackend, SkillSummary,
+    BackendError, HistoryBackend, HistoryHit, MemoryBackend, MemoryEntry, MemoryQuery, MemoryScope,
+    MemoryScopeRef, MemoryType, NewMemory, SkillBackend, SkillSummary,
 };
 pub use builtin::{
     BashTool, BuiltinOptions, DiffFileTool, EditFileTool, MemoryTool, NotifyTool, ReadFileTool,

@@ -80,7 +80,11 @@ fn valid_name(a: &Args<'_>) -> Result<String, String> {
 }
 
 fn parse_type(a: &Args<'_>) -> Result<Option<MemoryType>, String> {
-    let Some(text) = a.opt_string("type")?.map(str::trim).filter(|t| !t.is_empty()) else {
+    let Some(text) = a
+        .opt_string("type")?
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+    else {
         return Ok(None);
     };
     let lower = text.to_lowercase();
@@ -94,7 +98,11 @@ fn parse_type(a: &Args<'_>) -> Result<Option<MemoryType>, String> {
 }
 
 fn parse_scope(a: &Args<'_>) -> Result<Option<MemoryScope>, String> {
-    let Some(text) = a.opt_string("scope")?.map(str::trim).filter(|t| !t.is_empty()) else {
+    let Some(text) = a
+        .opt_string("scope")?
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+    else {
         return Ok(None);
     };
     let lower = text.to_lowercase();
@@ -123,9 +131,9 @@ fn exact_scope(scope: Option<MemoryScope>, ctx: &ToolContext) -> Result<MemorySc
             Err("Error: the workstream scope needs a workstream, and this call has none".into())
         }
         Some(MemoryScope::Workstream) => Ok(MemoryScopeRef::workstream(&*ctx.ws_id)),
-        Some(MemoryScope::User) => {
-            Err("Error: the user scope needs a user identity, which this session does not have".into())
-        }
+        Some(MemoryScope::User) => Err(
+            "Error: the user scope needs a user identity, which this session does not have".into(),
+        ),
     }
 }
 
@@ -151,7 +159,9 @@ fn scope_label(scope: &MemoryScopeRef) -> &'static str {
 fn limit_of(a: &Args<'_>) -> Result<usize, String> {
     Ok(match a.opt_int("limit")? {
         None => DEFAULT_LIMIT,
-        Some(n) => usize::try_from(n.max(1)).unwrap_or(MAX_LIMIT).min(MAX_LIMIT),
+        Some(n) => usize::try_from(n.max(1))
+            .unwrap_or(MAX_LIMIT)
+            .min(MAX_LIMIT),
     })
 }
 

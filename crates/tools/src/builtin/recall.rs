@@ -70,7 +70,9 @@ impl Tool for RecallTool {
         }
         let limit = match a.opt_int("limit")? {
             None => DEFAULT_LIMIT,
-            Some(n) => usize::try_from(n.max(1)).unwrap_or(MAX_LIMIT).min(MAX_LIMIT),
+            Some(n) => usize::try_from(n.max(1))
+                .unwrap_or(MAX_LIMIT)
+                .min(MAX_LIMIT),
         };
         Ok(Prepared {
             args: json!({"query": query, "limit": limit}),

@@ -129,13 +129,7 @@ impl Tool for SkillTool {
         ctx: &ToolContext,
         _out: &dyn OutputSink,
     ) -> ToolOutput {
-        let text = |key: &str| {
-            prepared
-                .args
-                .get(key)
-                .and_then(Value::as_str)
-                .unwrap_or("")
-        };
+        let text = |key: &str| prepared.args.get(key).and_then(Value::as_str).unwrap_or("");
         let output = match text("action") {
             "load" => match self.backend.activate(&ctx.ws_id, text("name")).await {
                 Ok(skill) => {
@@ -208,7 +202,12 @@ mod tests {
     fn ranks_by_bm25_over_name_description_tags_and_category() {
         let candidates = vec![
             skill("deploy", "Ship a release", &["ops"], "ops"),
-            skill("sql-expert", "Write SQL queries", &["database", "sql"], "data"),
+            skill(
+                "sql-expert",
+                "Write SQL queries",
+                &["database", "sql"],
+                "data",
+            ),
             skill("reviewer", "Review SQL migrations", &["review"], "code"),
         ];
         let names = |v: Vec<SkillSummary>| v.into_iter().map(|s| s.name).collect::<Vec<_>>();
