@@ -9,6 +9,8 @@ mod metrics;
 mod openapi;
 mod persistence;
 mod ratelimit;
+mod skills;
+mod store_tools;
 mod streams;
 
 use std::sync::Arc;
@@ -145,7 +147,9 @@ impl TestNode {
                 let p = turnstone_node::persist::Persistence::open(&store, "node-test")
                     .await
                     .unwrap();
-                Node::with_persistence(engine, manager, auth, options, p)
+                let node = Node::with_persistence(engine, manager, auth, options, p);
+                turnstone_node::store_tools::register_for(&node).unwrap();
+                node
             }
         };
         let default_ws = node
