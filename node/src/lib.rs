@@ -9,6 +9,9 @@
 //! * [`backend`] — the model they run on: an OpenAI-compatible endpoint, or the scripted
 //!   fake model started in-process when no base URL is given.
 //!
+//! * [`store_tools`] — the `memory`, `recall` and `skill` tools over the node's store,
+//!   registered into the live tool registry when the node persists.
+//!
 //! It must not know Redis (the bridge talks to a node over HTTP only) and, for now, nothing
 //! about persistence: sessions are not saved yet.
 
@@ -21,5 +24,6 @@ pub mod mcp_tools;
 pub mod page_answerer;
 pub mod persist;
 pub mod server;
+pub mod store_tools;
 
 pub use error::NodeError;

@@ -20,6 +20,11 @@
 //! available tool (deferred ones and replay-only aliases included). The latest request's
 //! array is kept for inspection ([`WorkstreamHandle::prepared_tools`]).
 //!
+//! Skills: a workstream may have an active skill ([`ActiveSkill`], set with
+//! [`WorkstreamHandle::set_skill`]); its rendered content joins the system prompt of every
+//! request after the engine's prompt. Where skills are stored, and persisting the choice,
+//! is the node's business.
+//!
 //! States: `idle → thinking → running → attention → running → … → idle | error`.
 
 pub mod config;
@@ -37,7 +42,7 @@ pub use event::{Envelope, Event, StatusInfo, ToolItem, WsState};
 pub use log::{EventLog, Item, Sequenced, Subscription};
 pub use manager::{Closed, CreateOptions, Manager, ManagerError};
 pub use workstream::{
-    ApproveOutcome, Decision, EventHook, Journal, PreparedTools, SendOutcome, Verdict,
+    ActiveSkill, ApproveOutcome, Decision, EventHook, Journal, PreparedTools, SendOutcome, Verdict,
     WorkstreamHandle,
 };
 

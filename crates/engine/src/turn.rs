@@ -44,7 +44,6 @@ struct Turn<'a> {
 struct TurnTools {
     surface: ToolSurface,
     specs: Vec<ToolSpec>,
-    system_prompt: Option<String>,
     payload: Arc<ToolPayload>,
     turn: u64,
     step: u32,
@@ -62,12 +61,10 @@ impl TurnTools {
             .into_iter()
             .map(crate::to_tool_spec)
             .collect();
-        let system_prompt = surface.system_prompt(engine.config().system_prompt.as_deref());
         let payload = Arc::new(surface.payload());
         Self {
             surface,
             specs,
-            system_prompt,
             payload,
             turn: shared.turn_count.load(Ordering::Relaxed),
             step: 0,
@@ -282,8 +279,11 @@ impl Turn<'_> {
     fn build_request(&mut self) -> ChatRequest {
         let config = self.engine.config();
         let mut messages = Vec::new();
-        if let Some(system) = &self.tools.system_prompt {
-            messages.push(ChatMessage::system(system.clone()));
+        // The engine's prompt, the active skill (read now: a skill loaded mid-turn applies to
+        // the next request), then the turn's frozen tool catalog.
+        let base = self.shared.system_base(config.system_prompt.as_deref());
+        if let Some(system) = self.tools.surface.system_prompt(base.as_deref()) {
+            messages.push(ChatMessage::system(system));
         }
         messages.extend(lock(&self.shared.messages).iter().cloned());
         self.tools.step += 1;

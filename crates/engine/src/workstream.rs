@@ -76,6 +76,58 @@ pub struct PreparedTools {
     pub payload: Arc<ToolPayload>,
 }
 
+/// A skill active on a workstream: its name and its content, which joins the system prompt
+/// of every model request (after the engine's system prompt, before the deferred-tool
+/// catalog) while it is active.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ActiveSkill {
+    pub name: String,
+    /// The content; [`WorkstreamHandle::set_skill`] renders its `{{model}}`, `{{ws_id}}`
+    /// and `{{node_id}}` variables.
+    pub content: String,
+}
+
+impl ActiveSkill {
+    pub fn new(name: impl Into<String>, content: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            content: content.into(),
+        }
+    }
+
+    /// `template` with `{{model}}`, `{{ws_id}}` and `{{node_id}}` (spaces inside the braces
+    /// allowed) replaced; other text, including unknown `{{…}}`, is left as it is.
+    pub fn render(template: &str, model: &str, ws_id: &str, node_id: &str) -> String {
+        let mut out = String::with_capacity(template.len());
+        let mut rest = template;
+        while let Some(open) = rest.find("{{") {
+            out.push_str(&rest[..open]);
+            let after = &rest[open + 2..];
+            let value = after.find("}}").and_then(|close| {
+                let value = match after[..close].trim() {
+                    "model" => model,
+                    "ws_id" => ws_id,
+                    "node_id" => node_id,
+                    _ => return None,
+                };
+                Some((value, close))
+            });
+            match value {
+                Some((value, close)) => {
+                    out.push_str(value);
+                    rest = &after[close + 2..];
+                }
+                None => {
+                    out.push_str("{{");
+                    rest = after;
+                }
+            }
+        }
+        out.push_str(rest);
+        out
+    }
+}
+
 /// Result of [`WorkstreamHandle::send`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SendOutcome {
@@ -137,6 +189,8 @@ pub(crate) struct Shared {
     pub loaded_tools: LoadedTools,
     /// The tool array of the latest prepared request.
     pub prepared_tools: Mutex<Option<PreparedTools>>,
+    /// The active skill (content rendered); read at every model request.
+    pub skill: Mutex<Option<ActiveSkill>>,
 }
 
 impl Shared {
@@ -196,6 +250,21 @@ impl Shared {
             cache_read_tokens: usage.cache_read_tokens,
             tool_calls_this_turn: self.tool_calls_this_turn.load(Ordering::Relaxed),
             turn_count: self.turn_count.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The system prompt before the tool catalog: the engine's, then the active skill's
+    /// content (each only when not empty).
+    pub fn system_base(&self, engine_prompt: Option<&str>) -> Option<String> {
+        let skill = lock(&self.skill)
+            .as_ref()
+            .map(|s| s.content.clone())
+            .filter(|c| !c.trim().is_empty());
+        match (engine_prompt.filter(|p| !p.is_empty()), skill) {
+            (None, None) => None,
+            (Some(p), None) => Some(p.to_owned()),
+            (None, Some(s)) => Some(s),
+            (Some(p), Some(s)) => Some(format!("{p}\n\n{s}")),
         }
     }
 
@@ -270,6 +339,7 @@ impl WorkstreamHandle {
             tool_intent: Mutex::new(config.default_tool_intent.clone()),
             loaded_tools: LoadedTools::new(),
             prepared_tools: Mutex::new(None),
+            skill: Mutex::new(None),
         });
         let (inbox, rx) = mpsc::channel(4);
         let span = tracing::info_span!("workstream", ws_id = %shared.id);
@@ -557,6 +627,30 @@ impl WorkstreamHandle {
     pub fn next_tool_surface(&self) -> ToolSurface {
         self.engine
             .tool_surface(&self.tool_intent(), &self.shared.loaded_tools)
+    }
+
+    /// The active skill, if any (content rendered).
+    pub fn skill(&self) -> Option<ActiveSkill> {
+        lock(&self.shared.skill).clone()
+    }
+
+    /// Activates a skill (replacing any other) or, with `None`, clears it. The content is
+    /// rendered here (`{{model}}`, `{{ws_id}}`, `{{node_id}}`) and joins the system prompt
+    /// from the next model request on — also the next request of a running turn.
+    /// Persisting the choice is the caller's business.
+    pub fn set_skill(&self, skill: Option<ActiveSkill>) {
+        let config = self.engine.config();
+        let rendered = skill.map(|s| ActiveSkill {
+            content: ActiveSkill::render(
+                &s.content,
+                &config.model,
+                &self.shared.id,
+                &config.node_id,
+            ),
+            name: s.name,
+        });
+        tracing::info!(ws_id = %self.shared.id, skill = rendered.as_ref().map(|s| s.name.as_str()).unwrap_or(""), "active skill set");
+        *lock(&self.shared.skill) = rendered;
     }
 
     /// Tells this workstream's frontends something (command output, notices).

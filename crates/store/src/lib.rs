@@ -12,6 +12,8 @@
 //! * Search: full-text history search ([`Store::search`]) and recent messages; typed, scoped
 //!   memories (the `memory` tool's storage); the durable per-workstream event log and
 //!   approval records.
+//! * Skills ([`skills`]): the `prompt_templates` rows behind `GET /v1/api/skills`, the admin
+//!   skill routes and the `skill` tool, through [`SkillStore`] (a supertrait of [`Store`]).
 //!
 //! # What it must not know
 //! HTTP, SSE, Redis, providers' wire formats, the engine's turn loop. Messages come in and go
@@ -32,6 +34,9 @@
 //! * `approvals` — `request_id` PK, `ws_id`, `payload` (JSON), `state` (`pending` |
 //!   `approved` | `denied` | `timed_out`), `verdict`, `feedback`, `decided_by`, `created`,
 //!   `decided`; a decision is a conditional update, so only the first one counts.
+//! * `prompt_templates` — skills: every column of the original's table (spec §6.1), `name`
+//!   UNIQUE, JSON columns as JSON text, flags as 0/1 integers (migration 0003, which also
+//!   renamed the memory type `general` to `project`).
 //!
 //! Column names follow the Python original (`spec/node-api.md` §6) where it has the table.
 //! Timestamps are fixed-width ISO-8601 UTC text, so text order is time order. Search differs
@@ -57,6 +62,7 @@ mod ids;
 pub mod model;
 mod postgres;
 mod resume;
+pub mod skills;
 mod sql_common;
 mod sqlite;
 mod store;
@@ -73,6 +79,7 @@ pub use model::{
 };
 pub use postgres::PostgresStore;
 pub use resume::rebuild_messages;
+pub use skills::{Skill, SkillSpec, SkillStore};
 pub use sqlite::{BUSY_TIMEOUT, SqliteStore};
 pub use store::{
     DEFAULT_POOL_SIZE, DEFAULT_SQLITE_PATH, Store, StoreBackend, StoreConfig, connect,

@@ -304,8 +304,10 @@ macro_rules! string_enum {
 }
 
 string_enum!(
-    /// Memory type, as the `memory` tool exposes it.
-    MemoryType { User => "user", General => "general", Feedback => "feedback", Reference => "reference" }
+    /// Memory type, as the `memory` tool and the HTTP API expose it. `project` is the
+    /// general-purpose type (the original's seed era called it `general`; migration 0003
+    /// renamed stored rows).
+    MemoryType { User => "user", Project => "project", Feedback => "feedback", Reference => "reference" }
 );
 
 string_enum!(

@@ -13,6 +13,7 @@ use crate::model::{
     SessionConfig, SessionSummary, StoredMessage, Workstream, WriteOp,
 };
 use crate::resume::rebuild_messages;
+use crate::skills::SkillStore;
 
 /// Default SQLite file, relative to the working directory (as the original).
 pub const DEFAULT_SQLITE_PATH: &str = ".turnstone.db";
@@ -81,12 +82,12 @@ pub async fn connect(config: &StoreConfig) -> Result<Arc<dyn Store>> {
     }
 }
 
-/// Persistence of sessions, history, memories and the event/approval logs.
+/// Persistence of sessions, history, memories, skills and the event/approval logs.
 ///
 /// Both implementations ([`crate::SqliteStore`], [`crate::PostgresStore`]) behave the same;
-/// one test suite runs against both.
+/// one test suite runs against both. Skills come from the [`SkillStore`] supertrait.
 #[async_trait]
-pub trait Store: crate::auth::AuthStore + Send + Sync {
+pub trait Store: crate::auth::AuthStore + SkillStore + Send + Sync {
     /// `"sqlite"` or `"postgresql"`.
     fn backend_name(&self) -> &'static str;
 

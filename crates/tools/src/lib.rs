@@ -11,6 +11,9 @@
 //! - the built-in tools themselves: `bash`, `read_file`, `write_file`, `edit_file`,
 //!   `diff_file` and `search`, and (when [`WebOptions::enabled`]) `web_fetch`, `web_search`
 //!   and `notify` ([`builtin`]);
+//! - the tools that need storage — `memory`, `recall`, `skill` — and their seams
+//!   ([`backends`]: [`MemoryBackend`], [`HistoryBackend`], [`SkillBackend`]), which the node
+//!   implements over its store;
 //! - the network side of the web tools ([`web`]): SSRF screening of every connected address
 //!   and redirect hop, the screened fetcher, HTML to text, the SearxNG client and webhook
 //!   delivery, with the seams the node fills in ([`PageAnswerer`], [`SearchBackend`]);
@@ -46,6 +49,7 @@ pub mod tool;
 pub use tool::*;
 
 mod arguments;
+pub mod backends;
 pub mod builtin;
 mod error;
 mod paths;
@@ -55,9 +59,13 @@ pub mod toolset;
 mod truncate;
 pub mod web;
 
+pub use backends::{
+    BackendError, HistoryBackend, HistoryHit, MemoryBackend, MemoryEntry, MemoryQuery, MemoryScope,
+    MemoryScopeRef, MemoryType, NewMemory, SkillBackend, SkillSummary,
+};
 pub use builtin::{
-    BashTool, BuiltinOptions, DiffFileTool, EditFileTool, NotifyTool, ReadFileTool, SearchTool,
-    WebFetchTool, WebSearchTool, WriteFileTool,
+    BashTool, BuiltinOptions, DiffFileTool, EditFileTool, MemoryTool, NotifyTool, ReadFileTool,
+    RecallTool, SearchTool, SkillTool, WebFetchTool, WebSearchTool, WriteFileTool,
 };
 pub use error::{ArgumentError, RegistryError};
 pub use registry::{

@@ -247,6 +247,8 @@ async fn main() -> anyhow::Result<()> {
         Some(p) => Node::with_persistence(engine, manager_config, auth, options, p),
         None => Node::new(engine, manager_config, auth, options),
     };
+    // The tools that need storage (memory, recall, skill) join the live registry.
+    turnstone_node::store_tools::register_for(&node)?;
     node.create_workstream(CreateOptions {
         name: Some("default".into()),
         ..CreateOptions::default()

@@ -342,25 +342,19 @@ fn python_list(items: &[&str]) -> String {
     format!("[{}]", quoted.join(", "))
 }
 
-/// The store's type for an API type. The API's `project` is the store's general-purpose type
-/// (`general`) unless the store knows `project` itself.
+/// The store's type for an API type (the same vocabulary; the store renamed its
+/// general-purpose type `general` to `project` in migration 0003, so `general` is refused
+/// here as the original refuses it).
 fn store_type(text: &str) -> Option<MemoryType> {
     if !TYPES.contains(&text) {
         return None;
     }
-    text.parse().ok().or_else(|| {
-        (text == "project")
-            .then(|| "general".parse().ok())
-            .flatten()
-    })
+    text.parse().ok()
 }
 
 /// The API's name of a stored type (the inverse of [`store_type`]).
 fn api_type(t: MemoryType) -> &'static str {
-    match t.as_str() {
-        "general" => "project",
-        other => other,
-    }
+    t.as_str()
 }
 
 fn parse_type_filter(text: &str) -> Result<Option<MemoryType>, ApiError> {
@@ -524,8 +518,9 @@ mod tests {
     }
 
     #[test]
-    fn project_maps_to_the_stores_general_type_and_back() {
+    fn api_types_are_the_stores_types() {
         let t = store_type("project").unwrap();
+        assert_eq!(t, MemoryType::Project);
         assert_eq!(api_type(t), "project");
         assert_eq!(api_type(store_type("user").unwrap()), "user");
         assert!(store_type("general").is_none());

@@ -15,6 +15,7 @@ pub mod memories;
 pub mod metrics;
 pub mod openapi;
 pub mod ratelimit;
+pub mod skills;
 pub mod sse;
 pub mod state;
 pub mod turns;
@@ -67,7 +68,8 @@ pub fn router(node: Arc<Node>) -> Router {
         .route("/api/_internal/mcp-reload", post(internal::mcp_reload))
         .merge(login::routes())
         .merge(users::admin_routes())
-        .merge(memories::routes());
+        .merge(memories::routes())
+        .merge(skills::routes());
     Router::new()
         .route("/health", get(health::health))
         .route("/metrics", get(metrics::metrics))

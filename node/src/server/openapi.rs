@@ -32,6 +32,7 @@ use super::login::{AuthStatusReply, LoginBody, LoginReply, WhoamiReply};
 use super::memories::{
     DeleteMemoryReply, MemoryList, MemoryRow, ModelList, SaveMemoryBody, SearchMemoriesBody,
 };
+use super::skills::{AdminSkillList, DeleteSkillReply, SkillBody, SkillList, SkillRow};
 use super::state::Node;
 
 /// `info.title` of the document.
@@ -125,6 +126,10 @@ impl ApiRoute {
 
     const fn post(path: &'static str, tag: &'static str) -> Self {
         Self::new("post", path, tag)
+    }
+
+    const fn put(path: &'static str, tag: &'static str) -> Self {
+        Self::new("put", path, tag)
     }
 
     const fn delete(path: &'static str, tag: &'static str) -> Self {
@@ -309,6 +314,14 @@ const MEMORY_DELETE_PARAMS: [Param; 3] = [
     MEMORY_SCOPE_ID_QUERY,
 ];
 
+const SKILL_NAME_PATH: [Param; 1] = [Param {
+    name: "name",
+    location: ParamIn::Path,
+    required: true,
+    count: false,
+    description: "The skill name.",
+}];
+
 /// Every documented operation, in document order.
 pub const ROUTES: &[ApiRoute] = &[
     ApiRoute::get("/health", "health")
@@ -427,6 +440,30 @@ pub const ROUTES: &[ApiRoute] = &[
         .params(&MEMORY_DELETE_PARAMS)
         .json::<DeleteMemoryReply>()
         .errors(&[400, 404, 503]),
+    ApiRoute::get("/v1/api/skills", "skills")
+        .summary("Enabled skills (summary), highest priority first")
+        .json::<SkillList>()
+        .errors(&[503]),
+    ApiRoute::get("/v1/api/admin/skills", "skills")
+        .summary("Every skill with every column, enabled or not (admin)")
+        .json::<AdminSkillList>()
+        .errors(&[503]),
+    ApiRoute::post("/v1/api/admin/skills", "skills")
+        .summary("Create a skill (`name` and `content` required): 201 with the row (admin)")
+        .body::<SkillBody>()
+        .json::<SkillRow>()
+        .errors(&[201, 409, 500, 503]),
+    ApiRoute::put("/v1/api/admin/skills/{name}", "skills")
+        .summary("Change the given fields of a skill; MCP-synced skills are read-only (admin)")
+        .params(&SKILL_NAME_PATH)
+        .body::<SkillBody>()
+        .json::<SkillRow>()
+        .errors(&[403, 404, 500, 503]),
+    ApiRoute::delete("/v1/api/admin/skills/{name}", "skills")
+        .summary("Delete a skill; MCP-synced skills are read-only (admin)")
+        .params(&SKILL_NAME_PATH)
+        .json::<DeleteSkillReply>()
+        .errors(&[403, 404, 500, 503]),
 ];
 
 /// Routes the router serves that the document leaves out (as the original does): the web
@@ -459,6 +496,7 @@ fn status_text(status: u16) -> &'static str {
         409 => "Already decided or conflicting",
         413 => "Request body too large",
         429 => "Too many attempts (see Retry-After)",
+        500 => "Storage failed",
         503 => "Storage unavailable",
         _ => "Error",
     }
@@ -676,7 +714,7 @@ const DOCS_PAGE: &str = r##"<!doctype html>
 <title>turnstone Server API</title>
 <style>
   :root { color-scheme: light dark; --fg: #1d232a; --muted: #5f6b76; --bg: #fbfbfc;
-          --card: #ffffff; --line: #dde2e7; --get: #1f7a4d; --post: #2457a6; --delete: #b3261e; }
+          --card: #ffffff; --line: #dde2e7; --get: #1f7a4d; --post: #2457a6; --put: #8a5a00; --delete: #b3261e; }
   @media (prefers-color-scheme: dark) {
     :root { --fg: #e6e9ec; --muted: #9aa5b1; --bg: #15181b; --card: #1d2125; --line: #30363d; }
   }
@@ -689,7 +727,7 @@ const DOCS_PAGE: &str = r##"<!doctype html>
   summary { cursor: pointer; padding: .55rem .8rem; display: flex; gap: .8rem; align-items: baseline; }
   .method { font: 600 .75rem ui-monospace, monospace; text-transform: uppercase; min-width: 3.6rem;
             text-align: center; color: #fff; border-radius: 4px; padding: .1rem .3rem; }
-  .get { background: var(--get); } .post { background: var(--post); } .delete { background: var(--delete); }
+  .get { background: var(--get); } .post { background: var(--post); } .put { background: var(--put); } .delete { background: var(--delete); }
   .path { font-family: ui-monospace, monospace; font-weight: 600; }
   .lock { margin-left: auto; font-size: .8rem; color: var(--muted); white-space: nowrap; }
   .body { padding: 0 .8rem .8rem; border-top: 1px solid var(--line); }

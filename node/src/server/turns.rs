@@ -204,13 +204,70 @@ pub async fn command(
                 Err(e) => ws.emit_error(format!("Command error: {e}")),
             }
         }
-        "/help" => {
-            ws.emit_info("Commands: /clear, /new, /name <name>, /resume <alias|id>, /model, /help.")
-        }
+        "/skill" => skill_command(&node, &ws, rest).await,
+        "/help" => ws.emit_info(
+            "Commands: /clear, /new, /name <name>, /resume <alias|id>, /skill [name|clear], \
+             /model, /help.",
+        ),
         "/model" => ws.emit_info(format!("Model: {}", node.options.model)),
         other => ws.emit_info(format!(
             "Unknown command: {other}. Type /help for available commands."
         )),
     }
     Ok(Json(json!({"status": "ok"})))
+}
+
+/// `/skill` shows the active skill (and the enabled ones), `/skill clear` deactivates it,
+/// `/skill <name>` activates an enabled skill. Output as `info`, failures as `error` events.
+async fn skill_command(node: &Node, ws: &turnstone_engine::WorkstreamHandle, arg: &str) {
+    use super::skills::{self, SkillError};
+    match arg {
+        "" => {
+            let active = ws.skill().map(|s| s.name);
+            let available = match &node.persistence {
+                Some(p) => p
+                    .store
+                    .list_skills(true)
+                    .await
+                    .map(|all| all.into_iter().map(|s| s.spec.name).collect::<Vec<_>>())
+                    .unwrap_or_default(),
+                None => Vec::new(),
+            };
+            let available = if available.is_empty() {
+                "none".to_string()
+            } else {
+                available.join(", ")
+            };
+            match active {
+                Some(name) => {
+                    ws.emit_info(format!("Active skill: {name}. Available: {available}."))
+                }
+                None => ws.emit_info(format!("No active skill. Available: {available}.")),
+            }
+        }
+        "clear" => match skills::clear(node, ws).await {
+            Ok(Some(name)) => ws.emit_info(format!("Skill cleared: {name}.")),
+            Ok(None) => ws.emit_info("No active skill."),
+            Err(e) => ws.emit_error(format!("Command error: {e}")),
+        },
+        name => match skills::activate(node, ws, name).await {
+            Ok(skill) => {
+                let mut message = format!("Skill activated: {}.", skill.spec.name);
+                if matches!(
+                    skill.spec.scan_status.to_ascii_lowercase().as_str(),
+                    "high" | "critical"
+                ) {
+                    message.push_str(&format!(
+                        " Warning: its security scan rated it {} risk.",
+                        skill.spec.scan_status
+                    ));
+                }
+                ws.emit_info(message);
+            }
+            Err(e @ SkillError::NoStorage) => ws.emit_error(format!(
+                "{e}: this node runs without persistence, so it has no skills."
+            )),
+            Err(e) => ws.emit_error(e.to_string()),
+        },
+    }
 }

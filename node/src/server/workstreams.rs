@@ -134,12 +134,22 @@ async fn create_inner(node: &Node, body: &CreateWorkstreamBody) -> Result<Value,
             detail: json!({"ws_id": body.ws_id}),
         });
     }
-    if !body.skill.is_empty() {
-        return Err(ApiError::BadRequest(format!(
-            "Skill not found or disabled: {}",
-            body.skill
-        )));
-    }
+    // Looked up before anything is created: an unknown skill creates nothing. Without
+    // storage no skill exists, which is the same 400 as the original's.
+    let skill = if body.skill.trim().is_empty() {
+        None
+    } else {
+        Some(
+            super::skills::find_enabled(node, &body.skill)
+                .await
+                .map_err(|e| match e {
+                    super::skills::SkillError::NoStorage => {
+                        super::skills::SkillError::NotFound(body.skill.clone()).into()
+                    }
+                    other => ApiError::from(other),
+                })?,
+        )
+    };
     let options = CreateOptions {
         id: Some(body.ws_id.clone()).filter(|id| !id.is_empty()),
         name: Some(body.name.clone()).filter(|n| !n.is_empty()),
@@ -150,6 +160,9 @@ async fn create_inner(node: &Node, body: &CreateWorkstreamBody) -> Result<Value,
         ManagerError::AllActive(_) => ApiError::BadRequest(e.to_string()),
         other => ApiError::BadRequest(other.to_string()),
     })?;
+    if let Some(skill) = &skill {
+        super::skills::apply(node, &ws, skill).await?;
+    }
     Ok(json!({
         "ws_id": ws.id(),
         "name": ws.name(),
@@ -243,6 +256,7 @@ async fn resume(node: &Node, body: &CreateWorkstreamBody) -> Result<Value, ApiEr
     {
         ws.restore_tools(intent, Vec::<String>::new());
     }
+    super::skills::restore(node, &ws, &stored).await;
     Ok(json!({"ws_id": ws.id(), "name": ws.name(), "resumed": true, "message_count": count}))
 }
 

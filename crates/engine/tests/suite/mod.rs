@@ -6,5 +6,6 @@ mod cancel;
 mod journal;
 mod manager;
 mod resilience;
+mod skills;
 mod toolset;
 mod turns;

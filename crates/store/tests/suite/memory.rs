@@ -53,7 +53,7 @@ async fn memory_crud_scopes_and_upsert(db: TestDb) {
         .save_memory(input(
             "editor",
             "this project uses emacs",
-            MemoryType::General,
+            MemoryType::Project,
             ws1.clone(),
         ))
         .await
@@ -196,18 +196,18 @@ async fn memory_crud_scopes_and_upsert(db: TestDb) {
 
     // Bad input is an error, not a panic.
     for bad in [
-        input("", "x", MemoryType::General, ScopeRef::global()),
-        input("n", "", MemoryType::General, ScopeRef::global()),
+        input("", "x", MemoryType::Project, ScopeRef::global()),
+        input("n", "", MemoryType::Project, ScopeRef::global()),
         input(
             "n",
             "x",
-            MemoryType::General,
+            MemoryType::Project,
             ScopeRef::new(MemoryScope::Global, "id"),
         ),
         input(
             "n",
             "x",
-            MemoryType::General,
+            MemoryType::Project,
             ScopeRef::new(MemoryScope::Project, ""),
         ),
     ] {

@@ -5,4 +5,5 @@ mod memory;
 mod schema;
 mod search;
 mod sessions;
+mod skills;
 mod writer;

@@ -34,6 +34,7 @@ async fn sqlite_and_postgres_schemas_match() {
             "api_tokens",
             "approvals",
             "conversations",
+            "prompt_templates",
             "roles",
             "structured_memories",
             "user_roles",
@@ -44,6 +45,7 @@ async fn sqlite_and_postgres_schemas_match() {
         ]
     );
     assert!(sqlite_schema["conversations"].contains("tool_call_id"));
+    assert_eq!(sqlite_schema["prompt_templates"].len(), 38);
     sqlite.close().await;
     pg.close().await;
 }

@@ -1,13 +1,18 @@
 //! The built-in tools. Each file holds one tool: its argument validation (`prepare`) and its
 //! execution. Every output goes through [`crate::truncate_output`] with the context's limit.
+//! `memory`, `recall` and `skill` need storage ([`crate::backends`]): they are not in
+//! [`all`]; the node builds them over its store and adds them to the live registry.
 
 mod bash;
 mod blocklist;
 mod diff_file;
 mod edit_file;
+mod memory;
 mod notify;
 mod read_file;
+mod recall;
 mod search;
+mod skill;
 mod web_fetch;
 mod web_search;
 mod write_file;
@@ -18,9 +23,12 @@ use std::time::Duration;
 pub use bash::BashTool;
 pub use diff_file::DiffFileTool;
 pub use edit_file::EditFileTool;
+pub use memory::MemoryTool;
 pub use notify::NotifyTool;
 pub use read_file::ReadFileTool;
+pub use recall::RecallTool;
 pub use search::SearchTool;
+pub use skill::{SkillTool, rank_skills};
 pub use web_fetch::WebFetchTool;
 pub use web_search::WebSearchTool;
 pub use write_file::WriteFileTool;

@@ -9,6 +9,8 @@ mod metrics;
 mod openapi;
 mod persistence;
 mod ratelimit;
+mod skills;
+mod store_tools;
 mod streams;
 mod users;
 
@@ -150,7 +152,9 @@ impl TestNode {
                 let auth = auth.with_api_tokens(Arc::new(
                     turnstone_node::server::users::StoreApiTokens(p.store.clone()),
                 ));
-                Node::with_persistence(engine, manager, auth, options, p)
+                let node = Node::with_persistence(engine, manager, auth, options, p);
+                turnstone_node::store_tools::register_for(&node).unwrap();
+                node
             }
         };
         let default_ws = node

@@ -228,6 +228,11 @@ async fn every_route_is_documented_and_every_documented_route_is_served() {
                 .post(&url)
                 .header("content-type", "application/json")
                 .body("{}"),
+            "put" => t
+                .http
+                .put(&url)
+                .header("content-type", "application/json")
+                .body("{}"),
             "delete" => t.http.delete(&url),
             other => panic!("method {other}"),
         };

@@ -1,0 +1,75 @@
+-- Turnstone store, SQLite migration 0003. Keep in step with ../postgres/0003_skills.sql
+-- (the schema parity test compares table and column names).
+
+-- Skills (the original's `prompt_templates`, node spec §6.1): every column of v0.9.6 with its
+-- type and default. JSON columns (`variables`, `tags`, `allowed_tools`, `scan_report`,
+-- `notify_on_complete`) hold JSON text; flags are 0/1 integers.
+CREATE TABLE prompt_templates (
+    template_id        TEXT PRIMARY KEY,
+    name               TEXT NOT NULL UNIQUE,
+    category           TEXT NOT NULL DEFAULT 'general',
+    content            TEXT NOT NULL,
+    variables          TEXT NOT NULL DEFAULT '[]',
+    is_default         INTEGER NOT NULL DEFAULT 0,
+    org_id             TEXT NOT NULL DEFAULT '',
+    created_by         TEXT NOT NULL DEFAULT '',
+    origin             TEXT NOT NULL DEFAULT 'manual',
+    mcp_server         TEXT NOT NULL DEFAULT '',
+    readonly           INTEGER NOT NULL DEFAULT 0,
+    description        TEXT NOT NULL DEFAULT '',
+    tags               TEXT NOT NULL DEFAULT '[]',
+    source_url         TEXT NOT NULL DEFAULT '',
+    version            TEXT NOT NULL DEFAULT '1.0.0',
+    author             TEXT NOT NULL DEFAULT '',
+    activation         TEXT NOT NULL DEFAULT 'named',
+    token_estimate     INTEGER NOT NULL DEFAULT 0,
+    allowed_tools      TEXT NOT NULL DEFAULT '[]',
+    license            TEXT NOT NULL DEFAULT '',
+    compatibility      TEXT NOT NULL DEFAULT '',
+    scan_status        TEXT NOT NULL DEFAULT '',
+    scan_report        TEXT NOT NULL DEFAULT '{}',
+    installed_at       TEXT NOT NULL DEFAULT '',
+    installed_by       TEXT NOT NULL DEFAULT '',
+    scan_version       TEXT NOT NULL DEFAULT '',
+    model              TEXT NOT NULL DEFAULT '',
+    auto_approve       INTEGER NOT NULL DEFAULT 0,
+    temperature        REAL,
+    reasoning_effort   TEXT NOT NULL DEFAULT '',
+    max_tokens         INTEGER,
+    token_budget       INTEGER NOT NULL DEFAULT 0,
+    agent_max_turns    INTEGER,
+    notify_on_complete TEXT NOT NULL DEFAULT '{}',
+    enabled            INTEGER NOT NULL DEFAULT 1,
+    priority           INTEGER NOT NULL DEFAULT 0,
+    created            TEXT NOT NULL,
+    updated            TEXT NOT NULL
+);
+CREATE INDEX idx_prompt_templates_enabled ON prompt_templates (enabled, priority);
+
+-- Memory type rename: the general-purpose type is `project` (as the v0.9.6 API and the
+-- original's later schema call it), no longer `general`. Existing rows are renamed; SQLite
+-- cannot change a column default in place, so the table is rebuilt with the new default.
+CREATE TABLE structured_memories_0003 (
+    memory_id     TEXT PRIMARY KEY,
+    name          TEXT NOT NULL,
+    description   TEXT NOT NULL DEFAULT '',
+    type          TEXT NOT NULL DEFAULT 'project',
+    scope         TEXT NOT NULL DEFAULT 'global',
+    scope_id      TEXT NOT NULL DEFAULT '',
+    content       TEXT NOT NULL,
+    created       TEXT NOT NULL,
+    updated       TEXT NOT NULL,
+    last_accessed TEXT NOT NULL DEFAULT '',
+    access_count  INTEGER NOT NULL DEFAULT 0,
+    CONSTRAINT uq_smem_name_scope UNIQUE (name, scope, scope_id)
+);
+INSERT INTO structured_memories_0003 (memory_id, name, description, type, scope, scope_id,
+    content, created, updated, last_accessed, access_count)
+SELECT memory_id, name, description,
+       CASE WHEN type = 'general' THEN 'project' ELSE type END,
+       scope, scope_id, content, created, updated, last_accessed, access_count
+FROM structured_memories;
+DROP TABLE structured_memories;
+ALTER TABLE structured_memories_0003 RENAME TO structured_memories;
+CREATE INDEX idx_smem_type ON structured_memories (type);
+CREATE INDEX idx_smem_scope ON structured_memories (scope, scope_id);

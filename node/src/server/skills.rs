@@ -1,0 +1,490 @@
+//! Skills over HTTP and on workstreams.
+//!
+//! * `GET /v1/api/skills` — the enabled skills' summary (node spec §1.3.13); 503 without
+//!   storage.
+//! * `/v1/api/admin/skills` — operators' CRUD (GET list, POST create, PUT `/{name}` update,
+//!   DELETE `/{name}`); the auth layer requires the approve scope for every `/api/admin/`
+//!   path. MCP-synced skills (`readonly`) are refused with 403, as the original.
+//! * Activation: [`activate`], [`clear`] and [`restore`] make a stored skill the active skill
+//!   of a live workstream (the engine renders it into the system prompt) and persist the
+//!   choice as the session config key `skill`, so a resumed session gets it back. Used by
+//!   `POST /v1/api/workstreams/new` with `skill`, the `/skill` command and the `skill` tool.
+//!
+//! It must not know SQL; storage is the store's [`SkillStore`](turnstone_store::SkillStore).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, put};
+use axum::{Extension, Json, Router};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use turnstone_engine::{ActiveSkill, WorkstreamHandle};
+use turnstone_runtime::auth::Identity;
+use turnstone_store::{Skill, SkillSpec, Store, StoreError};
+
+use super::body::WireJson;
+use super::error::ApiError;
+use super::state::Node;
+
+/// The session config key that holds the active skill's name.
+pub const SKILL_CONFIG_KEY: &str = "skill";
+
+/// Why a skill could not be activated.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SkillError {
+    /// No enabled skill of this name.
+    #[error("Skill not found or disabled: {0}")]
+    NotFound(String),
+    /// The node runs without persistence.
+    #[error("Storage not available")]
+    NoStorage,
+    #[error("Storage error: {0}")]
+    Storage(String),
+}
+
+impl From<SkillError> for ApiError {
+    fn from(e: SkillError) -> Self {
+        match e {
+            SkillError::NotFound(_) => ApiError::BadRequest(e.to_string()),
+            SkillError::NoStorage => ApiError::Unavailable(e.to_string()),
+            SkillError::Storage(_) => ApiError::Internal(e.to_string()),
+        }
+    }
+}
+
+fn storage(e: StoreError) -> SkillError {
+    tracing::warn!(error = %e, "skill storage failed");
+    SkillError::Storage(e.to_string())
+}
+
+/// One skill of `GET /v1/api/skills`.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+pub struct SkillInfo {
+    pub name: String,
+    pub category: String,
+    pub description: String,
+    pub tags: Vec<String>,
+    pub is_default: bool,
+    /// `named`, `default` or `search`.
+    pub activation: String,
+    /// `manual` or `mcp`.
+    pub origin: String,
+    pub author: String,
+    pub version: String,
+}
+
+impl From<&Skill> for SkillInfo {
+    fn from(s: &Skill) -> Self {
+        Self {
+            name: s.spec.name.clone(),
+            category: s.spec.category.clone(),
+            description: s.spec.description.clone(),
+            tags: s.spec.tags.clone(),
+            is_default: s.spec.is_default,
+            activation: s.spec.activation.clone(),
+            origin: s.spec.origin.clone(),
+            author: s.spec.author.clone(),
+            version: s.spec.version.clone(),
+        }
+    }
+}
+
+/// `GET /v1/api/skills`: enabled skills, highest priority first.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+pub struct SkillList {
+    pub skills: Vec<SkillInfo>,
+}
+
+/// The body of the admin create (`name` and `content` required) and update (any subset;
+/// the rest keeps its value). Unknown keys are refused; `template_id`, `created` and
+/// `updated` are ignored (so a row read from the list can be sent back).
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(default)]
+#[allow(dead_code)]
+pub struct SkillBody {
+    /// Unique; no `/`, at most 256 characters. Fixed by the path on update.
+    pub name: Option<String>,
+    /// The prompt added to the system prompt while the skill is active; `{{model}}`,
+    /// `{{ws_id}}` and `{{node_id}}` are substituted.
+    pub content: Option<String>,
+    /// Default `general`.
+    pub category: Option<String>,
+    pub description: Option<String>,
+    pub tags: Option<Vec<String>>,
+    /// `named` (default), `default` or `search`.
+    pub activation: Option<String>,
+    /// Default `true`; disabled skills are neither listed nor activatable.
+    pub enabled: Option<bool>,
+    pub is_default: Option<bool>,
+    pub priority: Option<i64>,
+    /// Default `1.0.0`.
+    pub version: Option<String>,
+    pub author: Option<String>,
+    pub license: Option<String>,
+    pub compatibility: Option<String>,
+    pub source_url: Option<String>,
+    /// Declared template variables (a JSON array).
+    pub variables: Option<Value>,
+    /// `manual` (default) or `mcp`.
+    pub origin: Option<String>,
+    pub mcp_server: Option<String>,
+    /// Read-only skills cannot be changed or deleted over this API.
+    pub readonly: Option<bool>,
+    pub org_id: Option<String>,
+    pub created_by: Option<String>,
+    pub token_estimate: Option<i64>,
+    pub allowed_tools: Option<Vec<String>>,
+    /// Risk level of the security scan: `safe`, `low`, `medium`, `high`, `critical`.
+    pub scan_status: Option<String>,
+    pub scan_report: Option<Value>,
+    pub scan_version: Option<String>,
+    pub installed_at: Option<String>,
+    pub installed_by: Option<String>,
+    pub model: Option<String>,
+    pub auto_approve: Option<bool>,
+    pub temperature: Option<f64>,
+    pub reasoning_effort: Option<String>,
+    pub max_tokens: Option<i64>,
+    pub token_budget: Option<i64>,
+    pub agent_max_turns: Option<i64>,
+    pub notify_on_complete: Option<Value>,
+}
+
+/// One skill as the admin API returns it: every column.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[allow(dead_code)]
+pub struct SkillRow {
+    /// UUIDv4 with dashes.
+    pub template_id: String,
+    #[serde(flatten)]
+    pub fields: SkillBody,
+    /// ISO timestamp.
+    pub created: String,
+    /// ISO timestamp.
+    pub updated: String,
+}
+
+/// `GET /v1/api/admin/skills`: every skill, enabled or not.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[allow(dead_code)]
+pub struct AdminSkillList {
+    pub skills: Vec<SkillRow>,
+}
+
+/// `DELETE /v1/api/admin/skills/{name}`.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct DeleteSkillReply {
+    /// `"ok"`.
+    pub status: String,
+    pub name: String,
+}
+
+/// The routes of this module (under `/v1`).
+pub fn routes() -> Router<Arc<Node>> {
+    Router::new()
+        .route("/api/skills", get(list))
+        .route("/api/admin/skills", get(admin_list).post(admin_create))
+        .route(
+            "/api/admin/skills/{name}",
+            put(admin_update).delete(admin_delete),
+        )
+}
+
+fn store_of(node: &Node) -> Option<Arc<dyn Store>> {
+    node.persistence.as_ref().map(|p| p.store.clone())
+}
+
+fn require_store(node: &Node) -> Result<Arc<dyn Store>, ApiError> {
+    store_of(node).ok_or_else(|| ApiError::Unavailable("Storage not available".to_string()))
+}
+
+fn storage_failed(e: StoreError) -> ApiError {
+    tracing::warn!(error = %e, "skill storage failed");
+    ApiError::Internal("Storage error".to_string())
+}
+
+/// `GET /v1/api/skills`.
+pub async fn list(State(node): State<Arc<Node>>) -> Result<Json<SkillList>, ApiError> {
+    let store = require_store(&node)?;
+    let skills = store.list_skills(true).await.map_err(storage_failed)?;
+    Ok(Json(SkillList {
+        skills: skills.iter().map(SkillInfo::from).collect(),
+    }))
+}
+
+/// `GET /v1/api/admin/skills`.
+pub async fn admin_list(State(node): State<Arc<Node>>) -> Result<Json<Value>, ApiError> {
+    let store = require_store(&node)?;
+    let skills = store.list_skills(false).await.map_err(storage_failed)?;
+    Ok(Json(json!({ "skills": skills })))
+}
+
+/// `POST /v1/api/admin/skills`: 201 with the row; 409 when the name is taken.
+pub async fn admin_create(
+    State(node): State<Arc<Node>>,
+    identity: Option<Extension<Identity>>,
+    WireJson(body): WireJson<Value>,
+) -> Result<Response, ApiError> {
+    let store = require_store(&node)?;
+    let mut spec = merged(&SkillSpec::default(), &body)?;
+    spec.name = spec.name.trim().to_string();
+    if spec.name.is_empty() {
+        return Err(ApiError::BadRequest("name is required".into()));
+    }
+    if spec.content.trim().is_empty() {
+        return Err(ApiError::BadRequest("content is required".into()));
+    }
+    if spec.created_by.is_empty()
+        && let Some(Extension(identity)) = &identity
+    {
+        spec.created_by = identity.user_id.clone();
+    }
+    let spec = validated(spec)?;
+    if store
+        .get_skill(&spec.name)
+        .await
+        .map_err(storage_failed)?
+        .is_some()
+    {
+        return Err(already_exists(&spec.name));
+    }
+    let name = spec.name.clone();
+    let skill = store.create_skill(spec).await.map_err(|e| match e {
+        StoreError::InvalidInput(m) if m.contains("already exists") => already_exists(&name),
+        StoreError::InvalidInput(m) => ApiError::BadRequest(format!("Invalid skill: {m}")),
+        other => storage_failed(other),
+    })?;
+    tracing::info!(skill = %skill.spec.name, "skill created");
+    Ok((StatusCode::CREATED, Json(skill)).into_response())
+}
+
+/// `PUT /v1/api/admin/skills/{name}`: changes the given fields; 404 unknown, 403 read-only.
+pub async fn admin_update(
+    State(node): State<Arc<Node>>,
+    Path(name): Path<String>,
+    WireJson(body): WireJson<Value>,
+) -> Result<Json<Skill>, ApiError> {
+    let store = require_store(&node)?;
+    let existing = editable(store.as_ref(), &name).await?;
+    let spec = validated(merged(&existing.spec, &body)?)?;
+    if spec.name != existing.spec.name {
+        return Err(ApiError::BadRequest(
+            "name cannot be changed (delete the skill and create it again)".into(),
+        ));
+    }
+    let skill = store.upsert_skill(spec).await.map_err(|e| match e {
+        StoreError::InvalidInput(m) => ApiError::BadRequest(format!("Invalid skill: {m}")),
+        other => storage_failed(other),
+    })?;
+    tracing::info!(skill = %skill.spec.name, "skill updated");
+    Ok(Json(skill))
+}
+
+/// `DELETE /v1/api/admin/skills/{name}`: 404 unknown, 403 read-only.
+pub async fn admin_delete(
+    State(node): State<Arc<Node>>,
+    Path(name): Path<String>,
+) -> Result<Json<DeleteSkillReply>, ApiError> {
+    let store = require_store(&node)?;
+    let existing = editable(store.as_ref(), &name).await?;
+    if !store
+        .delete_skill(&existing.spec.name)
+        .await
+        .map_err(storage_failed)?
+    {
+        return Err(not_found(&name));
+    }
+    tracing::info!(skill = %name, "skill deleted");
+    Ok(Json(DeleteSkillReply {
+        status: "ok".into(),
+        name: existing.spec.name,
+    }))
+}
+
+fn already_exists(name: &str) -> ApiError {
+    ApiError::Conflict {
+        message: format!("Skill '{name}' already exists"),
+        detail: json!({}),
+    }
+}
+
+fn not_found(name: &str) -> ApiError {
+    ApiError::NotFound(format!("Skill '{name}' not found"))
+}
+
+/// The skill of this name, when the admin API may change it.
+async fn editable(store: &dyn Store, name: &str) -> Result<Skill, ApiError> {
+    let skill = store
+        .get_skill(name)
+        .await
+        .map_err(storage_failed)?
+        .ok_or_else(|| not_found(name))?;
+    if skill.spec.readonly {
+        return Err(ApiError::Auth {
+            status: 403,
+            message: format!(
+                "Skill '{name}' is read-only (origin {}{})",
+                skill.spec.origin,
+                if skill.spec.mcp_server.is_empty() {
+                    String::new()
+                } else {
+                    format!(", MCP server '{}'", skill.spec.mcp_server)
+                }
+            ),
+        });
+    }
+    Ok(skill)
+}
+
+/// `base` with the fields of the JSON object `body` applied (not yet validated). Unknown keys
+/// and values of the wrong type are a 400 naming them.
+fn merged(base: &SkillSpec, body: &Value) -> Result<SkillSpec, ApiError> {
+    let Value::Object(changes) = body else {
+        return Err(ApiError::BadRequest(
+            "request body must be a JSON object".into(),
+        ));
+    };
+    let mut value = serde_json::to_value(base)
+        .map_err(|e| ApiError::Internal(format!("skill not serialisable: {e}")))?;
+    let Some(fields) = value.as_object_mut() else {
+        return Err(ApiError::Internal("skill is not an object".into()));
+    };
+    for (key, v) in changes {
+        if matches!(key.as_str(), "template_id" | "created" | "updated") {
+            continue;
+        }
+        if !fields.contains_key(key) {
+            return Err(ApiError::BadRequest(format!("Unknown skill field: {key}")));
+        }
+        fields.insert(key.clone(), v.clone());
+    }
+    serde_json::from_value(value).map_err(|e| ApiError::BadRequest(format!("Invalid skill: {e}")))
+}
+
+/// The store's checks (name, content, activation) as a 400.
+fn validated(spec: SkillSpec) -> Result<SkillSpec, ApiError> {
+    spec.validate().map_err(|e| match e {
+        StoreError::InvalidInput(m) => ApiError::BadRequest(format!("Invalid skill: {m}")),
+        other => ApiError::BadRequest(format!("Invalid skill: {other}")),
+    })?;
+    Ok(spec)
+}
+
+/// The enabled skill of this name.
+pub async fn find_enabled(node: &Node, name: &str) -> Result<Skill, SkillError> {
+    let store = store_of(node).ok_or(SkillError::NoStorage)?;
+    store
+        .get_skill(name.trim())
+        .await
+        .map_err(storage)?
+        .filter(|s| s.spec.enabled)
+        .ok_or_else(|| SkillError::NotFound(name.to_string()))
+}
+
+/// Makes `skill` the active skill of `ws` and persists the choice (config key `skill`).
+pub async fn apply(node: &Node, ws: &WorkstreamHandle, skill: &Skill) -> Result<(), SkillError> {
+    let store = store_of(node).ok_or(SkillError::NoStorage)?;
+    store
+        .set_config(ws.id(), SKILL_CONFIG_KEY, Some(&skill.spec.name))
+        .await
+        .map_err(storage)?;
+    ws.set_skill(Some(ActiveSkill::new(
+        skill.spec.name.clone(),
+        skill.spec.content.clone(),
+    )));
+    if matches!(
+        skill.spec.scan_status.to_ascii_lowercase().as_str(),
+        "high" | "critical"
+    ) {
+        tracing::warn!(ws_id = %ws.id(), skill = %skill.spec.name, risk = %skill.spec.scan_status, "high-risk skill activated");
+    }
+    Ok(())
+}
+
+/// Finds the enabled skill `name` and activates it on `ws` (replacing any other).
+pub async fn activate(node: &Node, ws: &WorkstreamHandle, name: &str) -> Result<Skill, SkillError> {
+    let skill = find_enabled(node, name).await?;
+    apply(node, ws, &skill).await?;
+    Ok(skill)
+}
+
+/// Clears the active skill of `ws` (and its persisted name); returns the one it had.
+pub async fn clear(node: &Node, ws: &WorkstreamHandle) -> Result<Option<String>, SkillError> {
+    let previous = ws.skill().map(|s| s.name);
+    if let Some(store) = store_of(node) {
+        store
+            .set_config(ws.id(), SKILL_CONFIG_KEY, None)
+            .await
+            .map_err(storage)?;
+    }
+    ws.set_skill(None);
+    Ok(previous)
+}
+
+/// Re-activates the skill a resumed session had (from its stored config), when it still
+/// exists and is enabled; otherwise the session continues without one (logged).
+pub async fn restore(node: &Node, ws: &WorkstreamHandle, config: &BTreeMap<String, String>) {
+    let Some(name) = config
+        .get(SKILL_CONFIG_KEY)
+        .map(|n| n.trim())
+        .filter(|n| !n.is_empty())
+    else {
+        return;
+    };
+    match find_enabled(node, name).await {
+        Ok(skill) => ws.set_skill(Some(ActiveSkill::new(
+            skill.spec.name.clone(),
+            skill.spec.content.clone(),
+        ))),
+        Err(e) => {
+            tracing::warn!(ws_id = %ws.id(), skill = %name, error = %e, "stored skill not restored");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merge_applies_known_fields_and_names_bad_ones() {
+        let base = SkillSpec::new("a", "x");
+        let spec = merged(
+            &base,
+            &json!({"description": "d", "tags": ["t"], "template_id": "ignored", "enabled": false}),
+        )
+        .unwrap();
+        assert_eq!(spec.description, "d");
+        assert_eq!(spec.tags, ["t"]);
+        assert!(!spec.enabled);
+        assert_eq!(spec.content, "x");
+
+        let err = |body: Value| merged(&base, &body).unwrap_err().body()["error"].clone();
+        assert_eq!(err(json!({"bogus": 1})), "Unknown skill field: bogus");
+        assert!(
+            err(json!({"tags": "a,b"}))
+                .as_str()
+                .unwrap()
+                .starts_with("Invalid skill:")
+        );
+        let bad = merged(&base, &json!({"activation": "always"})).unwrap();
+        let e = validated(bad).unwrap_err().body()["error"].clone();
+        assert!(e.as_str().unwrap().contains("activation"), "{e}");
+        assert!(err(json!([1])).as_str().unwrap().contains("JSON object"));
+    }
+
+    #[test]
+    fn errors_map_to_the_original_statuses() {
+        let e: ApiError = SkillError::NotFound("x".into()).into();
+        assert_eq!(e.status(), StatusCode::BAD_REQUEST);
+        assert_eq!(e.body()["error"], "Skill not found or disabled: x");
+        let e: ApiError = SkillError::NoStorage.into();
+        assert_eq!(e.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(e.body()["error"], "Storage not available");
+    }
+}
