@@ -53,8 +53,10 @@ mod registry;
 mod schema;
 pub mod toolset;
 mod truncate;
+pub mod watch;
 pub mod web;
 
+pub use builtin::WatchTool;
 pub use builtin::{
     BashTool, BuiltinOptions, DiffFileTool, EditFileTool, NotifyTool, ReadFileTool, SearchTool,
     WebFetchTool, WebSearchTool, WriteFileTool,

@@ -1,13 +1,14 @@
 //! The built-in tools. Each file holds one tool: its argument validation (`prepare`) and its
 //! execution. Every output goes through [`crate::truncate_output`] with the context's limit.
 
-mod bash;
-mod blocklist;
+pub(crate) mod bash;
+pub(crate) mod blocklist;
 mod diff_file;
 mod edit_file;
 mod notify;
 mod read_file;
 mod search;
+mod watch;
 mod web_fetch;
 mod web_search;
 mod write_file;
@@ -21,6 +22,7 @@ pub use edit_file::EditFileTool;
 pub use notify::NotifyTool;
 pub use read_file::ReadFileTool;
 pub use search::SearchTool;
+pub use watch::WatchTool;
 pub use web_fetch::WebFetchTool;
 pub use web_search::WebSearchTool;
 pub use write_file::WriteFileTool;
