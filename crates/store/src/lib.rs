@@ -32,6 +32,7 @@
 //! * `approvals` — `request_id` PK, `ws_id`, `payload` (JSON), `state` (`pending` |
 //!   `approved` | `denied` | `timed_out`), `verdict`, `feedback`, `decided_by`, `created`,
 //!   `decided`; a decision is a conditional update, so only the first one counts.
+//! * `watches` — periodic command polls of a workstream ([`WatchStore`], `watches.rs`).
 //!
 //! Column names follow the Python original (`spec/node-api.md` §6) where it has the table.
 //! Timestamps are fixed-width ISO-8601 UTC text, so text order is time order. Search differs
@@ -60,6 +61,7 @@ mod sql_common;
 mod sqlite;
 mod store;
 mod timestamp;
+mod watches;
 mod writer;
 
 pub use error::{Result, StoreError};
@@ -75,4 +77,5 @@ pub use sqlite::{BUSY_TIMEOUT, SqliteStore};
 pub use store::{
     DEFAULT_POOL_SIZE, DEFAULT_SQLITE_PATH, Store, StoreBackend, StoreConfig, connect,
 };
+pub use watches::{NewWatch, Watch, WatchPoll, WatchStore};
 pub use writer::{Writer, WriterConfig, WriterCounters};

@@ -111,3 +111,4 @@ impl PostgresStore {
 }
 
 impl_store!(PostgresStore, sqlx::Postgres, "postgresql");
+crate::watches::impl_watch_store!(PostgresStore, sqlx::Postgres);

@@ -97,3 +97,4 @@ impl SqliteStore {
 }
 
 impl_store!(SqliteStore, sqlx::Sqlite, "sqlite");
+crate::watches::impl_watch_store!(SqliteStore, sqlx::Sqlite);

@@ -86,7 +86,7 @@ pub async fn connect(config: &StoreConfig) -> Result<Arc<dyn Store>> {
 /// Both implementations ([`crate::SqliteStore`], [`crate::PostgresStore`]) behave the same;
 /// one test suite runs against both.
 #[async_trait]
-pub trait Store: Send + Sync {
+pub trait Store: crate::watches::WatchStore + Send + Sync {
     /// `"sqlite"` or `"postgresql"`.
     fn backend_name(&self) -> &'static str;
 

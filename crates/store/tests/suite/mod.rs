@@ -4,4 +4,5 @@ mod memory;
 mod schema;
 mod search;
 mod sessions;
+mod watches;
 mod writer;

@@ -34,12 +34,38 @@ async fn sqlite_and_postgres_schemas_match() {
             "approvals",
             "conversations",
             "structured_memories",
+            "watches",
             "workstream_config",
             "workstream_events",
             "workstreams"
         ]
     );
     assert!(sqlite_schema["conversations"].contains("tool_call_id"));
+    assert_eq!(
+        sqlite_schema["watches"]
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+        [
+            "active",
+            "command",
+            "created",
+            "created_by",
+            "interval_secs",
+            "last_exit_code",
+            "last_output",
+            "last_poll",
+            "max_polls",
+            "name",
+            "next_poll",
+            "node_id",
+            "poll_count",
+            "stop_on",
+            "updated",
+            "watch_id",
+            "ws_id"
+        ]
+    );
     sqlite.close().await;
     pg.close().await;
 }

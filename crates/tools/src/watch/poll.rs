@@ -89,7 +89,7 @@ pub async fn run_poll(command: &str, cwd: &Path, timeout: Duration) -> PollResul
     let status = match waited {
         Err(_elapsed) => {
             return PollResult {
-                output: format!("[command timed out after {}s]", timeout.as_secs()),
+                output: format!("[command timed out after {}s]", timeout.as_secs_f64()),
                 exit_code: -1,
             };
         }
