@@ -21,5 +21,6 @@ pub mod mcp_tools;
 pub mod page_answerer;
 pub mod persist;
 pub mod server;
+pub mod watch_runner;
 
 pub use error::NodeError;

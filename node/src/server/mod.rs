@@ -20,6 +20,7 @@ pub mod state;
 pub mod turns;
 pub mod ui;
 pub mod views;
+pub mod watches;
 pub mod workstreams;
 
 use std::sync::Arc;
@@ -65,7 +66,8 @@ pub fn router(node: Arc<Node>) -> Router {
         .route("/api/_internal/mcp-status", get(internal::mcp_status))
         .route("/api/_internal/mcp-reload", post(internal::mcp_reload))
         .merge(login::routes())
-        .merge(memories::routes());
+        .merge(memories::routes())
+        .merge(watches::routes());
     Router::new()
         .route("/health", get(health::health))
         .route("/metrics", get(metrics::metrics))

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use turnstone_store::{NewWatch, NewWorkstream, Store, StoreError, WatchPoll};
+use turnstone_store::{NewWatch, NewWorkstream, StoreError, WatchPoll};
 
 use crate::support::TestDb;
 
@@ -175,7 +175,7 @@ async fn due_watches_by_node_and_time(db: TestDb) {
     store.record_watch_poll(&due.watch_id, &last).await.unwrap();
     assert_eq!(
         ids(store.due_watches("node-a", at, 10).await.unwrap()),
-        [any_node.watch_id.clone()]
+        std::slice::from_ref(&any_node.watch_id)
     );
 
     // Listing: by workstream, by node, or all.

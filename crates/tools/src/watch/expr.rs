@@ -1506,7 +1506,7 @@ fn binary(op: BinOp, a: &Value, b: &Value, budget: &mut Budget) -> Result<Value,
             if matches!(n, Value::Int(_) | Value::Bool(_)) =>
         {
             let times = repeat_count(n);
-            let bytes = s.len().checked_mul(times).unwrap_or(usize::MAX);
+            let bytes = s.len().saturating_mul(times);
             check_str_len(bytes)?;
             budget.charge(bytes as u64)?;
             new_str(s.repeat(times))
@@ -1515,7 +1515,7 @@ fn binary(op: BinOp, a: &Value, b: &Value, budget: &mut Budget) -> Result<Value,
             if matches!(n, Value::Int(_) | Value::Bool(_)) =>
         {
             let times = repeat_count(n);
-            let len = l.len().checked_mul(times).unwrap_or(usize::MAX);
+            let len = l.len().saturating_mul(times);
             check_list_len(len)?;
             budget.charge(len as u64)?;
             let mut out = Vec::with_capacity(len);
