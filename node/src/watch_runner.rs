@@ -348,8 +348,13 @@ impl Runner {
             "watch polled"
         );
         let Some(trigger) = trigger else {
-            let next = SystemTime::now()
-                + Duration::from_secs_f64(watch.interval_secs.clamp(1.0, 86_400.0));
+            // A hand-edited row could hold anything: keep the delay finite and in bounds.
+            let interval = if watch.interval_secs.is_finite() {
+                watch.interval_secs.clamp(1.0, 86_400.0)
+            } else {
+                300.0
+            };
+            let next = SystemTime::now() + Duration::from_secs_f64(interval);
             let poll = WatchPoll {
                 output: result.output,
                 exit_code: result.exit_code,

@@ -1962,26 +1962,31 @@ fn bounded_display(v: &Value, budget: &mut Budget) -> Result<String, EvalError> 
     Ok(text)
 }
 
-/// A stable merge sort with Python ordering (the first comparison error wins).
+/// A stable merge sort with Python ordering. Written out rather than `sort_by`, which may
+/// panic when the order is not total (NaN) and cannot stop at the first comparison error.
 fn sort(mut items: Vec<Value>, budget: &mut Budget) -> Result<Vec<Value>, EvalError> {
-    let mut failure: Option<EvalError> = None;
-    items.sort_by(|a, b| {
-        if failure.is_some() {
-            return Ordering::Equal;
-        }
-        match py_cmp(a, b, budget) {
-            Ok(Some(o)) => o,
-            Ok(None) => Ordering::Equal,
-            Err(e) => {
-                failure = Some(e);
-                Ordering::Equal
-            }
-        }
-    });
-    match failure {
-        Some(e) => Err(e),
-        None => Ok(items),
+    if items.len() <= 1 {
+        return Ok(items);
     }
+    let right = items.split_off(items.len() / 2);
+    let left = sort(items, budget)?;
+    let right = sort(right, budget)?;
+    let mut out = Vec::with_capacity(left.len() + right.len());
+    let mut left = left.into_iter().peekable();
+    let mut right = right.into_iter().peekable();
+    while let (Some(l), Some(r)) = (left.peek(), right.peek()) {
+        // Take from the right only when strictly less: equal items keep their order.
+        let take_right = py_cmp(r, l, budget)? == Some(Ordering::Less);
+        let next = if take_right {
+            right.next()
+        } else {
+            left.next()
+        };
+        out.extend(next);
+    }
+    out.extend(left);
+    out.extend(right);
+    Ok(out)
 }
 
 fn to_int(v: &Value) -> Result<Value, EvalError> {

@@ -96,6 +96,12 @@ fn the_table() {
         ("min(3, 1, 2) + max([4, 9, 2])", Int(10)),
         ("max('abc')", s("c")),
         ("sorted([3, 1, 2])", list(vec![Int(1), Int(2), Int(3)])),
+        (
+            "sorted([2, 1.5, True, 0])",
+            list(vec![Int(0), Bool(true), Float(1.5), Int(2)]),
+        ),
+        ("len(sorted([float('nan'), 1, 0, float('nan'), 2]))", Int(5)),
+        ("sorted('bca')", list(vec![s("a"), s("b"), s("c")])),
         ("sorted(data['empty'])", list(vec![])),
         ("any([0, '', None]) or all([])", Bool(true)),
         (
@@ -491,6 +497,26 @@ proptest! {
         prop_assert!(expr.is_ok(), "{src}: {:?}", expr.err());
         if let Ok(expr) = expr {
             let _ = expr.evaluate(&Vars::new(&output, 0, None, true));
+        }
+    }
+
+    #[test]
+    fn sorting_never_panics_and_keeps_every_element(
+        items in proptest::collection::vec(
+            prop_oneof![
+                Just("float('nan')".to_string()),
+                (-5i64..5).prop_map(|i| i.to_string()),
+                (-5i64..5).prop_map(|i| format!("{i}.5")),
+                Just("True".to_string()),
+            ],
+            0..40,
+        )
+    ) {
+        let src = format!("sorted([{}])", items.join(", "));
+        let sorted = Expression::parse(&src).map(|e| e.evaluate(&vars()));
+        match sorted {
+            Ok(Ok(Value::List(out))) => prop_assert_eq!(out.len(), items.len()),
+            other => prop_assert!(false, "{src}: {other:?}"),
         }
     }
 
