@@ -25,5 +25,6 @@ pub mod page_answerer;
 pub mod persist;
 pub mod server;
 pub mod store_tools;
+pub mod watch_runner;
 
 pub use error::NodeError;

@@ -37,6 +37,7 @@
 //! * `prompt_templates` — skills: every column of the original's table (spec §6.1), `name`
 //!   UNIQUE, JSON columns as JSON text, flags as 0/1 integers (migration 0003, which also
 //!   renamed the memory type `general` to `project`).
+//! * `watches` — periodic command polls of a workstream ([`WatchStore`], `watches.rs`).
 //!
 //! Column names follow the Python original (`spec/node-api.md` §6) where it has the table.
 //! Timestamps are fixed-width ISO-8601 UTC text, so text order is time order. Search differs
@@ -67,6 +68,7 @@ mod sql_common;
 mod sqlite;
 mod store;
 pub mod timestamp;
+mod watches;
 mod writer;
 
 pub use auth::{ApiToken, AuthStore, NewApiToken, NewUser, User, UserCredentials};
@@ -84,4 +86,5 @@ pub use sqlite::{BUSY_TIMEOUT, SqliteStore};
 pub use store::{
     DEFAULT_POOL_SIZE, DEFAULT_SQLITE_PATH, Store, StoreBackend, StoreConfig, connect,
 };
+pub use watches::{NewWatch, Watch, WatchPoll, WatchStore};
 pub use writer::{Writer, WriterConfig, WriterCounters};

@@ -113,3 +113,4 @@ impl PostgresStore {
 impl_store!(PostgresStore, sqlx::Postgres, "postgresql");
 crate::auth::impl_auth_store!(PostgresStore, sqlx::Postgres);
 crate::skills::impl_skill_store!(PostgresStore, sqlx::Postgres);
+crate::watches::impl_watch_store!(PostgresStore, sqlx::Postgres);

@@ -30,11 +30,12 @@ macro_rules! approval_columns {
 pub(crate) use {approval_columns, mem_columns, msg_columns, ws_columns};
 
 /// Tables keyed by `ws_id`, cleared when a workstream is deleted.
-pub(crate) const WS_TABLES_DELETE: [&str; 5] = [
+pub(crate) const WS_TABLES_DELETE: [&str; 6] = [
     "DELETE FROM conversations WHERE ws_id = $1",
     "DELETE FROM workstream_config WHERE ws_id = $1",
     "DELETE FROM workstream_events WHERE ws_id = $1",
     "DELETE FROM approvals WHERE ws_id = $1",
+    "DELETE FROM watches WHERE ws_id = $1",
     "DELETE FROM workstreams WHERE ws_id = $1",
 ];
 

@@ -99,3 +99,4 @@ impl SqliteStore {
 impl_store!(SqliteStore, sqlx::Sqlite, "sqlite");
 crate::auth::impl_auth_store!(SqliteStore, sqlx::Sqlite);
 crate::skills::impl_skill_store!(SqliteStore, sqlx::Sqlite);
+crate::watches::impl_watch_store!(SqliteStore, sqlx::Sqlite);

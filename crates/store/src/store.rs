@@ -87,7 +87,9 @@ pub async fn connect(config: &StoreConfig) -> Result<Arc<dyn Store>> {
 /// Both implementations ([`crate::SqliteStore`], [`crate::PostgresStore`]) behave the same;
 /// one test suite runs against both. Skills come from the [`SkillStore`] supertrait.
 #[async_trait]
-pub trait Store: crate::auth::AuthStore + SkillStore + Send + Sync {
+pub trait Store:
+    crate::auth::AuthStore + SkillStore + crate::watches::WatchStore + Send + Sync
+{
     /// `"sqlite"` or `"postgresql"`.
     fn backend_name(&self) -> &'static str;
 

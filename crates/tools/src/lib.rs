@@ -57,12 +57,14 @@ mod registry;
 mod schema;
 pub mod toolset;
 mod truncate;
+pub mod watch;
 pub mod web;
 
 pub use backends::{
     BackendError, HistoryBackend, HistoryHit, MemoryBackend, MemoryEntry, MemoryQuery, MemoryScope,
     MemoryScopeRef, MemoryType, NewMemory, SkillBackend, SkillSummary,
 };
+pub use builtin::WatchTool;
 pub use builtin::{
     BashTool, BuiltinOptions, DiffFileTool, EditFileTool, MemoryTool, NotifyTool, ReadFileTool,
     RecallTool, SearchTool, SkillTool, WebFetchTool, WebSearchTool, WriteFileTool,

@@ -84,6 +84,9 @@ struct Args {
     /// Sessions without an alias older than this many days are pruned at start (0 = never).
     #[arg(long, default_value_t = 90)]
     session_retention_days: u32,
+    /// Seconds between two looks for due watches (the `watch` tool; needs persistence).
+    #[arg(long, env = "TURNSTONE_WATCH_TICK_SECS", default_value_t = 15)]
+    watch_tick_secs: u64,
     /// Log level (error, warn, info, debug, trace, or an EnvFilter directive).
     #[arg(long, env = "TURNSTONE_LOG_LEVEL", default_value = "info")]
     log_level: String,
@@ -265,6 +268,15 @@ async fn main() -> anyhow::Result<()> {
         turnstone_node::mcp_tools::spawn_sync(m.clone(), node.manager.engine().registry().clone())
     });
 
+    // Watches: the tool and the runner that polls them (only with persistence).
+    let watch_runner = turnstone_node::watch_runner::WatchRunner::install(
+        &node,
+        turnstone_node::watch_runner::WatchRunnerConfig {
+            tick: std::time::Duration::from_secs(args.watch_tick_secs.max(1)),
+            ..turnstone_node::watch_runner::WatchRunnerConfig::default()
+        },
+    )?;
+
     let listener = tokio::net::TcpListener::bind(SocketAddr::new(args.host, args.port)).await?;
     let addr = listener.local_addr()?;
     println!("turnstone-server {node_id} listening on http://{addr}");
@@ -280,6 +292,9 @@ async fn main() -> anyhow::Result<()> {
     let s = shutdown.clone();
     server::run(listener, node, async move { s.triggered().await }).await?;
     cleanup.abort();
+    if let Some(runner) = watch_runner {
+        runner.stop().await;
+    }
     if let Some(task) = mcp_sync {
         task.abort();
     }

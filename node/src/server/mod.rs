@@ -22,6 +22,7 @@ pub mod turns;
 pub mod ui;
 pub mod users;
 pub mod views;
+pub mod watches;
 pub mod workstreams;
 
 use std::sync::Arc;
@@ -69,7 +70,8 @@ pub fn router(node: Arc<Node>) -> Router {
         .merge(login::routes())
         .merge(users::admin_routes())
         .merge(memories::routes())
-        .merge(skills::routes());
+        .merge(skills::routes())
+        .merge(watches::routes());
     Router::new()
         .route("/health", get(health::health))
         .route("/metrics", get(metrics::metrics))

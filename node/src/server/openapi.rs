@@ -267,6 +267,22 @@ const IDEMPOTENCY_KEY: Param = Param {
     description: "Same as `correlation_id` in the body.",
 };
 
+const WATCHES_WS_ID_QUERY: Param = Param {
+    name: "ws_id",
+    location: ParamIn::Query,
+    required: false,
+    count: false,
+    description: "Only this workstream's watches (default: every active watch of this node).",
+};
+
+const WATCH_ID_PATH: Param = Param {
+    name: "watch_id",
+    location: ParamIn::Path,
+    required: true,
+    count: false,
+    description: "The watch.",
+};
+
 const MEMORY_SCOPE_QUERY: Param = Param {
     name: "scope",
     location: ParamIn::Query,
@@ -464,6 +480,16 @@ pub const ROUTES: &[ApiRoute] = &[
         .params(&SKILL_NAME_PATH)
         .json::<DeleteSkillReply>()
         .errors(&[403, 404, 500, 503]),
+    ApiRoute::get("/v1/api/watches", "watches")
+        .summary("Active watches (every column of the watches row)")
+        .params(&[WATCHES_WS_ID_QUERY])
+        .json::<super::watches::WatchList>()
+        .errors(&[500]),
+    ApiRoute::post("/v1/api/watches/{watch_id}/cancel", "watches")
+        .summary("Deactivate a watch (403 when another node polls it)")
+        .params(&[WATCH_ID_PATH])
+        .json::<super::watches::CancelWatchReply>()
+        .errors(&[404, 500]),
 ];
 
 /// Routes the router serves that the document leaves out (as the original does): the web

@@ -6,4 +6,5 @@ mod schema;
 mod search;
 mod sessions;
 mod skills;
+mod watches;
 mod writer;

@@ -39,6 +39,7 @@ async fn sqlite_and_postgres_schemas_match() {
             "structured_memories",
             "user_roles",
             "users",
+            "watches",
             "workstream_config",
             "workstream_events",
             "workstreams"
@@ -46,6 +47,31 @@ async fn sqlite_and_postgres_schemas_match() {
     );
     assert!(sqlite_schema["conversations"].contains("tool_call_id"));
     assert_eq!(sqlite_schema["prompt_templates"].len(), 38);
+    assert_eq!(
+        sqlite_schema["watches"]
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+        [
+            "active",
+            "command",
+            "created",
+            "created_by",
+            "interval_secs",
+            "last_exit_code",
+            "last_output",
+            "last_poll",
+            "max_polls",
+            "name",
+            "next_poll",
+            "node_id",
+            "poll_count",
+            "stop_on",
+            "updated",
+            "watch_id",
+            "ws_id"
+        ]
+    );
     sqlite.close().await;
     pg.close().await;
 }

@@ -3,8 +3,8 @@
 //! `memory`, `recall` and `skill` need storage ([`crate::backends`]): they are not in
 //! [`all`]; the node builds them over its store and adds them to the live registry.
 
-mod bash;
-mod blocklist;
+pub(crate) mod bash;
+pub(crate) mod blocklist;
 mod diff_file;
 mod edit_file;
 mod memory;
@@ -13,6 +13,7 @@ mod read_file;
 mod recall;
 mod search;
 mod skill;
+mod watch;
 mod web_fetch;
 mod web_search;
 mod write_file;
@@ -29,6 +30,7 @@ pub use read_file::ReadFileTool;
 pub use recall::RecallTool;
 pub use search::SearchTool;
 pub use skill::{SkillTool, rank_skills};
+pub use watch::WatchTool;
 pub use web_fetch::WebFetchTool;
 pub use web_search::WebSearchTool;
 pub use write_file::WriteFileTool;

@@ -5,6 +5,7 @@ mod registry;
 mod search;
 mod ssrf;
 mod toolset;
+mod watch;
 mod web_fetch;
 mod web_registry;
 mod web_search;

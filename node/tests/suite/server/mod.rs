@@ -13,6 +13,7 @@ mod skills;
 mod store_tools;
 mod streams;
 mod users;
+mod watches;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -35,6 +36,8 @@ pub struct TestNode {
     pub base: String,
     pub default_ws: String,
     pub http: reqwest::Client,
+    /// The watch runner, when the spec asked for one (stop it to "restart" the node).
+    pub watch_runner: Option<turnstone_node::watch_runner::WatchRunner>,
     _dir: tempfile::TempDir,
     _server: tokio::task::JoinHandle<()>,
 }
@@ -53,6 +56,8 @@ pub struct Spec {
     pub manager: ManagerConfig,
     /// Use the zero-latency in-process scripted model instead of the HTTP fake.
     pub scripted: bool,
+    /// Offer the `watch` tool and run the watch runner (needs `db`).
+    pub watches: Option<turnstone_node::watch_runner::WatchRunnerConfig>,
 }
 
 impl TestNode {
@@ -108,6 +113,7 @@ impl TestNode {
             options: base_options,
             manager,
             scripted,
+            watches,
         } = spec;
         let llm = FakeLlm::start_with(llm_config).await;
         let dir = tempfile::tempdir().unwrap();
@@ -125,6 +131,7 @@ impl TestNode {
         let config = EngineConfig {
             model: "fake-model".into(),
             cwd: dir.path().to_path_buf(),
+            node_id: "node-test".into(),
             ..EngineConfig::default()
         };
         let engine = Engine::new(
@@ -165,6 +172,12 @@ impl TestNode {
             .unwrap()
             .id()
             .to_string();
+        let watch_runner = match watches {
+            Some(config) => {
+                turnstone_node::watch_runner::WatchRunner::install(&node, config).unwrap()
+            }
+            None => None,
+        };
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let served = node.clone();
@@ -179,6 +192,7 @@ impl TestNode {
             base,
             default_ws,
             http: reqwest::Client::new(),
+            watch_runner,
             _dir: dir,
             _server: server,
         }

@@ -1,0 +1,536 @@
+//! The watch runner: polls this node's due watches and delivers the ones that fire to their
+//! workstreams; and [`StoreWatchBackend`], the `watch` tool's storage on the node's store.
+//!
+//! # One tick
+//! Every [`WatchRunnerConfig::tick`] the runner
+//! 1. retries what is held: a fired watch whose workstream was busy (or could not be brought
+//!    back), and a delivered watch whose final row update failed;
+//! 2. asks the store for the active watches of this node whose `next_poll` has passed —
+//!    after a restart that includes every overdue watch, which is polled once on recovery;
+//! 3. polls each (not already polling or held) on its own task, at most
+//!    [`WatchRunnerConfig::max_concurrent_polls`] at once, so one slow command never delays
+//!    the others. A poll runs the command ([`run_poll`]: `bash -c` in the engine's working
+//!    directory, timeout, output capped at 64 KB, the process group killed on drop) and
+//!    evaluates the watch's [`Condition`].
+//!
+//! A poll that does not fire is recorded (output, exit code, count) with the next poll one
+//! interval later. A poll that fires — or spends the last of `max_polls` — builds the
+//! [`notice`] and delivers it as a user message, which starts a turn: the workstream is
+//! resumed from the store first when it is not loaded; when it is busy the notice is held
+//! and retried at the next tick, and nothing is written yet, so a restart meanwhile re-polls
+//! the watch against its old baseline and regenerates the notice instead of losing it. Once
+//! delivered, the poll is recorded and the watch deactivated. A watch whose workstream no
+//! longer exists is deactivated.
+
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use async_trait::async_trait;
+use tokio::sync::{Notify, Semaphore};
+use tokio::task::JoinSet;
+use tracing::Instrument;
+use turnstone_engine::{CreateOptions, SendOutcome, WorkstreamHandle};
+use turnstone_store::{NewWatch, Store, StoreError, Watch, WatchPoll};
+use turnstone_tools::watch::{
+    Condition, Trigger, WatchBackend, WatchEntry, WatchRequest, check_command, notice, run_poll,
+};
+use turnstone_tools::{Provenance, RegistryError, WatchTool};
+
+use crate::server::Node;
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+// ---------------------------------------------------------------------------------------------
+// The tool's storage
+// ---------------------------------------------------------------------------------------------
+
+/// The `watch` tool's [`WatchBackend`] on the node's store.
+pub struct StoreWatchBackend {
+    store: Arc<dyn Store>,
+}
+
+impl std::fmt::Debug for StoreWatchBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoreWatchBackend")
+            .field("backend", &self.store.backend_name())
+            .finish()
+    }
+}
+
+impl StoreWatchBackend {
+    pub fn new(store: Arc<dyn Store>) -> Self {
+        Self { store }
+    }
+}
+
+fn entry(w: Watch) -> WatchEntry {
+    WatchEntry {
+        watch_id: w.watch_id,
+        name: w.name,
+        command: w.command,
+        interval_secs: w.interval_secs,
+        stop_on: w.stop_on,
+        max_polls: w.max_polls,
+        poll_count: w.poll_count,
+        last_poll: w.last_poll,
+        next_poll: w.next_poll,
+    }
+}
+
+fn storage_message(e: &StoreError) -> String {
+    match e {
+        StoreError::InvalidInput(m) => m.clone(),
+        other => format!("storage error: {other}"),
+    }
+}
+
+#[async_trait]
+impl WatchBackend for StoreWatchBackend {
+    async fn create(&self, request: WatchRequest) -> Result<WatchEntry, String> {
+        let new = NewWatch {
+            watch_id: None,
+            ws_id: request.ws_id,
+            node_id: request.node_id,
+            name: request.name,
+            command: request.command,
+            interval_secs: request.interval_secs,
+            stop_on: request.stop_on,
+            max_polls: request.max_polls,
+            created_by: request.created_by,
+            // The first poll runs at the next tick: it sets the baseline of change detection
+            // and reports a condition that already holds without waiting a whole interval.
+            first_poll: SystemTime::now(),
+        };
+        self.store
+            .create_watch(new)
+            .await
+            .map(entry)
+            .map_err(|e| storage_message(&e))
+    }
+
+    async fn active(&self, ws_id: &str) -> Result<Vec<WatchEntry>, String> {
+        self.store
+            .list_active_watches(Some(ws_id), None)
+            .await
+            .map(|rows| rows.into_iter().map(entry).collect())
+            .map_err(|e| storage_message(&e))
+    }
+
+    async fn cancel(&self, watch_id: &str) -> Result<bool, String> {
+        self.store
+            .deactivate_watch(watch_id)
+            .await
+            .map_err(|e| storage_message(&e))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The runner
+// ---------------------------------------------------------------------------------------------
+
+/// Settings of the runner.
+#[derive(Debug, Clone)]
+pub struct WatchRunnerConfig {
+    /// How often due watches are looked for (the original: 15 s).
+    pub tick: Duration,
+    /// How long one poll's command may run.
+    pub command_timeout: Duration,
+    /// Polls running at once.
+    pub max_concurrent_polls: usize,
+    /// Most due watches fetched per tick (the rest stay due for the next one).
+    pub batch: usize,
+}
+
+impl Default for WatchRunnerConfig {
+    fn default() -> Self {
+        Self {
+            tick: Duration::from_secs(15),
+            command_timeout: Duration::from_secs(120),
+            max_concurrent_polls: 4,
+            batch: 64,
+        }
+    }
+}
+
+/// A running watch runner; [`WatchRunner::stop`] ends it.
+pub struct WatchRunner {
+    shutdown: Arc<Notify>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl std::fmt::Debug for WatchRunner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WatchRunner").finish_non_exhaustive()
+    }
+}
+
+impl WatchRunner {
+    /// Registers the `watch` tool in the engine's live registry and starts the runner —
+    /// when the node has persistence; without it there are no watches and `None` is
+    /// returned.
+    pub fn install(
+        node: &Arc<Node>,
+        config: WatchRunnerConfig,
+    ) -> Result<Option<Self>, RegistryError> {
+        let Some(p) = &node.persistence else {
+            tracing::info!("no persistence: the watch tool is not offered");
+            return Ok(None);
+        };
+        let backend = Arc::new(StoreWatchBackend::new(p.store.clone()));
+        let tool = Arc::new(WatchTool::new(backend)?);
+        node.manager
+            .engine()
+            .registry()
+            .add(tool, Provenance::Builtin)?;
+        Ok(Self::start(node.clone(), config))
+    }
+
+    /// Starts the runner alone (the tool registered elsewhere, or a restart of the runner on
+    /// the same store). `None` without persistence.
+    pub fn start(node: Arc<Node>, config: WatchRunnerConfig) -> Option<Self> {
+        let store = node.persistence.as_ref()?.store.clone();
+        let node_id = node.options.node_id.clone();
+        let cwd = node.manager.engine().config().cwd.clone();
+        let shutdown = Arc::new(Notify::new());
+        let runner = Arc::new(Runner {
+            slots: Arc::new(Semaphore::new(config.max_concurrent_polls.max(1))),
+            config,
+            node,
+            store,
+            node_id: node_id.clone(),
+            cwd,
+            in_flight: Mutex::default(),
+            pending: Mutex::default(),
+            resume_lock: tokio::sync::Mutex::new(()),
+        });
+        let span = tracing::info_span!("watch_runner", %node_id);
+        let task = tokio::spawn(runner.run(shutdown.clone()).instrument(span));
+        tracing::info!(%node_id, "watch runner started");
+        Some(Self { shutdown, task })
+    }
+
+    /// Stops the runner: polls in flight are abandoned (their commands killed); their
+    /// watches stay due and are polled again at the next start.
+    pub async fn stop(self) {
+        self.shutdown.notify_one();
+        if let Err(e) = self.task.await {
+            tracing::error!(error = %e, "watch runner task failed");
+        }
+        tracing::info!("watch runner stopped");
+    }
+}
+
+/// A fired watch not yet finished.
+enum Pending {
+    /// The notice waits for its workstream (busy, or not loadable right now).
+    Deliver {
+        ws_id: String,
+        name: String,
+        trigger: String,
+        notice: String,
+        poll: WatchPoll,
+    },
+    /// Delivered; the final row update failed and is retried (never the delivery).
+    Finish { poll: WatchPoll },
+}
+
+/// Where a notice went.
+enum Delivery {
+    Delivered,
+    /// Try again at the next tick.
+    Later(String),
+    /// The workstream is gone for good: end the watch.
+    Gone(String),
+}
+
+struct Runner {
+    config: WatchRunnerConfig,
+    node: Arc<Node>,
+    store: Arc<dyn Store>,
+    node_id: String,
+    cwd: PathBuf,
+    slots: Arc<Semaphore>,
+    /// Watches being polled (a slow poll's row stays due; it is not polled twice).
+    in_flight: Mutex<HashSet<String>>,
+    /// Fired watches waiting for delivery or for their final update, by watch id.
+    pending: Mutex<HashMap<String, Pending>>,
+    /// One resume at a time, so two watches of one unloaded workstream load it once.
+    resume_lock: tokio::sync::Mutex<()>,
+}
+
+impl Runner {
+    async fn run(self: Arc<Self>, shutdown: Arc<Notify>) {
+        let mut polls = JoinSet::new();
+        loop {
+            while let Some(done) = polls.try_join_next() {
+                if let Err(e) = done {
+                    tracing::error!(error = %e, "watch poll task failed");
+                }
+            }
+            self.tick(&mut polls).await;
+            tokio::select! {
+                () = shutdown.notified() => break,
+                () = tokio::time::sleep(self.config.tick) => {}
+            }
+        }
+        polls.abort_all();
+        while polls.join_next().await.is_some() {}
+    }
+
+    async fn tick(self: &Arc<Self>, polls: &mut JoinSet<()>) {
+        self.retry_pending().await;
+        let due = match self
+            .store
+            .due_watches(&self.node_id, SystemTime::now(), self.config.batch)
+            .await
+        {
+            Ok(due) => due,
+            Err(e) => {
+                tracing::warn!(error = %e, "due watches not read; retrying at the next tick");
+                return;
+            }
+        };
+        for watch in due {
+            if lock(&self.pending).contains_key(&watch.watch_id) {
+                continue;
+            }
+            if !lock(&self.in_flight).insert(watch.watch_id.clone()) {
+                continue;
+            }
+            let Ok(permit) = self.slots.clone().try_acquire_owned() else {
+                // All slots busy: the rest stay due for the next tick.
+                lock(&self.in_flight).remove(&watch.watch_id);
+                break;
+            };
+            let this = self.clone();
+            let span =
+                tracing::info_span!("watch_poll", watch_id = %watch.watch_id, ws_id = %watch.ws_id);
+            polls.spawn(
+                async move {
+                    let id = watch.watch_id.clone();
+                    this.poll(watch).await;
+                    lock(&this.in_flight).remove(&id);
+                    drop(permit);
+                }
+                .instrument(span),
+            );
+        }
+    }
+
+    async fn poll(&self, watch: Watch) {
+        if let Err(reason) = check_command(&watch.command) {
+            tracing::warn!(%reason, "watch command refused; watch deactivated");
+            self.deactivate(&watch.watch_id).await;
+            return;
+        }
+        let result = run_poll(&watch.command, &self.cwd, self.config.command_timeout).await;
+        let poll_count = watch.poll_count.saturating_add(1);
+        let trigger = match Condition::parse(watch.stop_on.as_deref()) {
+            Ok(condition) => condition.evaluate(
+                &result.output,
+                result.exit_code,
+                watch.last_output.as_deref(),
+            ),
+            // Only a hand-edited row gets here (the tool parses stop_on at create).
+            Err(e) => Some(Trigger::ConditionError(format!(
+                "invalid stop_on expression {e}"
+            ))),
+        };
+        let trigger = trigger.or((poll_count >= watch.max_polls).then_some(Trigger::MaxPolls));
+        tracing::debug!(
+            poll_count,
+            exit_code = result.exit_code,
+            fired = trigger.is_some(),
+            "watch polled"
+        );
+        let Some(trigger) = trigger else {
+            // A hand-edited row could hold anything: keep the delay finite and in bounds.
+            let interval = if watch.interval_secs.is_finite() {
+                watch.interval_secs.clamp(1.0, 86_400.0)
+            } else {
+                300.0
+            };
+            let next = SystemTime::now() + Duration::from_secs_f64(interval);
+            let poll = WatchPoll {
+                output: result.output,
+                exit_code: result.exit_code,
+                poll_count,
+                next_poll: Some(next),
+            };
+            match self.store.record_watch_poll(&watch.watch_id, &poll).await {
+                Ok(true) => {}
+                Ok(false) => tracing::debug!("watch cancelled during its poll"),
+                Err(e) => tracing::warn!(error = %e, "watch poll not recorded; it stays due"),
+            }
+            return;
+        };
+        let text = notice(
+            &watch.name,
+            &watch.command,
+            watch.stop_on.as_deref(),
+            &trigger,
+            &result,
+            poll_count,
+            watch.max_polls,
+        );
+        tracing::info!(trigger = %trigger.describe(), "watch fired");
+        let pending = Pending::Deliver {
+            ws_id: watch.ws_id,
+            name: watch.name,
+            trigger: trigger.describe(),
+            notice: text,
+            poll: WatchPoll {
+                output: result.output,
+                exit_code: result.exit_code,
+                poll_count,
+                next_poll: None,
+            },
+        };
+        if let Some(left) = self.advance(&watch.watch_id, pending).await {
+            lock(&self.pending).insert(watch.watch_id, left);
+        }
+    }
+
+    /// Held work first: deliveries that waited, final updates that failed.
+    async fn retry_pending(&self) {
+        let ids: Vec<String> = lock(&self.pending).keys().cloned().collect();
+        for id in ids {
+            let Some(pending) = lock(&self.pending).remove(&id) else {
+                continue;
+            };
+            if matches!(pending, Pending::Deliver { .. }) {
+                // Cancelled (by the model or the API) while it waited: drop the notice.
+                match self.store.get_watch(&id).await {
+                    Ok(Some(w)) if w.active => {}
+                    Ok(_) => {
+                        tracing::info!(watch_id = %id, "held watch notice dropped: the watch was cancelled");
+                        continue;
+                    }
+                    Err(e) => {
+                        tracing::warn!(watch_id = %id, error = %e, "watch not read; retrying");
+                        lock(&self.pending).insert(id, pending);
+                        continue;
+                    }
+                }
+            }
+            if let Some(left) = self.advance(&id, pending).await {
+                lock(&self.pending).insert(id, left);
+            }
+        }
+    }
+
+    /// Moves a fired watch forward; returns what is left to do later.
+    async fn advance(&self, watch_id: &str, pending: Pending) -> Option<Pending> {
+        let poll = match pending {
+            Pending::Finish { poll } => poll,
+            Pending::Deliver {
+                ws_id,
+                name,
+                trigger,
+                notice,
+                poll,
+            } => match self.deliver(&ws_id, &name, &trigger, &notice).await {
+                Delivery::Delivered => {
+                    tracing::info!(watch_id, %ws_id, "watch notice delivered");
+                    poll
+                }
+                Delivery::Later(reason) => {
+                    tracing::debug!(watch_id, %ws_id, %reason, "watch notice held");
+                    return Some(Pending::Deliver {
+                        ws_id,
+                        name,
+                        trigger,
+                        notice,
+                        poll,
+                    });
+                }
+                Delivery::Gone(reason) => {
+                    tracing::warn!(watch_id, %ws_id, %reason, "watch deactivated: its workstream is gone");
+                    self.deactivate(watch_id).await;
+                    return None;
+                }
+            },
+        };
+        let recorded = self.store.record_watch_poll(watch_id, &poll).await;
+        let ended = self.store.deactivate_watch(watch_id).await;
+        match (recorded, ended) {
+            (Ok(_), Ok(_)) => None,
+            (Err(e), _) | (_, Err(e)) => {
+                tracing::warn!(watch_id, error = %e, "fired watch not ended; retrying the update");
+                Some(Pending::Finish { poll })
+            }
+        }
+    }
+
+    async fn deactivate(&self, watch_id: &str) {
+        if let Err(e) = self.store.deactivate_watch(watch_id).await {
+            tracing::warn!(watch_id, error = %e, "watch not deactivated");
+        }
+    }
+
+    /// Sends the notice to the workstream as a user message (starting a turn).
+    async fn deliver(&self, ws_id: &str, name: &str, trigger: &str, notice: &str) -> Delivery {
+        let handle = match self.node.workstream(ws_id) {
+            Some(handle) => handle,
+            None => match self.resume(ws_id).await {
+                Ok(handle) => handle,
+                Err(delivery) => return delivery,
+            },
+        };
+        if handle.is_closed() {
+            return Delivery::Later("the workstream is closing".into());
+        }
+        if handle.is_busy() {
+            return Delivery::Later("the workstream is busy".into());
+        }
+        handle.emit_info(format!("[watch '{name}' triggered: {trigger}]"));
+        match handle.send(notice.to_string(), None) {
+            SendOutcome::Started { .. } => Delivery::Delivered,
+            SendOutcome::Busy => Delivery::Later("the workstream became busy".into()),
+            SendOutcome::Closed => Delivery::Later("the workstream closed".into()),
+        }
+    }
+
+    /// Brings a saved workstream back (as `workstreams/new` with `resume_ws` does).
+    async fn resume(&self, ws_id: &str) -> Result<WorkstreamHandle, Delivery> {
+        let _one_at_a_time = self.resume_lock.lock().await;
+        if let Some(handle) = self.node.workstream(ws_id) {
+            return Ok(handle);
+        }
+        let session = match self.store.resume_session(ws_id).await {
+            Ok(session) if session.workstream.ws_id == ws_id => session,
+            Ok(_) | Err(StoreError::NotFound(_) | StoreError::Ambiguous { .. }) => {
+                return Err(Delivery::Gone(format!("no saved workstream {ws_id}")));
+            }
+            Err(e) => return Err(Delivery::Later(format!("resume failed: {e}"))),
+        };
+        let name = session
+            .workstream
+            .alias
+            .clone()
+            .or(session.workstream.title.clone())
+            .unwrap_or_else(|| session.workstream.name.clone());
+        let stored = self.store.load_config(ws_id).await.unwrap_or_default();
+        let handle = self
+            .node
+            .create_workstream(CreateOptions {
+                id: Some(ws_id.to_string()),
+                name: Some(name).filter(|n| !n.is_empty()),
+                history: session.messages,
+                ..CreateOptions::default()
+            })
+            .map_err(|e| Delivery::Later(format!("resume failed: {e}")))?;
+        if let Some(intent) = stored
+            .get("tool_intent")
+            .and_then(|t| turnstone_tools::toolset::ToolIntent::from_json(t).ok())
+        {
+            handle.restore_tools(intent, Vec::<String>::new());
+        }
+        tracing::info!(%ws_id, "workstream resumed for a watch notice");
+        Ok(handle)
+    }
+}
