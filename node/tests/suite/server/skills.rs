@@ -419,7 +419,7 @@ async fn the_model_loads_a_skill_with_the_skill_tool() {
     );
     assert!(outputs[0].contains("Warning:"), "{outputs:?}");
     assert!(
-        last_system(t).contains("SKILL-RISKY on local."),
+        last_system(t).contains("SKILL-RISKY on node-test."),
         "{:?}",
         last_system(t)
     );
