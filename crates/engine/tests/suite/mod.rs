@@ -6,5 +6,6 @@ mod cancel;
 mod journal;
 mod manager;
 mod resilience;
+mod subagent;
 mod toolset;
 mod turns;
