@@ -10,7 +10,8 @@
 //!   `primary_key`);
 //! - the built-in tools themselves: `bash`, `read_file`, `write_file`, `edit_file`,
 //!   `diff_file` and `search`, and (when [`WebOptions::enabled`]) `web_fetch`, `web_search`
-//!   and `notify` ([`builtin`]);
+//!   and `notify` ([`builtin`]); `open_preview`, registered by the node with its
+//!   [`PreviewSink`];
 //! - the network side of the web tools ([`web`]): SSRF screening of every connected address
 //!   and redirect hop, the screened fetcher, HTML to text, the SearxNG client and webhook
 //!   delivery, with the seams the node fills in ([`PageAnswerer`], [`SearchBackend`]);
@@ -56,8 +57,9 @@ mod truncate;
 pub mod web;
 
 pub use builtin::{
-    BashTool, BuiltinOptions, DiffFileTool, EditFileTool, NotifyTool, ReadFileTool, SearchTool,
-    WebFetchTool, WebSearchTool, WriteFileTool,
+    BashTool, BuiltinOptions, DiffFileTool, EditFileTool, NotifyTool, OpenPreviewTool,
+    PreviewContent, PreviewKind, PreviewSink, ReadFileTool, SearchTool, WebFetchTool,
+    WebSearchTool, WriteFileTool,
 };
 pub use error::{ArgumentError, RegistryError};
 pub use registry::{
