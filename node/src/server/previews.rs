@@ -148,10 +148,10 @@ impl PreviewStore {
         let seq = inner.next_seq;
         let list = inner.by_ws.entry(ws_id.to_string()).or_default();
         let mut freed = 0;
-        if let Some(at) = list.iter().position(|p| p.id == id) {
-            if let Some(old) = list.remove(at) {
-                freed += old.bytes.len();
-            }
+        if let Some(at) = list.iter().position(|p| p.id == id)
+            && let Some(old) = list.remove(at)
+        {
+            freed += old.bytes.len();
         }
         let stored = StoredPreview {
             id,

@@ -255,9 +255,9 @@ impl Tool for OpenPreviewTool {
             .and_then(PreviewKind::parse);
         let title = args.get("title").and_then(Value::as_str);
         let resolved = if let Some(url) = args.get("url").and_then(Value::as_str) {
-            self.from_url(url).await
+            self.fetch_url(url).await
         } else if let Some(path) = args.get("path").and_then(Value::as_str) {
-            from_file(&paths::resolve(&ctx.cwd, path), ctx).await
+            read_path(&paths::resolve(&ctx.cwd, path), ctx).await
         } else {
             Err("Error: missing required argument 'target'".to_owned())
         };
@@ -297,7 +297,7 @@ impl Tool for OpenPreviewTool {
 type Resolved = (String, Option<String>, Vec<u8>, String);
 
 impl OpenPreviewTool {
-    async fn from_url(&self, url: &str) -> Result<Resolved, String> {
+    async fn fetch_url(&self, url: &str) -> Result<Resolved, String> {
         let page = fetch::fetch(url, &self.fetch)
             .await
             .map_err(|e| format!("Error: {e}"))?;
@@ -317,7 +317,7 @@ impl OpenPreviewTool {
     }
 }
 
-async fn from_file(path: &Path, ctx: &ToolContext) -> Result<Resolved, String> {
+async fn read_path(path: &Path, ctx: &ToolContext) -> Result<Resolved, String> {
     let shown = paths::display(&ctx.cwd, path);
     let meta = match tokio::fs::metadata(path).await {
         Ok(meta) => meta,
