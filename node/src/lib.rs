@@ -20,6 +20,7 @@ pub mod cli;
 pub mod config_file;
 pub mod demo;
 pub mod error;
+pub mod mcp_resource_tools;
 pub mod mcp_tools;
 pub mod page_answerer;
 pub mod persist;

@@ -914,6 +914,12 @@
           this.endSegment();
           this.setThinking(false);
           break;
+        case "preview":
+          // preview.js opens its pane (for the workstream on screen).
+          window.dispatchEvent(new CustomEvent("turnstone:preview", {
+            detail: Object.assign({}, ev, { ws_id: this.id, current: current === this.id }),
+          }));
+          break;
         case "events_truncated":
           // Too far behind to resume: attach afresh and let `history` rebuild the pane.
           this.lastId = null;
@@ -960,6 +966,7 @@
       if (current && views.has(current)) views.get(current).deactivate();
       current = id;
       viewFor(id).activate();
+      if (window.TurnstonePreview) window.TurnstonePreview.showFor(id);
       scrollToEnd();
     }
     const url = new URL(window.location.href);

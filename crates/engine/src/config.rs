@@ -44,6 +44,22 @@ pub struct EngineConfig {
     pub default_tool_intent: ToolIntent,
     /// The node's id, handed to tools (`local` for the terminal client).
     pub node_id: String,
+    /// Most model requests one turn may make (`None`: no limit). Workstreams run without a
+    /// limit; a `task_agent` sub-agent's engine sets it to [`EngineConfig::agent_max_turns`].
+    /// A turn that reaches it ends idle with an info line, its conversation intact.
+    pub max_turn_requests: Option<u32>,
+    /// Nobody answers approval requests (a sub-agent's engine): calls of tools whose
+    /// metadata says `auto_approve` run, every other call that would wait for a human is
+    /// denied at once with a tool error saying why.
+    pub unattended: bool,
+    /// `task_agent`: model requests a sub-agent may make before it is stopped and returns
+    /// what it has (`agent_max_turns`, default 20).
+    pub agent_max_turns: u32,
+    /// `task_agent`: whether a sub-agent runs every tool call of its tool set without asking
+    /// (`subagent_auto_approve_all`, default `true`: the human already approved the
+    /// `task_agent` call itself). When `false` only tools with `auto_approve` metadata run;
+    /// other calls are denied with a tool error.
+    pub subagent_auto_approve_all: bool,
 }
 
 impl Default for EngineConfig {
@@ -67,6 +83,10 @@ impl Default for EngineConfig {
             toolset: ToolsetConfig::default(),
             default_tool_intent: ToolIntent::default(),
             node_id: "local".to_string(),
+            max_turn_requests: None,
+            unattended: false,
+            agent_max_turns: 20,
+            subagent_auto_approve_all: true,
         }
     }
 }

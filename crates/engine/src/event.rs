@@ -135,6 +135,15 @@ pub enum Event {
         activity: String,
         activity_state: String,
     },
+    /// Content `open_preview` stored for the frontends' preview pane (ours, additive): its
+    /// id, kind (`web`, `pdf`, `image`, `table`, `text`, `markdown`), title and the URL
+    /// that serves it.
+    Preview {
+        preview_id: String,
+        kind: String,
+        title: String,
+        url: String,
+    },
 }
 
 impl Event {
@@ -160,6 +169,7 @@ impl Event {
             Self::Cancelled => "cancelled",
             Self::TurnComplete { .. } => "turn_complete",
             Self::Activity { .. } => "activity",
+            Self::Preview { .. } => "preview",
         }
     }
 

@@ -31,6 +31,7 @@ pub mod config;
 pub mod event;
 pub mod log;
 pub mod manager;
+pub mod subagent;
 mod turn;
 pub mod workstream;
 
@@ -41,6 +42,7 @@ pub use config::{EngineConfig, ManagerConfig};
 pub use event::{Envelope, Event, StatusInfo, ToolItem, WsState};
 pub use log::{EventLog, Item, Sequenced, Subscription};
 pub use manager::{Closed, CreateOptions, Manager, ManagerError};
+pub use subagent::{AgentModel, TaskAgentTool, register_subagent, register_subagent_with};
 pub use workstream::{
     ActiveSkill, ApproveOutcome, Decision, EventHook, Journal, PreparedTools, SendOutcome, Verdict,
     WorkstreamHandle,

@@ -76,6 +76,18 @@ impl TurnTools {
 enum Stop {
     Cancelled,
     Failed(String),
+    /// `max_turn_requests` model requests were made and the model still wanted tools.
+    Limit(u32),
+}
+
+/// How a turn ended (the workstream's actor ignores it; a sub-agent reports it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum TurnEnd {
+    Done,
+    Cancelled,
+    Failed(String),
+    /// Stopped after this many model requests (`max_turn_requests`).
+    Limit(u32),
 }
 
 pub(crate) async fn run(
@@ -84,7 +96,7 @@ pub(crate) async fn run(
     text: String,
     correlation_id: String,
     token: CancellationToken,
-) {
+) -> TurnEnd {
     let mut turn = Turn {
         engine,
         shared,
@@ -98,15 +110,26 @@ pub(crate) async fn run(
         Ok(()) => {
             turn.emit_status();
             turn.finish(WsState::Idle);
+            TurnEnd::Done
         }
         Err(Stop::Cancelled) => {
             shared.emit(Event::info("[Generation cancelled]"));
             turn.finish(WsState::Idle);
+            TurnEnd::Cancelled
         }
         Err(Stop::Failed(message)) => {
             shared.emit(Event::error(format!("Error: {message}")));
             shared.emit(Event::StreamEnd);
             turn.finish(WsState::Error);
+            TurnEnd::Failed(message)
+        }
+        Err(Stop::Limit(requests)) => {
+            shared.emit(Event::info(format!(
+                "[Stopped: this turn reached its limit of {requests} model requests]"
+            )));
+            turn.emit_status();
+            turn.finish(WsState::Idle);
+            TurnEnd::Limit(requests)
         }
     }
 }
@@ -144,12 +167,17 @@ impl Turn<'_> {
     }
 
     async fn run_loop(&mut self) -> Result<(), Stop> {
+        let limit = self.engine.config().max_turn_requests;
         loop {
             let calls = self.request().await?;
             if calls.is_empty() {
                 return Ok(());
             }
             self.tool_round(calls).await?;
+            // The results are folded: the conversation is complete if the turn stops here.
+            if let Some(limit) = limit.filter(|l| self.tools.step >= *l) {
+                return Err(Stop::Limit(limit));
+            }
         }
     }
 
@@ -331,10 +359,12 @@ impl Turn<'_> {
 
         let always = lock(&self.shared.always).clone();
         let skip = self.shared.skip_permissions.load(Ordering::Relaxed);
+        let unattended = self.engine.config().unattended;
         let needs_decision: Vec<&Prep> = prepared
             .iter()
             .filter(|p| p.item.error.is_none() && p.item.needs_approval)
             .filter(|p| !skip && !always.contains(&p.item.approval_label))
+            .filter(|p| !(unattended && p.auto_approve_meta()))
             .collect();
 
         let decision = if needs_decision.is_empty() {
@@ -352,6 +382,14 @@ impl Turn<'_> {
             Decision {
                 approved: true,
                 feedback: String::new(),
+                always: false,
+            }
+        } else if unattended {
+            // Nobody to ask (a sub-agent): deny what needs a human, run the rest.
+            self.emit(Event::ToolInfo { items });
+            Decision {
+                approved: false,
+                feedback: UNATTENDED_DENIAL.to_string(),
                 always: false,
             }
         } else {
@@ -395,7 +433,9 @@ impl Turn<'_> {
         }
 
         if !decision.approved {
-            let denial = if decision.feedback.is_empty() {
+            let denial = if unattended {
+                decision.feedback.clone()
+            } else if decision.feedback.is_empty() {
                 "Denied by user".to_string()
             } else {
                 format!("Denied by user: {}", decision.feedback)
@@ -606,6 +646,20 @@ struct Prep {
     prepared: Option<Prepared>,
     tool: Option<Arc<dyn Tool>>,
 }
+
+impl Prep {
+    /// Whether the tool's metadata marks it safe to run unasked (`auto_approve`).
+    fn auto_approve_meta(&self) -> bool {
+        self.tool
+            .as_ref()
+            .is_some_and(|t| t.definition().meta.auto_approve)
+    }
+}
+
+/// The tool result of a call an unattended turn (a sub-agent) could not ask about.
+const UNATTENDED_DENIAL: &str = "Error: not run: this tool needs approval and this sub-agent \
+runs unattended (subagent_auto_approve_all = false). Only tools marked auto-approve run here; \
+finish without it, or say in your final answer what is left for the parent to do.";
 
 /// Most `tool_output_chunk` events one call may emit: a command printing thousands of
 /// lines must not flush every subscriber's resume window. The full (truncated) output still

@@ -194,6 +194,50 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    /// The state of a new workstream (or of a sub-agent's conversation, which runs turns on
+    /// it without an actor or a handle).
+    pub(crate) fn new(
+        engine: &Engine,
+        id: Arc<str>,
+        name: String,
+        hook: Option<EventHook>,
+        journal: Option<Arc<dyn Journal>>,
+        history: Vec<ChatMessage>,
+    ) -> Self {
+        let config = engine.config();
+        let mut tool_ctx =
+            ToolContext::new(config.cwd.clone()).for_workstream(&id, &config.node_id);
+        tool_ctx.truncation_limit = config.truncation_limit(engine.context_window());
+        Self {
+            log: Arc::new(EventLog::new(config.event_log_capacity, config.live_buffer)),
+            id,
+            name: Mutex::new(name),
+            state: AtomicU8::new(WsState::Idle.to_u8()),
+            busy: AtomicBool::new(false),
+            hook,
+            journal,
+            messages: Mutex::new(history),
+            pending: Mutex::new(None),
+            last_verdict: Mutex::new(None),
+            turn_token: Mutex::new(None),
+            always: Mutex::new(config.auto_approve_labels.clone()),
+            skip_permissions: AtomicBool::new(config.skip_permissions),
+            last_active: Mutex::new(Instant::now()),
+            usage: Mutex::new(Usage::default()),
+            tokens_total: AtomicU64::new(0),
+            turn_count: AtomicU64::new(0),
+            tool_calls_this_turn: AtomicU64::new(0),
+            tool_ctx,
+            closed: CancellationToken::new(),
+            activity: Mutex::new((String::new(), String::new())),
+            tool_calls_total: AtomicU64::new(0),
+            tool_intent: Mutex::new(config.default_tool_intent.clone()),
+            loaded_tools: LoadedTools::new(),
+            prepared_tools: Mutex::new(None),
+            skill: Mutex::new(None),
+        }
+    }
+
     pub fn emit(&self, event: Event) -> Arc<Envelope> {
         match &event {
             Event::Activity {
@@ -308,39 +352,14 @@ impl WorkstreamHandle {
         journal: Option<Arc<dyn Journal>>,
         history: Vec<ChatMessage>,
     ) -> Self {
-        let config = engine.config();
-        let id: Arc<str> = id.into();
-        let mut tool_ctx =
-            ToolContext::new(config.cwd.clone()).for_workstream(&id, &config.node_id);
-        tool_ctx.truncation_limit = config.truncation_limit(engine.context_window());
-        let shared = Arc::new(Shared {
-            log: Arc::new(EventLog::new(config.event_log_capacity, config.live_buffer)),
-            id,
-            name: Mutex::new(name),
-            state: AtomicU8::new(WsState::Idle.to_u8()),
-            busy: AtomicBool::new(false),
+        let shared = Arc::new(Shared::new(
+            &engine,
+            id.into(),
+            name,
             hook,
             journal,
-            messages: Mutex::new(history),
-            pending: Mutex::new(None),
-            last_verdict: Mutex::new(None),
-            turn_token: Mutex::new(None),
-            always: Mutex::new(config.auto_approve_labels.clone()),
-            skip_permissions: AtomicBool::new(config.skip_permissions),
-            last_active: Mutex::new(Instant::now()),
-            usage: Mutex::new(Usage::default()),
-            tokens_total: AtomicU64::new(0),
-            turn_count: AtomicU64::new(0),
-            tool_calls_this_turn: AtomicU64::new(0),
-            tool_ctx,
-            closed: CancellationToken::new(),
-            activity: Mutex::new((String::new(), String::new())),
-            tool_calls_total: AtomicU64::new(0),
-            tool_intent: Mutex::new(config.default_tool_intent.clone()),
-            loaded_tools: LoadedTools::new(),
-            prepared_tools: Mutex::new(None),
-            skill: Mutex::new(None),
-        });
+            history,
+        ));
         let (inbox, rx) = mpsc::channel(4);
         let span = tracing::info_span!("workstream", ws_id = %shared.id);
         tokio::spawn(actor(engine.clone(), shared.clone(), rx).instrument(span));
@@ -664,6 +683,16 @@ impl WorkstreamHandle {
     pub fn emit_error(&self, message: impl Into<String>) {
         self.shared.emit(Event::Error {
             message: message.into(),
+        });
+    }
+
+    /// Tells this workstream's frontends to open a stored preview (`open_preview`).
+    pub fn emit_preview(&self, preview_id: &str, kind: &str, title: &str, url: &str) {
+        self.shared.emit(Event::Preview {
+            preview_id: preview_id.to_string(),
+            kind: kind.to_string(),
+            title: title.to_string(),
+            url: url.to_string(),
         });
     }
 }

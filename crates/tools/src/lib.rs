@@ -14,6 +14,7 @@
 //! - the tools that need storage — `memory`, `recall`, `skill` — and their seams
 //!   ([`backends`]: [`MemoryBackend`], [`HistoryBackend`], [`SkillBackend`]), which the node
 //!   implements over its store;
+//!   `open_preview`, registered by the node with its [`PreviewSink`];
 //! - the network side of the web tools ([`web`]): SSRF screening of every connected address
 //!   and redirect hop, the screened fetcher, HTML to text, the SearxNG client and webhook
 //!   delivery, with the seams the node fills in ([`PageAnswerer`], [`SearchBackend`]);
@@ -66,8 +67,9 @@ pub use backends::{
 };
 pub use builtin::WatchTool;
 pub use builtin::{
-    BashTool, BuiltinOptions, DiffFileTool, EditFileTool, MemoryTool, NotifyTool, ReadFileTool,
-    RecallTool, SearchTool, SkillTool, WebFetchTool, WebSearchTool, WriteFileTool,
+    BashTool, BuiltinOptions, DiffFileTool, EditFileTool, MemoryTool, NotifyTool, OpenPreviewTool,
+    PreviewContent, PreviewKind, PreviewSink, ReadFileTool, RecallTool, SearchTool, SkillTool,
+    WebFetchTool, WebSearchTool, WriteFileTool,
 };
 pub use error::{ArgumentError, RegistryError};
 pub use registry::{

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use clap::Parser;
-use turnstone_engine::{CreateOptions, EngineConfig, ManagerConfig};
+use turnstone_engine::{AgentModel, CreateOptions, EngineConfig, ManagerConfig};
 use turnstone_node::backend::{Backend, resolve_cwd};
 use turnstone_node::config_file::ServerFile;
 use turnstone_node::persist::Persistence;
@@ -108,6 +108,18 @@ struct Args {
     /// Proxies whose `X-Forwarded-For` is believed: comma-separated CIDRs or addresses.
     #[arg(long, env = "TURNSTONE_RATELIMIT_TRUSTED_PROXIES", default_value = "")]
     ratelimit_trusted_proxies: String,
+    /// `task_agent`: model requests a sub-agent may make before it is stopped.
+    #[arg(long, env = "TURNSTONE_AGENT_MAX_TURNS", default_value_t = 20)]
+    agent_max_turns: u32,
+    /// `task_agent`: whether sub-agents run every tool of their set without asking (the
+    /// human approved the task_agent call). `false`: only auto-approve tools run.
+    #[arg(
+        long,
+        env = "TURNSTONE_SUBAGENT_AUTO_APPROVE_ALL",
+        default_value_t = true,
+        action = clap::ArgAction::Set
+    )]
+    subagent_auto_approve_all: bool,
 }
 
 fn default_node_id() -> String {
@@ -167,7 +179,7 @@ async fn main() -> anyhow::Result<()> {
         tracing::warn!(host = %args.host, "auth is DISABLED (allowed only on a loopback bind)");
     }
 
-    let (backend, model) = connect_backend(&args, &file).await?;
+    let (backend, model, agent_model) = connect_backend(&args, &file).await?;
     if backend.is_scripted() {
         tracing::info!(url = %backend.base_url, "no --base-url: using the built-in scripted model");
     }
@@ -187,10 +199,13 @@ async fn main() -> anyhow::Result<()> {
                 .max(1),
         ),
         cwd: resolve_cwd(args.cwd.clone().or(file.server.cwd.clone()))?,
+        agent_max_turns: args.agent_max_turns.max(1),
+        subagent_auto_approve_all: args.subagent_auto_approve_all,
         ..EngineConfig::default()
     };
     let tool_options = builtin_options(&file, &backend, &model)?;
     let engine = backend.engine_with(config, &tool_options).await?;
+    turnstone_engine::register_subagent_with(&engine, agent_model)?;
     let manager_config = ManagerConfig {
         max_workstreams: file.server.max_workstreams.unwrap_or(args.max_workstreams),
         ..ManagerConfig::default()
@@ -252,6 +267,7 @@ async fn main() -> anyhow::Result<()> {
     };
     // The tools that need storage (memory, recall, skill) join the live registry.
     turnstone_node::store_tools::register_for(&node)?;
+    server::previews::register(&node, &tool_options.web)?;
     node.create_workstream(CreateOptions {
         name: Some("default".into()),
         ..CreateOptions::default()
@@ -265,7 +281,11 @@ async fn main() -> anyhow::Result<()> {
             "MCP servers connecting in the background"
         );
         node.set_mcp(m.clone());
-        turnstone_node::mcp_tools::spawn_sync(m.clone(), node.manager.engine().registry().clone())
+        let registry = node.manager.engine().registry();
+        if let Err(e) = turnstone_node::mcp_resource_tools::register(m, registry) {
+            tracing::warn!(error = %e, "read_resource and use_prompt not registered");
+        }
+        turnstone_node::mcp_tools::spawn_sync(m.clone(), registry.clone())
     });
 
     // Watches: the tool and the runner that polls them (only with persistence).
@@ -314,18 +334,38 @@ async fn main() -> anyhow::Result<()> {
 
 /// The model backend: the config file's model registry (aliases, fallback chain), else
 /// `--provider anthropic`, else an OpenAI-compatible `--base-url`, else the scripted model.
-/// Returns it with the model name requests carry.
-async fn connect_backend(args: &Args, file: &ServerFile) -> anyhow::Result<(Backend, String)> {
+/// Returns it with the model name requests carry and, when `[model] agent_model` names
+/// another model, the one `task_agent` sub-agents run on.
+async fn connect_backend(
+    args: &Args,
+    file: &ServerFile,
+) -> anyhow::Result<(Backend, String, Option<AgentModel>)> {
     if let Some(registry) = &file.registry {
         let registry = turnstone_llm::ModelRegistry::from_config(registry)?;
         let alias = registry.default_alias().to_string();
         let entry = registry.get(&alias)?;
         let model = entry.entry.model.clone();
         tracing::info!(alias, model, aliases = ?registry.aliases(), "model registry");
+        let agent_alias = registry.agent_alias().to_string();
+        let agent_model = if agent_alias == alias {
+            None
+        } else {
+            let agent = registry.get(&agent_alias)?;
+            tracing::info!(alias = %agent_alias, model = %agent.entry.model, "sub-agent model");
+            Some(AgentModel {
+                model: agent.entry.model.clone(),
+                provider: Backend::from_provider(
+                    Arc::new(registry.agent_chain()),
+                    format!("registry:{agent_alias}"),
+                )
+                .provider,
+            })
+        };
         let chain = registry.default_chain();
         return Ok((
             Backend::from_provider(Arc::new(chain), format!("registry:{alias}")),
             model,
+            agent_model,
         ));
     }
     if args.provider == "anthropic" {
@@ -347,14 +387,14 @@ async fn connect_backend(args: &Args, file: &ServerFile) -> anyhow::Result<(Back
             .model
             .clone()
             .ok_or_else(|| anyhow::anyhow!("--provider anthropic needs --model"))?;
-        return Ok((Backend::from_provider(Arc::new(provider), url), model));
+        return Ok((Backend::from_provider(Arc::new(provider), url), model, None));
     }
     let backend = Backend::connect(args.base_url.as_deref(), args.api_key.clone()).await?;
     let model = args
         .model
         .clone()
         .unwrap_or_else(|| "fake-model".to_string());
-    Ok((backend, model))
+    Ok((backend, model, None))
 }
 
 /// Built-in tool settings from `[tools]`: the web tools on (unless disabled), their SSRF

@@ -43,6 +43,7 @@ async fn run(args: CliArgs) -> Result<(), NodeError> {
         );
     }
     let engine = backend.engine(settings.engine_config(cwd)).await?;
+    turnstone_engine::register_subagent(&engine)?;
     let mut manager = Manager::new(
         engine,
         ManagerConfig {

@@ -669,7 +669,9 @@ impl<W: Write> Repl<W> {
             | Event::Status(_)
             | Event::ClearUi
             | Event::Cancelled
-            | Event::Activity { .. } => {}
+            | Event::Activity { .. }
+            // No pane in a terminal: the tool's confirmation line says it all.
+            | Event::Preview { .. } => {}
         }
         Ok(())
     }

@@ -14,6 +14,7 @@ pub mod login;
 pub mod memories;
 pub mod metrics;
 pub mod openapi;
+pub mod previews;
 pub mod ratelimit;
 pub mod skills;
 pub mod sse;
@@ -65,6 +66,7 @@ pub fn router(node: Arc<Node>) -> Router {
             "/api/tools",
             get(internal::prepared_tools).post(internal::set_tools),
         )
+        .route("/api/previews/{preview_id}", get(previews::get_preview))
         .route("/api/_internal/mcp-status", get(internal::mcp_status))
         .route("/api/_internal/mcp-reload", post(internal::mcp_reload))
         .merge(login::routes())

@@ -54,6 +54,8 @@ pub enum Reply {
     EventStream,
     /// `text/html`.
     Html,
+    /// Bytes of a type only known at run time (a stored preview).
+    Bytes,
 }
 
 /// Where a parameter goes.
@@ -337,6 +339,24 @@ const SKILL_NAME_PATH: [Param; 1] = [Param {
     count: false,
     description: "The skill name.",
 }];
+const PREVIEW_PARAMS: [Param; 3] = [
+    Param {
+        name: "preview_id",
+        location: ParamIn::Path,
+        required: true,
+        count: false,
+        description: "The `preview_id` of the workstream's `preview` event.",
+    },
+    WS_ID_QUERY,
+    Param {
+        name: "remote",
+        location: ParamIn::Query,
+        required: false,
+        count: false,
+        description: "`1`: let a previewed page load its remote images, styles, fonts and \
+                      media (never scripts).",
+    },
+];
 
 /// Every documented operation, in document order.
 pub const ROUTES: &[ApiRoute] = &[
@@ -427,6 +447,11 @@ pub const ROUTES: &[ApiRoute] = &[
         .body::<super::internal::SetToolsBody>()
         .json::<super::internal::SetToolsReply>()
         .errors(&[404, 503]),
+    ApiRoute::get("/v1/api/previews/{preview_id}", "workstreams")
+        .summary("Content open_preview stored for a workstream, served with a sandboxing CSP")
+        .params(&PREVIEW_PARAMS)
+        .reply(Reply::Bytes)
+        .errors(&[400, 404]),
     ApiRoute::get("/v1/api/_internal/mcp-status", "internal")
         .summary("Status of each configured MCP server (console fan-out)")
         .json::<super::internal::McpStatusReply>(),
@@ -606,6 +631,10 @@ fn operation(
         Reply::Html => json!({
             "description": status_text(200),
             "content": {"text/html": {"schema": {"type": "string"}}},
+        }),
+        Reply::Bytes => json!({
+            "description": "The stored bytes with their own content type",
+            "content": {"*/*": {"schema": {"type": "string", "format": "binary"}}},
         }),
     };
     responses.insert("200".into(), ok.clone());

@@ -159,6 +159,8 @@ pub struct Node {
     pub create_memo: tokio::sync::Mutex<HashMap<String, (Value, SystemTime)>>,
     /// The MCP client manager, when MCP servers are configured (set once at start-up).
     mcp: std::sync::OnceLock<Arc<turnstone_mcp::McpManager>>,
+    /// Content `open_preview` stored, per workstream (forgotten when it closes).
+    pub previews: super::previews::PreviewStore,
 }
 
 impl std::fmt::Debug for Node {
@@ -234,6 +236,7 @@ impl Node {
             idempotency: Mutex::new(Idempotency::default()),
             create_memo: tokio::sync::Mutex::default(),
             mcp: std::sync::OnceLock::new(),
+            previews: super::previews::PreviewStore::default(),
         })
     }
 
@@ -295,6 +298,7 @@ impl Node {
     }
 
     pub fn announce_closed(&self, closed: &Closed) {
+        self.previews.forget(&closed.ws_id);
         let name = (closed.reason == "evicted").then(|| closed.name.clone());
         self.node_log.push_with(|seq| NodeEvent {
             seq,

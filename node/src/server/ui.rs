@@ -49,6 +49,16 @@ pub const ASSETS: &[Asset] = &[
         body: include_str!("../../ui/style.css"),
     },
     Asset {
+        path: "preview.js",
+        content_type: JS,
+        body: include_str!("../../ui/preview.js"),
+    },
+    Asset {
+        path: "preview.css",
+        content_type: CSS,
+        body: include_str!("../../ui/preview.css"),
+    },
+    Asset {
         path: "favicon.svg",
         content_type: SVG,
         body: include_str!("../../ui/favicon.svg"),
@@ -153,7 +163,14 @@ mod tests {
     #[test]
     fn every_file_the_page_links_is_embedded() {
         let page = asset("index.html").unwrap().body;
-        for linked in ["app.js", "markdown.js", "style.css", "favicon.svg"] {
+        for linked in [
+            "app.js",
+            "markdown.js",
+            "style.css",
+            "favicon.svg",
+            "preview.js",
+            "preview.css",
+        ] {
             assert!(
                 page.contains(&format!("/static/{linked}")),
                 "index.html links {linked}"

@@ -7,5 +7,6 @@ mod journal;
 mod manager;
 mod resilience;
 mod skills;
+mod subagent;
 mod toolset;
 mod turns;

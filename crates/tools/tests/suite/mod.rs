@@ -1,6 +1,7 @@
 mod bash;
 mod files;
 mod notify;
+mod open_preview;
 mod registry;
 mod search;
 mod ssrf;

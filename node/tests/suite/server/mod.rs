@@ -4,10 +4,12 @@
 mod api;
 mod browser;
 mod login;
+mod mcp_resources;
 mod memories;
 mod metrics;
 mod openapi;
 mod persistence;
+mod previews;
 mod ratelimit;
 mod skills;
 mod store_tools;
@@ -140,6 +142,7 @@ impl TestNode {
             config,
         )
         .await;
+        turnstone_engine::register_subagent(&engine).unwrap();
         let auth = auth.unwrap_or_else(|| {
             Authenticator::new(true, None, Self::test_tokens(), AUDIENCE_SERVER)
         });
@@ -164,6 +167,12 @@ impl TestNode {
                 node
             }
         };
+        // open_preview fetches from test servers on 127.0.0.1: private space allowed.
+        let web = turnstone_tools::WebOptions {
+            allow_private_network: true,
+            ..turnstone_tools::WebOptions::default()
+        };
+        server::previews::register(&node, &web).unwrap();
         let default_ws = node
             .create_workstream(CreateOptions {
                 name: Some("default".into()),
@@ -196,6 +205,11 @@ impl TestNode {
             _dir: dir,
             _server: server,
         }
+    }
+
+    /// The tools' working directory (a temp dir).
+    pub fn cwd(&self) -> &std::path::Path {
+        self._dir.path()
     }
 
     pub fn url(&self, path: &str) -> String {

@@ -1,0 +1,394 @@
+//! `task_agent`: a sub-agent that runs a task to completion and hands its final answer back
+//! as the tool result (seed 000 "task_agent").
+//!
+//! The sub-agent is a fresh, non-persisted conversation run by the *same* turn loop as a
+//! workstream (`turn.rs`): the tool builds a private engine view ([`Engine`] with the
+//! sub-agent's model, system prompt, request limit and unattended approval policy, over the
+//! parent's live tool registry) and a detached workstream state (no actor, no journal, no
+//! node-wide hook), then runs one turn on it. What differs from a workstream is carried by
+//! configuration, not by a second loop:
+//!
+//! - tools: the task-agent subset, every registered tool whose metadata says `task_agent`
+//!   (a hand-picked [`ToolIntent`], so no `tool_search`), read at every call so MCP tools that
+//!   arrive later are included; `task_agent` itself never is;
+//! - turn limit: [`EngineConfig::agent_max_turns`] model requests
+//!   ([`EngineConfig::max_turn_requests`] of the sub-agent's engine); when reached, the tool
+//!   returns what the sub-agent has plus a note;
+//! - approvals: nobody is asked ([`EngineConfig::unattended`]). Tools with `auto_approve`
+//!   metadata always run; the rest run too when [`EngineConfig::subagent_auto_approve_all`]
+//!   is on (the default: the human approved the `task_agent` call), else they are denied
+//!   with a tool error;
+//! - model: the `agent_model`'s provider when one is configured ([`AgentModel`]), else the
+//!   parent's.
+//!
+//! Cancellation cascades by drop: when the parent's turn is cancelled it drops this tool's
+//! `execute` future, which drops the sub-agent's turn — its provider stream and its running
+//! tools (bash children are killed on drop).
+//!
+//! Progress: the sub-agent's events are read from its own log and forwarded to the parent's
+//! [`OutputSink`] as short lines (`→ bash: ls`), so the parent's frontends see them as the
+//! `task_agent` call's streamed output.
+
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+
+use async_trait::async_trait;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+use turnstone_llm::{ChatMessage, Resilient, Role};
+use turnstone_tools::toolset::ToolIntent;
+use turnstone_tools::{
+    OutputSink, Prepared, Provenance, RegistryError, Tool, ToolContext, ToolDefinition, ToolOutput,
+    parse_definition, truncate_output,
+};
+
+use crate::event::Event;
+use crate::log::Item;
+use crate::turn::{self, TurnEnd};
+use crate::workstream::{Shared, lock};
+use crate::{Engine, EngineConfig};
+
+/// The tool's name.
+pub const TASK_AGENT: &str = "task_agent";
+
+/// The schema (OpenAI function plus Turnstone metadata): top-level only, needs approval.
+const SCHEMA: &str = r#"{
+  "name": "task_agent",
+  "description": "Delegate a self-contained task to an autonomous sub-agent. The sub-agent starts with a fresh conversation (it does not see this one), has the read, write, edit, search, bash and web tools, works in the same directory, runs to completion without asking, and its final message is returned to you as this tool's result. Use it for multi-step work that needs file changes or commands; give it everything it needs to know in the prompt.",
+  "parameters": {
+    "type": "object",
+    "properties": {
+      "prompt": {
+        "type": "string",
+        "description": "The complete task description for the sub-agent: goal, relevant paths and facts, and what its final answer should contain."
+      }
+    },
+    "required": ["prompt"]
+  },
+  "agent": false,
+  "task_agent": false,
+  "auto_approve": false,
+  "primary_key": "prompt"
+}"#;
+
+/// The sub-agent's system prompt (`{cwd}` is replaced by the working directory).
+const SYSTEM_PROMPT: &str = "You are a task sub-agent of Turnstone, started by another \
+assistant (your parent) to carry out one task on its behalf. You work autonomously: nobody \
+answers questions while you run, so do not ask any; use your tools to do the work, checking \
+results as you go. Your working directory is {cwd}. When the task is done (or cannot be \
+done), reply with a final message and no tool calls: that message, and only that message, is \
+returned to your parent, so make it a complete, self-contained report of what you did, what \
+you found and anything left undone.";
+
+/// The model a sub-agent runs on when it is not the parent's (`[model] agent_model`).
+#[derive(Clone)]
+pub struct AgentModel {
+    /// The provider (typically the registry's `agent_chain()`, made resilient).
+    pub provider: Resilient,
+    /// The model name its requests carry.
+    pub model: String,
+}
+
+impl std::fmt::Debug for AgentModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentModel")
+            .field("model", &self.model)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The `task_agent` tool. Holds its engine weakly: the engine's registry holds the tool.
+pub struct TaskAgentTool {
+    definition: ToolDefinition,
+    engine: Weak<Engine>,
+    model: Option<AgentModel>,
+    runs: AtomicU64,
+}
+
+impl std::fmt::Debug for TaskAgentTool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TaskAgentTool")
+            .field("model", &self.model)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Registers `task_agent` in `engine`'s live registry (provenance built-in); sub-agents run
+/// on the parent's model.
+pub fn register_subagent(engine: &Arc<Engine>) -> Result<(), RegistryError> {
+    register_subagent_with(engine, None)
+}
+
+/// [`register_subagent`] with the sub-agents' own model (`agent_model`) when configured.
+pub fn register_subagent_with(
+    engine: &Arc<Engine>,
+    model: Option<AgentModel>,
+) -> Result<(), RegistryError> {
+    let tool = TaskAgentTool::new(engine, model)?;
+    engine.registry().add(Arc::new(tool), Provenance::Builtin)
+}
+
+impl TaskAgentTool {
+    /// The tool for `engine` (not registered; see [`register_subagent`]).
+    pub fn new(engine: &Arc<Engine>, model: Option<AgentModel>) -> Result<Self, RegistryError> {
+        Ok(Self {
+            definition: parse_definition(SCHEMA)?,
+            engine: Arc::downgrade(engine),
+            model,
+            runs: AtomicU64::new(0),
+        })
+    }
+
+    /// The engine view a sub-agent runs on: the parent's registry and settings, with the
+    /// sub-agent's model, prompt, tool set, request limit and approval policy.
+    fn sub_engine(&self, parent: &Engine, cwd: &std::path::Path) -> Engine {
+        let pc = parent.config();
+        let (provider, model) = match &self.model {
+            Some(m) => (m.provider.clone(), m.model.clone()),
+            None => (parent.provider().clone(), pc.model.clone()),
+        };
+        let names: Vec<String> = parent
+            .registry()
+            .task_agent_names()
+            .into_iter()
+            .filter(|n| n != TASK_AGENT)
+            .collect();
+        let config = EngineConfig {
+            model,
+            model_alias: String::new(),
+            system_prompt: Some(SYSTEM_PROMPT.replace("{cwd}", &cwd.display().to_string())),
+            default_tool_intent: ToolIntent::only(names),
+            skip_permissions: pc.subagent_auto_approve_all,
+            max_turn_requests: Some(pc.agent_max_turns.max(1)),
+            unattended: true,
+            ..pc.clone()
+        };
+        Engine {
+            provider,
+            tools: parent.registry().clone(),
+            config,
+            context_window: AtomicU32::new(parent.context_window()),
+        }
+    }
+}
+
+#[async_trait]
+impl Tool for TaskAgentTool {
+    fn definition(&self) -> &ToolDefinition {
+        &self.definition
+    }
+
+    fn prepare(&self, args: Value, _ctx: &ToolContext) -> Result<Prepared, String> {
+        let Some(map) = args.as_object() else {
+            return Err("Error: arguments must be a JSON object".into());
+        };
+        let prompt = match map.get("prompt") {
+            Some(Value::String(p)) if !p.trim().is_empty() => p.trim().to_string(),
+            Some(Value::String(_)) => {
+                return Err("Error: argument 'prompt' must not be empty".into());
+            }
+            None | Some(Value::Null) => {
+                return Err("Error: missing required argument 'prompt'".into());
+            }
+            Some(_) => return Err("Error: argument 'prompt' must be a string".into()),
+        };
+        let first = prompt.lines().next().unwrap_or_default();
+        let mut summary: String = first.chars().take(120).collect();
+        if first.chars().count() > 120 || prompt.lines().nth(1).is_some() {
+            summary.push_str(" \u{2026}");
+        }
+        Ok(Prepared {
+            header: format!("\u{2699} {TASK_AGENT}: {summary}"),
+            preview: prompt.clone(),
+            needs_approval: true,
+            approval_label: TASK_AGENT.to_string(),
+            args: json!({ "prompt": prompt }),
+        })
+    }
+
+    async fn execute(
+        &self,
+        prepared: &Prepared,
+        ctx: &ToolContext,
+        out: &dyn OutputSink,
+    ) -> ToolOutput {
+        let Some(parent) = self.engine.upgrade() else {
+            return ToolOutput::error("Error: the engine is shutting down");
+        };
+        let prompt = prepared
+            .args
+            .get("prompt")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        let run = self.runs.fetch_add(1, Ordering::Relaxed) + 1;
+        let engine = self.sub_engine(&parent, &ctx.cwd);
+        let id = format!("{}/agent-{run}", ctx.ws_id);
+        let mut shared = Shared::new(
+            &engine,
+            id.as_str().into(),
+            TASK_AGENT.into(),
+            None,
+            None,
+            Vec::new(),
+        );
+        // The parent's working directory and ids, but its own read-before-edit set: what
+        // the parent read is not known to this conversation.
+        shared.tool_ctx = ToolContext {
+            read_files: Arc::default(),
+            ..ctx.clone()
+        };
+        shared.turn_count.store(1, Ordering::Relaxed);
+        let span = tracing::info_span!(
+            "task_agent",
+            parent_ws = %ctx.ws_id,
+            agent = %id,
+            model = %engine.config().model,
+            max_requests = engine.config().max_turn_requests.unwrap_or(0),
+        );
+        let mut events = shared.log.subscribe(None);
+        let end = {
+            let turn = turn::run(
+                &engine,
+                &shared,
+                prompt,
+                crate::new_correlation_id(),
+                CancellationToken::new(),
+            )
+            .instrument(span);
+            tokio::pin!(turn);
+            loop {
+                tokio::select! {
+                    biased;
+                    item = events.next() => match item {
+                        Some(Item::Event(env)) => progress(&env.event, out),
+                        Some(Item::Truncated { .. }) => {}
+                        None => break (&mut turn).await,
+                    },
+                    end = &mut turn => break end,
+                }
+            }
+        };
+        for item in events.backlog() {
+            if let Item::Event(env) = item {
+                progress(&env.event, out);
+            }
+        }
+        let history = lock(&shared.messages).clone();
+        tracing::debug!(?end, messages = history.len(), "sub-agent finished");
+        finish(end, &history, ctx)
+    }
+}
+
+/// The tool result for how the sub-agent's turn ended.
+fn finish(end: TurnEnd, history: &[ChatMessage], ctx: &ToolContext) -> ToolOutput {
+    let last = last_text(history);
+    let output = match end {
+        TurnEnd::Done => match last {
+            Some(text) => ToolOutput::ok(text),
+            None => ToolOutput::ok("(the sub-agent finished without a final message)"),
+        },
+        TurnEnd::Limit(requests) => ToolOutput::ok(format!(
+            "{}\n\n[task_agent: the sub-agent was stopped after {requests} model requests \
+             (agent_max_turns) before it finished; the task may be incomplete]",
+            last.unwrap_or_else(|| "(the sub-agent had no answer yet)".to_string())
+        )),
+        TurnEnd::Failed(message) => ToolOutput::error(match last {
+            Some(text) => {
+                format!("Error: the sub-agent failed: {message}\nIts last message:\n{text}")
+            }
+            None => format!("Error: the sub-agent failed: {message}"),
+        }),
+        TurnEnd::Cancelled => ToolOutput::error("Error: the sub-agent was cancelled"),
+    };
+    ToolOutput {
+        content: truncate_output(&output.content, ctx.truncation_limit),
+        ..output
+    }
+}
+
+/// The text of the last assistant message that has some.
+fn last_text(history: &[ChatMessage]) -> Option<String> {
+    history
+        .iter()
+        .rev()
+        .filter(|m| m.role() == Role::Assistant)
+        .find_map(|m| m.content.clone().filter(|c| !c.trim().is_empty()))
+}
+
+/// Turns one of the sub-agent's events into short progress lines for the parent.
+fn progress(event: &Event, out: &dyn OutputSink) {
+    {
+        let emit = |line: String| out.chunk(&format!("{line}\n"));
+        match event {
+            Event::ToolInfo { items } | Event::ApproveRequest { items, .. } => {
+                for item in items {
+                    match &item.error {
+                        Some(error) => emit(format!(
+                            "\u{2192} \u{2717} {}: {}",
+                            item.func_name,
+                            first_line(error, 160)
+                        )),
+                        None => {
+                            let header = item.header.trim_start_matches('\u{2699}').trim_start();
+                            emit(format!("\u{2192} {}", first_line(header, 160)));
+                        }
+                    }
+                }
+            }
+            Event::ToolResult {
+                name,
+                output,
+                is_error: true,
+                ..
+            } => emit(format!("  \u{2717} {name}: {}", first_line(output, 160))),
+            Event::Error { message } => emit(format!("  ! {}", first_line(message, 160))),
+            Event::Info { message } => emit(format!("  {}", first_line(message, 160))),
+            _ => {}
+        }
+    }
+}
+
+fn first_line(text: &str, max: usize) -> String {
+    let line = text.lines().next().unwrap_or_default();
+    let mut out: String = line.chars().take(max).collect();
+    if line.chars().count() > max {
+        out.push('\u{2026}');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_schema_is_top_level_only_and_needs_approval() {
+        let def = parse_definition(SCHEMA).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(def.name, TASK_AGENT);
+        assert!(!def.meta.task_agent && !def.meta.agent && !def.meta.auto_approve);
+        assert_eq!(def.meta.primary_key.as_deref(), Some("prompt"));
+    }
+
+    #[test]
+    fn the_result_is_the_last_assistant_text() {
+        let history = vec![
+            ChatMessage::user("do it"),
+            ChatMessage::assistant(Some("working".into()), Vec::new()),
+            ChatMessage::assistant(Some("  ".into()), Vec::new()),
+        ];
+        assert_eq!(last_text(&history).as_deref(), Some("working"));
+        let ctx = ToolContext::new("/tmp");
+        let out = finish(TurnEnd::Limit(3), &history, &ctx);
+        assert!(!out.is_error);
+        assert!(
+            out.content.starts_with("working\n\n[task_agent: "),
+            "{}",
+            out.content
+        );
+        assert!(out.content.contains("after 3 model requests"));
+        let out = finish(TurnEnd::Failed("boom".into()), &[], &ctx);
+        assert!(out.is_error && out.content.contains("boom"));
+    }
+}

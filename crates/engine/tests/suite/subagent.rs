@@ -1,0 +1,269 @@
+//! `task_agent`: a sub-agent run by the engine's own turn loop against the fake model over
+//! HTTP, with real tools in a temp dir.
+
+use serde_json::{Value, json};
+use turnstone_engine::{Event, WsState, register_subagent};
+
+use super::harness::*;
+
+/// Marks the sub-agent's requests: the start of its system prompt.
+const SUB_PROMPT: &str = "You are a task sub-agent of Turnstone";
+
+fn is_sub(request: &Value) -> bool {
+    request["messages"][0]["role"] == "system"
+        && request["messages"][0]["content"]
+            .as_str()
+            .is_some_and(|c| c.starts_with(SUB_PROMPT))
+}
+
+fn tool_names(request: &Value) -> Vec<String> {
+    request["tools"]
+        .as_array()
+        .map(|tools| {
+            tools
+                .iter()
+                .map(|t| t["function"]["name"].as_str().unwrap().to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The parent's model message that calls `task_agent` with `prompt`.
+fn delegate(prompt: &str) -> String {
+    format!("CALL:task_agent {}", json!({ "prompt": prompt }))
+}
+
+fn chunks(events: &[Event]) -> String {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::ToolOutputChunk { chunk, .. } => Some(chunk.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn the_sub_agent_runs_task_tools_and_its_final_text_is_the_result() {
+    let h = Harness::start().await;
+    register_subagent(h.manager.engine()).unwrap();
+    let ws = h.workstream();
+    let prompt = format!(
+        "{}\nTOOL: echo from-bash > {}",
+        r#"CALL:write_file {"path": "notes.txt", "content": "written by the sub-agent\n"}"#,
+        h.path("bash.txt").display()
+    );
+    let mut sub = send(&ws, &delegate(&prompt));
+    let events = read_until(&mut sub, |e| matches!(e, Event::ApproveRequest { .. })).await;
+    let Some(Event::ApproveRequest { items, .. }) = events.last() else {
+        unreachable!()
+    };
+    assert_eq!(items.len(), 1);
+    assert_eq!(items[0].func_name, "task_agent");
+    assert!(items[0].needs_approval, "task_agent needs approval");
+    assert_eq!(items[0].preview, prompt);
+    ws.approve(true, None, false);
+    let events = read_turn(&mut sub).await;
+    assert_eq!(ws.state(), WsState::Idle);
+
+    // Real effects of the sub-agent's tools (approved by its unattended policy).
+    assert_eq!(
+        std::fs::read_to_string(h.path("notes.txt")).unwrap(),
+        "written by the sub-agent\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(h.path("bash.txt")).unwrap(),
+        "from-bash\n"
+    );
+
+    // The sub-agent's final text ("done: <its last tool output>") is the parent's result.
+    let history = ws.history();
+    assert_provider_acceptable(&history);
+    let results = tool_messages(&history);
+    assert_eq!(results.len(), 1, "{results:?}");
+    assert!(results[0].starts_with("done: "), "{results:?}");
+    let task_result = tool_results(&events);
+    assert_eq!(
+        task_result.len(),
+        1,
+        "only the parent's own call reports a result"
+    );
+    assert_eq!(task_result[0].0, "task_agent");
+    assert_eq!(task_result[0].1, results[0]);
+    assert!(!task_result[0].2);
+
+    // Progress reached the parent as the call's streamed output.
+    let progress = chunks(&events);
+    assert!(progress.contains("\u{2192} write_file: "), "{progress}");
+    assert!(
+        progress.contains("\u{2192} bash: echo from-bash"),
+        "{progress}"
+    );
+
+    // The sub-agent's requests: a fresh conversation with its own system prompt and the
+    // task-agent tool subset only (never task_agent itself).
+    let requests = h.llm.requests();
+    let (subs, parents): (Vec<&Value>, Vec<&Value>) = requests.iter().partition(|r| is_sub(r));
+    assert_eq!(subs.len(), 2, "tool round, then the final answer");
+    assert_eq!(parents.len(), 2);
+    let expected = h.manager.engine().registry().task_agent_names();
+    assert!(!expected.contains(&"task_agent".to_string()));
+    for r in &subs {
+        assert_eq!(tool_names(r), expected);
+        assert_eq!(r["messages"][1]["role"], "user");
+        assert_eq!(r["messages"][1]["content"], prompt.as_str());
+    }
+    assert!(tool_names(parents[0]).contains(&"task_agent".to_string()));
+    // The parent's conversation holds none of the sub-agent's messages: its call, the
+    // result, its own final reply.
+    assert_eq!(history.len(), 4, "{history:#?}");
+}
+
+#[tokio::test]
+async fn the_turn_limit_stops_the_sub_agent_with_what_it_has() {
+    let h = Harness::with(|o| {
+        o.config.skip_permissions = true;
+        o.config.agent_max_turns = 1;
+    })
+    .await;
+    register_subagent(h.manager.engine()).unwrap();
+    let ws = h.workstream();
+    let marker = h.path("step1");
+    let mut sub = send(&ws, &delegate(&format!("TOOL: touch {}", marker.display())));
+    let events = read_turn(&mut sub).await;
+    assert!(marker.exists(), "the first round ran");
+    let sub_requests = h.llm.requests().iter().filter(|r| is_sub(r)).count();
+    assert_eq!(sub_requests, 1, "no request after the limit");
+    let results = tool_messages(&ws.history());
+    assert_eq!(results.len(), 1);
+    assert!(
+        results[0].contains("stopped after 1 model requests (agent_max_turns)"),
+        "{results:?}"
+    );
+    assert!(chunks(&events).contains("limit of 1 model requests"));
+    assert_provider_acceptable(&ws.history());
+}
+
+#[tokio::test]
+async fn cancelling_the_parent_kills_the_sub_agents_tools() {
+    let h = Harness::with(|o| o.config.skip_permissions = true).await;
+    register_subagent(h.manager.engine()).unwrap();
+    let ws = h.workstream();
+    let pidfile = h.path("pid");
+    let marker = h.path("finished");
+    let command = format!(
+        "echo $$ > {}; sleep 30; touch {}",
+        pidfile.display(),
+        marker.display()
+    );
+    let inner = format!("CALL:bash {}", json!({ "command": command, "timeout": 60 }));
+    let mut sub = send(&ws, &delegate(&inner));
+    read_until(&mut sub, |e| matches!(e, Event::ToolOutputChunk { .. })).await;
+    turnstone_testkit::assert_eventually!(
+        pidfile.exists(),
+        "the sub-agent's command never started"
+    );
+    let pid = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .to_string();
+    let proc_dir = std::path::PathBuf::from(format!("/proc/{pid}"));
+    assert!(proc_dir.exists());
+    let requests_before = h.llm.request_count();
+
+    assert!(ws.cancel());
+    let events = read_turn(&mut sub).await;
+    assert!(types(&events).contains(&"cancelled"));
+    assert_eq!(ws.state(), WsState::Idle);
+    turnstone_testkit::assert_eventually!(!proc_dir.exists(), "the sub-agent's command still runs");
+    assert!(!marker.exists());
+    let history = ws.history();
+    assert_provider_acceptable(&history);
+    assert_eq!(tool_messages(&history), ["Cancelled by user."]);
+    assert_eq!(
+        h.llm.request_count(),
+        requests_before,
+        "no request after the cancel"
+    );
+}
+
+#[tokio::test]
+async fn without_auto_approve_all_only_auto_approve_tools_run() {
+    let h = Harness::with(|o| {
+        o.config.skip_permissions = true;
+        o.config.subagent_auto_approve_all = false;
+    })
+    .await;
+    register_subagent(h.manager.engine()).unwrap();
+    std::fs::write(h.path("a.txt"), "alpha line\n").unwrap();
+    let ws = h.workstream();
+    let marker = h.path("touched");
+    let prompt = format!(
+        "{}\nTOOL: touch {}",
+        r#"CALL:read_file {"path": "a.txt"}"#,
+        marker.display()
+    );
+    let mut sub = send(&ws, &delegate(&prompt));
+    read_turn(&mut sub).await;
+    assert!(
+        !marker.exists(),
+        "bash needs approval: denied in the sub-agent"
+    );
+    // The sub-agent's second request carries both results: the file (read_file is
+    // auto-approve) and the denial with its reason.
+    let requests = h.llm.requests();
+    let second = requests.iter().filter(|r| is_sub(r)).nth(1).unwrap();
+    let tools: Vec<&str> = second["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap())
+        .collect();
+    assert_eq!(tools.len(), 2, "{tools:?}");
+    assert!(tools[0].contains("alpha line"), "{tools:?}");
+    assert!(
+        tools[1].starts_with("Error: not run: this tool needs approval")
+            && tools[1].contains("subagent_auto_approve_all = false"),
+        "{tools:?}"
+    );
+    let results = tool_messages(&ws.history());
+    assert!(
+        results[0].starts_with("done: Error: not run"),
+        "{results:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_bad_prompt_is_a_tool_error_and_the_tool_is_top_level_only() {
+    let h = Harness::with(|o| o.config.skip_permissions = true).await;
+    register_subagent(h.manager.engine()).unwrap();
+    let registry = h.manager.engine().registry();
+    let def = registry.get("task_agent").unwrap().definition().clone();
+    assert!(!def.meta.task_agent && !def.meta.auto_approve);
+    assert_eq!(
+        registry.provenance("task_agent"),
+        Some(turnstone_tools::Provenance::Builtin)
+    );
+    let ws = h.workstream();
+    let mut sub = send(&ws, r#"CALL:task_agent {"prompt": "   "}"#);
+    read_turn(&mut sub).await;
+    // (The engine prefixes prepare errors with `Error: ` once more, as for every tool.)
+    let results = tool_messages(&ws.history());
+    assert!(
+        results[0].ends_with("Error: argument 'prompt' must not be empty"),
+        "{results:?}"
+    );
+    let mut sub = send(&ws, r#"CALL:task_agent {"prompt": 42}"#);
+    read_turn(&mut sub).await;
+    let results = tool_messages(&ws.history());
+    assert!(
+        results[1].ends_with("Error: argument 'prompt' must be a string"),
+        "{results:?}"
+    );
+    assert_eq!(
+        h.llm.requests().iter().filter(|r| is_sub(r)).count(),
+        0,
+        "no sub-agent ran"
+    );
+}
