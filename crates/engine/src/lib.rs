@@ -22,23 +22,29 @@
 //!
 //! States: `idle → thinking → running → attention → running → … → idle | error`.
 
+mod compact;
 pub mod config;
 pub mod event;
 pub mod log;
 pub mod manager;
+mod models;
+mod title;
 mod turn;
 pub mod workstream;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
+pub use compact::SUMMARY_MARKER;
 pub use config::{EngineConfig, ManagerConfig};
 pub use event::{Envelope, Event, StatusInfo, ToolItem, WsState};
 pub use log::{EventLog, Item, Sequenced, Subscription};
 pub use manager::{Closed, CreateOptions, Manager, ManagerError};
+pub use models::{MODEL_CONFIG_KEY, ModelChoice, ModelError};
+pub use title::TitleHook;
 pub use workstream::{
-    ApproveOutcome, Decision, EventHook, Journal, PreparedTools, SendOutcome, Verdict,
-    WorkstreamHandle,
+    ApproveOutcome, Decision, EventHook, Journal, PreparedTools, SendOutcome,
+    TOOL_LOADED_CONFIG_KEY, Verdict, WorkstreamHandle,
 };
 
 use turnstone_llm::{Resilient, ToolSpec};
@@ -52,6 +58,8 @@ pub struct Engine {
     tools: Arc<ToolRegistry>,
     config: EngineConfig,
     context_window: AtomicU32,
+    /// Clients of registry aliases workstreams switched to (see `models.rs`).
+    routes: std::sync::Mutex<std::collections::HashMap<String, Resilient>>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -89,6 +97,7 @@ impl Engine {
             tools,
             config,
             context_window: AtomicU32::new(window),
+            routes: std::sync::Mutex::default(),
         })
     }
 

@@ -159,7 +159,11 @@ async fn main() -> anyhow::Result<()> {
         tracing::warn!(host = %args.host, "auth is DISABLED (allowed only on a loopback bind)");
     }
 
-    let (backend, model) = connect_backend(&args, &file).await?;
+    let (backend, model, models) = connect_backend(&args, &file).await?;
+    let model_alias = models
+        .as_ref()
+        .map(|r| r.default_alias().to_string())
+        .unwrap_or_default();
     if backend.is_scripted() {
         tracing::info!(url = %backend.base_url, "no --base-url: using the built-in scripted model");
     }
@@ -170,6 +174,10 @@ async fn main() -> anyhow::Result<()> {
         .unwrap_or_else(default_node_id);
     let config = EngineConfig {
         model: model.clone(),
+        model_alias: model_alias.clone(),
+        // `/model <alias>` switches a workstream within the registry.
+        models: models.map(Arc::new),
+        auto_title: true,
         node_id: node_id.clone(),
         skip_permissions: args.skip_permissions,
         approval_timeout: std::time::Duration::from_secs(
@@ -197,6 +205,7 @@ async fn main() -> anyhow::Result<()> {
     let options = NodeOptions {
         node_id: node_id.clone(),
         model,
+        model_alias,
         ratelimit,
         cors_origins: args
             .cors_origins
@@ -285,8 +294,12 @@ async fn main() -> anyhow::Result<()> {
 
 /// The model backend: the config file's model registry (aliases, fallback chain), else
 /// `--provider anthropic`, else an OpenAI-compatible `--base-url`, else the scripted model.
-/// Returns it with the model name requests carry.
-async fn connect_backend(args: &Args, file: &ServerFile) -> anyhow::Result<(Backend, String)> {
+/// Returns it with the model name requests carry and, with a registry, the registry (for
+/// per-workstream `/model` switching).
+async fn connect_backend(
+    args: &Args,
+    file: &ServerFile,
+) -> anyhow::Result<(Backend, String, Option<turnstone_llm::ModelRegistry>)> {
     if let Some(registry) = &file.registry {
         let registry = turnstone_llm::ModelRegistry::from_config(registry)?;
         let alias = registry.default_alias().to_string();
@@ -297,6 +310,7 @@ async fn connect_backend(args: &Args, file: &ServerFile) -> anyhow::Result<(Back
         return Ok((
             Backend::from_provider(Arc::new(chain), format!("registry:{alias}")),
             model,
+            Some(registry),
         ));
     }
     if args.provider == "anthropic" {
@@ -318,14 +332,14 @@ async fn connect_backend(args: &Args, file: &ServerFile) -> anyhow::Result<(Back
             .model
             .clone()
             .ok_or_else(|| anyhow::anyhow!("--provider anthropic needs --model"))?;
-        return Ok((Backend::from_provider(Arc::new(provider), url), model));
+        return Ok((Backend::from_provider(Arc::new(provider), url), model, None));
     }
     let backend = Backend::connect(args.base_url.as_deref(), args.api_key.clone()).await?;
     let model = args
         .model
         .clone()
         .unwrap_or_else(|| "fake-model".to_string());
-    Ok((backend, model))
+    Ok((backend, model, None))
 }
 
 /// Built-in tool settings from `[tools]`: the web tools on (unless disabled), their SSRF

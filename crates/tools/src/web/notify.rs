@@ -4,14 +4,16 @@
 //! not SSRF-screened; redirects from a webhook are not followed.
 //!
 //! ## The per-turn limit
-//! [`ToolContext`] carries no turn identity, so the limiter keys its counters by the
-//! identity of the workstream's shared `read_files` set (held weakly: a dropped workstream
-//! frees its entry and its address cannot be reused while the entry lives).
-//! - When the engine calls [`NotifyLimiter::start_turn`] at the start of each turn, the limit
-//!   is exactly "per turn".
-//! - Until it does, the counter resets at each new tool-call **batch**: the engine prepares
-//!   every call of a batch before executing any, so a `prepare` after an `execute` of the
-//!   same workstream starts a new batch. That bounds notifications per batch, not per turn.
+//! The limiter keys its counters by the identity of the workstream's shared `read_files` set
+//! (held weakly: a dropped workstream frees its entry and its address cannot be reused while
+//! the entry lives) and resets a workstream's count when a new turn begins:
+//! - inside an engine workstream, [`ToolContext::current_turn`] names the turn (the engine
+//!   advances it at each turn start): a call in a later turn than the counted one starts
+//!   from 0, so the limit is exactly "per turn";
+//! - [`NotifyLimiter::start_turn`] resets a count explicitly (callers without the engine);
+//! - without either (turn 0, never started), the counter resets at each new tool-call
+//!   **batch**: the engine prepares every call of a batch before executing any, so a
+//!   `prepare` after an `execute` of the same workstream starts a new batch.
 
 use std::collections::HashSet;
 use std::fmt;
@@ -65,6 +67,8 @@ struct Entry {
     sent: usize,
     in_flight: usize,
     executed_since_prepare: bool,
+    /// The context's turn the count belongs to (0: no engine turns seen).
+    turn: u64,
 }
 
 #[derive(Default)]
@@ -85,11 +89,19 @@ impl LimiterState {
                     sent: 0,
                     in_flight: 0,
                     executed_since_prepare: false,
+                    turn: 0,
                 });
                 self.entries.len() - 1
             }
         };
-        &mut self.entries[at]
+        let entry = &mut self.entries[at];
+        let turn = ctx.current_turn();
+        if turn != 0 && entry.turn != turn {
+            entry.turn = turn;
+            entry.sent = 0;
+            entry.executed_since_prepare = false;
+        }
+        entry
     }
 }
 
@@ -133,7 +145,8 @@ impl NotifyLimiter {
     /// starts a new batch.
     pub(crate) fn on_prepare(&self, ctx: &ToolContext) {
         let mut state = self.lock();
-        if state.turn_driven {
+        if state.turn_driven || ctx.current_turn() != 0 {
+            state.entry(ctx);
             return;
         }
         let entry = state.entry(ctx);
