@@ -327,12 +327,12 @@ mod tests {
 
     #[test]
     fn long_messages_keep_head_and_tail() {
-        let text = format!("{}{}{}", "h".repeat(1000), "m".repeat(100), "t".repeat(500));
+        let text = format!("{}{}{}", "h".repeat(1000), "Q".repeat(100), "t".repeat(500));
         let short = abbreviate(&text);
         assert!(short.starts_with(&"h".repeat(1000)));
         assert!(short.ends_with(&"t".repeat(500)));
         assert!(short.contains("100 characters omitted"));
-        assert!(!short.contains('m'));
+        assert!(!short.contains('Q'));
         assert_eq!(abbreviate("short"), "short");
     }
 

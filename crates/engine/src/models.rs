@@ -173,11 +173,13 @@ impl WorkstreamHandle {
     /// Restores a resumed session's stored model alias (not journaled again). An alias
     /// that no longer resolves leaves the engine's model, with a warning.
     pub async fn restore_model(&self, alias: &str) {
-        match self.engine.resolve_model(alias).await {
-            Ok(choice) => *lock(&self.shared.model) = choice,
+        let choice = match self.engine.resolve_model(alias).await {
+            Ok(choice) => choice,
             Err(e) => {
-                tracing::warn!(ws_id = %self.shared.id, alias, error = %e, "stored model not restored")
+                tracing::warn!(ws_id = %self.shared.id, alias, error = %e, "stored model not restored; using the engine's model");
+                None
             }
-        }
+        };
+        *lock(&self.shared.model) = choice;
     }
 }

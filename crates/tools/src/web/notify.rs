@@ -156,13 +156,14 @@ impl NotifyLimiter {
         entry.executed_since_prepare = false;
     }
 
-    /// Takes one of `limit` slots, or says how many were already used.
+    /// Takes one of `limit` slots, or says how many were already used (sent, or being sent
+    /// by a parallel call of the same turn).
     pub(crate) fn reserve(&self, ctx: &ToolContext, limit: usize) -> Result<Slot, usize> {
         let mut state = self.lock();
         let entry = state.entry(ctx);
         entry.executed_since_prepare = true;
         if entry.sent + entry.in_flight >= limit {
-            return Err(entry.sent);
+            return Err(entry.sent + entry.in_flight);
         }
         entry.in_flight += 1;
         Ok(Slot {
@@ -277,4 +278,31 @@ async fn deliver_one(
         }
     }
     Err(format!("{last} (after {} attempts)", backoff.len() + 1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_engine_turn_resets_the_count_and_only_successes_count() {
+        let limiter = NotifyLimiter::default();
+        let ctx = ToolContext::new("/");
+        assert_eq!(ctx.begin_turn(), 1);
+        for _ in 0..4 {
+            limiter.reserve(&ctx, 5).ok().unwrap().succeeded();
+        }
+        // A failed delivery frees its slot.
+        drop(limiter.reserve(&ctx, 5).ok().unwrap());
+        let held = limiter.reserve(&ctx, 5).ok().unwrap();
+        assert_eq!(limiter.reserve(&ctx, 5).err(), Some(5), "sent + in flight");
+        held.succeeded();
+        assert_eq!(limiter.sent(&ctx), 5);
+        // A prepare within the same turn does not reset (unlike the batch fallback).
+        limiter.on_prepare(&ctx);
+        assert_eq!(limiter.sent(&ctx), 5);
+        ctx.begin_turn();
+        assert_eq!(limiter.sent(&ctx), 0);
+        assert!(limiter.reserve(&ctx, 5).is_ok());
+    }
 }
