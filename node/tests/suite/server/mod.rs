@@ -3,6 +3,7 @@
 
 mod api;
 mod browser;
+mod ctx;
 mod login;
 mod memories;
 mod metrics;
@@ -50,6 +51,10 @@ pub struct Spec {
     pub manager: ManagerConfig,
     /// Use the zero-latency in-process scripted model instead of the HTTP fake.
     pub scripted: bool,
+    /// Use this model client instead (e.g. an Anthropic provider on a fake).
+    pub provider: Option<Arc<dyn turnstone_llm::Provider>>,
+    /// Changes the engine configuration; gets the HTTP fake's base URL.
+    pub engine: Option<Box<dyn FnOnce(&mut EngineConfig, &str) + Send>>,
 }
 
 impl TestNode {
@@ -105,10 +110,14 @@ impl TestNode {
             options: base_options,
             manager,
             scripted,
+            provider,
+            engine: tweak_engine,
         } = spec;
         let llm = FakeLlm::start_with(llm_config).await;
         let dir = tempfile::tempdir().unwrap();
-        let provider: Arc<dyn turnstone_llm::Provider> = if scripted {
+        let provider: Arc<dyn turnstone_llm::Provider> = if let Some(p) = provider {
+            p
+        } else if scripted {
             Arc::new(turnstone_testkit::ScriptedProvider::new())
         } else {
             Arc::new(OpenAiProvider::new(OpenAiConfig::new(llm.base_url())).unwrap())
@@ -119,11 +128,14 @@ impl TestNode {
             ..RetryPolicy::default()
         };
         let resilient = Resilient::new(provider, policy, Arc::new(CircuitBreaker::default()));
-        let config = EngineConfig {
+        let mut config = EngineConfig {
             model: "fake-model".into(),
             cwd: dir.path().to_path_buf(),
             ..EngineConfig::default()
         };
+        if let Some(tweak) = tweak_engine {
+            tweak(&mut config, &llm.base_url());
+        }
         let engine = Engine::new(
             resilient,
             Arc::new(ToolRegistry::with_builtins().unwrap()),
