@@ -1,7 +1,7 @@
 //! Per-workstream model selection: a workstream may run on another alias of the engine's
 //! model registry ([`crate::EngineConfig::models`]) than the engine's own model — `/model
-//! <alias>`, or `workstreams/new` with `"model"`. The choice applies from the next request
-//! (a running turn keeps its model), is handed to the journal as the session setting
+//! <alias>`, or `workstreams/new` with `"model"`. The choice applies from the workstream's
+//! next model request (normally the next turn), is handed to the journal as the session setting
 //! `model` (the alias), and is restored on resume with
 //! [`WorkstreamHandle::restore_model`].
 //!

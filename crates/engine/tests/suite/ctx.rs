@@ -116,7 +116,10 @@ async fn a_turn_over_the_threshold_compacts_and_the_next_request_carries_only_th
         .position(|m| m == "\n[Auto-compacting: prompt exceeds 50% of context window]")
         .expect("announced");
     let messages = infos(&events);
-    assert!(messages[announce + 1].starts_with("[compacted: ~"), "{messages:?}");
+    assert!(
+        messages[announce + 1].starts_with("[compacted: ~"),
+        "{messages:?}"
+    );
     assert!(messages[announce + 1].ends_with(" tokens]"));
     let rule = "\u{2500}".repeat(60);
     assert_eq!(
@@ -135,7 +138,10 @@ async fn a_turn_over_the_threshold_compacts_and_the_next_request_carries_only_th
     let Event::Status(fresh) = &events[statuses[1]] else {
         unreachable!()
     };
-    assert!(fresh.prompt_tokens < 600, "post-compaction estimate: {fresh:?}");
+    assert!(
+        fresh.prompt_tokens < 600,
+        "post-compaction estimate: {fresh:?}"
+    );
 
     // The summary request: non-streaming, temperature 0.3, the capped max_tokens, and a
     // transcript with the long message abbreviated to its head and tail.
@@ -161,7 +167,10 @@ async fn a_turn_over_the_threshold_compacts_and_the_next_request_carries_only_th
     assert!(summary.starts_with("## Files\nsrc/parser.rs"));
     assert!(summary.contains("## Continue"));
     assert!(summary.contains(&format!("> {}...", "a".repeat(400))));
-    assert_eq!(journal.replaced.lock().unwrap().as_slice(), [history.clone()]);
+    assert_eq!(
+        journal.replaced.lock().unwrap().as_slice(),
+        std::slice::from_ref(&history)
+    );
 
     // The next request carries only the summary pair and the new message.
     let mut sub = send(&ws, "and now?");
@@ -182,7 +191,8 @@ async fn compact_resets_the_read_before_edit_guard() {
     let h = Harness::start().await;
     std::fs::write(h.path("notes.txt"), "alpha\nbeta\n").unwrap();
     let ws = h.workstream();
-    let edit = r#"CALL:edit_file {"path": "notes.txt", "old_string": "beta", "new_string": "gamma"}"#;
+    let edit =
+        r#"CALL:edit_file {"path": "notes.txt", "old_string": "beta", "new_string": "gamma"}"#;
 
     let mut sub = send(&ws, r#"CALL:read_file {"path": "notes.txt"}"#);
     let events = read_turn(&mut sub).await;
@@ -193,12 +203,14 @@ async fn compact_resets_the_read_before_edit_guard() {
     ws.approve(false, None, false);
     read_turn(&mut sub).await;
 
-    h.llm.push_reply(ScriptReply::text("summary: notes.txt was read"));
+    h.llm
+        .push_reply(ScriptReply::text("summary: notes.txt was read"));
     let mut sub = ws.subscribe(None);
     assert!(matches!(ws.compact(), SendOutcome::Started { .. }));
-    let events = read_until(&mut sub, |e| {
-        matches!(e, Event::Info { message } if message.starts_with('\u{2500}'))
-    })
+    let events = read_until(
+        &mut sub,
+        |e| matches!(e, Event::Info { message } if message.starts_with('\u{2500}')),
+    )
     .await;
     assert_eq!(
         types(&events)[..2],
@@ -206,10 +218,19 @@ async fn compact_resets_the_read_before_edit_guard() {
         "{events:?}"
     );
     assert!(infos(&events)[0].starts_with("[compacted: ~"));
-    assert!(!types(&events).contains(&"status"), "manual mode: no status");
+    assert!(
+        !types(&events).contains(&"status"),
+        "manual mode: no status"
+    );
     let history = ws.history();
     assert_eq!(history.len(), 2);
-    assert!(!history[1].content.as_deref().unwrap().contains("## Continue"));
+    assert!(
+        !history[1]
+            .content
+            .as_deref()
+            .unwrap()
+            .contains("## Continue")
+    );
     turnstone_testkit::assert_eventually!(!ws.is_busy(), "compaction never ended");
 
     // After the compaction the file must be read again.
@@ -219,12 +240,17 @@ async fn compact_resets_the_read_before_edit_guard() {
     assert_eq!(results.len(), 1, "{events:?}");
     assert!(results[0].2, "{results:?}");
     assert!(
-        results[0].1.contains("has not been read in this conversation"),
+        results[0]
+            .1
+            .contains("has not been read in this conversation"),
         "{}",
         results[0].1
     );
     assert!(!types(&events).contains(&"approve_request"));
-    assert_eq!(std::fs::read_to_string(h.path("notes.txt")).unwrap(), "alpha\nbeta\n");
+    assert_eq!(
+        std::fs::read_to_string(h.path("notes.txt")).unwrap(),
+        "alpha\nbeta\n"
+    );
 }
 
 #[tokio::test]
@@ -305,9 +331,13 @@ async fn the_first_exchange_gets_a_title_retried_after_a_failure_and_again_after
     let (ws, _) = manager.create(CreateOptions::default()).unwrap();
 
     // Turn one; the title answer is blank: a failure, retried after the next turn.
-    h.llm.push_reply(ScriptReply::text("Sure, here is the plan."));
+    h.llm
+        .push_reply(ScriptReply::text("Sure, here is the plan."));
     h.llm.push_reply(ScriptReply::text("  \n  "));
-    let mut sub = send(&ws, "Please help me fix the flaky parser tests in crate foo");
+    let mut sub = send(
+        &ws,
+        "Please help me fix the flaky parser tests in crate foo",
+    );
     let events = read_turn(&mut sub).await;
     assert_eq!(
         states(&events).last(),
@@ -325,7 +355,9 @@ async fn the_first_exchange_gets_a_title_retried_after_a_failure_and_again_after
     assert_eq!(ws.title(), None);
 
     h.llm.push_reply(ScriptReply::text("second reply"));
-    h.llm.push_reply(ScriptReply::text("\"Fixing Flaky Parser Tests\"\nmore text"));
+    h.llm.push_reply(ScriptReply::text(
+        "\"Fixing Flaky Parser Tests\"\nmore text",
+    ));
     let mut sub = send(&ws, "go on");
     read_turn(&mut sub).await;
     turnstone_testkit::assert_eventually!(
@@ -339,7 +371,12 @@ async fn the_first_exchange_gets_a_title_retried_after_a_failure_and_again_after
     assert_eq!(ws.title().as_deref(), Some("Fixing Flaky Parser Tests"));
     // The retry still titles the first exchange.
     let retry = &h.llm.requests()[3];
-    assert!(retry["messages"][1]["content"].as_str().unwrap().contains("flaky parser"));
+    assert!(
+        retry["messages"][1]["content"]
+            .as_str()
+            .unwrap()
+            .contains("flaky parser")
+    );
 
     // Titled: a further turn asks nothing more.
     let mut sub = send(&ws, "thanks");
@@ -352,7 +389,12 @@ async fn the_first_exchange_gets_a_title_retried_after_a_failure_and_again_after
     read_turn(&mut sub).await;
     turnstone_testkit::assert_eventually!(titles.lock().unwrap().len() == 2, "no second title");
     assert_eq!(titles.lock().unwrap()[1].1, "Baking Bread");
-    let title_requests = h.llm.requests().iter().filter(|r| is_title_request(r)).count();
+    let title_requests = h
+        .llm
+        .requests()
+        .iter()
+        .filter(|r| is_title_request(r))
+        .count();
     assert_eq!(title_requests, 3);
 
     // A workstream resumed with history is never titled.
@@ -411,13 +453,17 @@ async fn a_workstream_switches_to_another_registry_model_for_its_next_turn() {
     )
     .await;
     let journal = Arc::new(Recording::default());
-    let manager = Manager::new(engine.clone(), ManagerConfig::default()).with_journal(journal.clone());
+    let manager =
+        Manager::new(engine.clone(), ManagerConfig::default()).with_journal(journal.clone());
     let (ws, _) = manager.create(CreateOptions::default()).unwrap();
     assert_eq!(engine.model_aliases(), ["big", "fast"]);
     assert_eq!(ws.model(), ("fast-model".into(), "fast".into()));
 
     let err = ws.select_model("huge").await.unwrap_err();
-    assert_eq!(err.to_string(), "Unknown model alias 'huge'. Available: big, fast");
+    assert_eq!(
+        err.to_string(),
+        "Unknown model alias 'huge'. Available: big, fast"
+    );
     assert_eq!(ws.model().1, "fast");
 
     assert_eq!(
@@ -455,7 +501,11 @@ async fn a_workstream_switches_to_another_registry_model_for_its_next_turn() {
     resumed.restore_model("big").await;
     assert_eq!(resumed.model().0, "big-model");
     resumed.restore_model("retired").await;
-    assert_eq!(resumed.model().0, "fast-model", "an unknown alias falls back");
+    assert_eq!(
+        resumed.model().0,
+        "fast-model",
+        "an unknown alias falls back"
+    );
     assert_eq!(journal.config.lock().unwrap().len(), 2);
 }
 
@@ -478,7 +528,11 @@ async fn anthropic_engine(fake: &FakeAnthropic, dir: &tempfile::TempDir) -> Arc<
     })
     .unwrap();
     Engine::new(
-        Resilient::new(Arc::new(provider), policy(), Arc::new(CircuitBreaker::default())),
+        Resilient::new(
+            Arc::new(provider),
+            policy(),
+            Arc::new(CircuitBreaker::default()),
+        ),
         Arc::new(ToolRegistry::with_builtins().unwrap()),
         EngineConfig {
             model: "claude-test".into(),
@@ -494,7 +548,10 @@ async fn anthropic_engine(fake: &FakeAnthropic, dir: &tempfile::TempDir) -> Arc<
 async fn thinking_blocks_live_in_the_history_and_replay_from_it_on_a_fresh_provider() {
     let fake = FakeAnthropic::start().await;
     let dir = tempfile::tempdir().unwrap();
-    let manager = Manager::new(anthropic_engine(&fake, &dir).await, ManagerConfig::default());
+    let manager = Manager::new(
+        anthropic_engine(&fake, &dir).await,
+        ManagerConfig::default(),
+    );
     let (ws, _) = manager.create(CreateOptions::default()).unwrap();
     let mut sub = send(&ws, "THINK: list before acting\nTOOL: echo hi");
     let events = read_turn(&mut sub).await;
@@ -508,11 +565,17 @@ async fn thinking_blocks_live_in_the_history_and_replay_from_it_on_a_fresh_provi
     assert_eq!(data.provider, "anthropic");
     assert_eq!(
         data.thinking(),
-        [("list before acting", fake_signature("list before acting").as_str())]
+        [(
+            "list before acting",
+            fake_signature("list before acting").as_str()
+        )]
     );
 
     // A new engine (a restart: its provider has no memory) continues from the history alone.
-    let restarted = Manager::new(anthropic_engine(&fake, &dir).await, ManagerConfig::default());
+    let restarted = Manager::new(
+        anthropic_engine(&fake, &dir).await,
+        ManagerConfig::default(),
+    );
     let (resumed, _) = restarted
         .create(CreateOptions {
             history,
@@ -556,7 +619,9 @@ async fn webhook() -> (String, Arc<Mutex<Vec<String>>>) {
                     }
                     buf.extend_from_slice(&chunk[..n]);
                     let text = String::from_utf8_lossy(&buf).to_string();
-                    let Some(end) = text.find("\r\n\r\n") else { continue };
+                    let Some(end) = text.find("\r\n\r\n") else {
+                        continue;
+                    };
                     let length = text[..end]
                         .lines()
                         .find_map(|l| {
@@ -611,9 +676,12 @@ async fn notify_delivers_at_most_five_per_turn_and_the_next_turn_can_notify_agai
     let manager = Manager::new(engine, ManagerConfig::default());
     let (ws, _) = manager.create(CreateOptions::default()).unwrap();
     let batch = |from: usize, n: usize| {
-        ScriptReply::tool_calls(
-            (from..from + n).map(|i| ("notify", json!({"message": format!("note {i}")}).to_string())),
-        )
+        ScriptReply::tool_calls((from..from + n).map(|i| {
+            (
+                "notify",
+                json!({"message": format!("note {i}")}).to_string(),
+            )
+        }))
     };
     // Two batches of three in ONE turn: five delivered, the sixth refused.
     llm.push_reply(batch(1, 3));

@@ -62,7 +62,9 @@ async fn titles_and_compaction_are_stored_and_a_restart_resumes_the_summary() {
     let spawn = || {
         TestNode::spawn(Spec {
             db: Some(db.clone()),
-            engine: Some(Box::new(|c: &mut EngineConfig, _: &str| c.auto_title = true)),
+            engine: Some(Box::new(|c: &mut EngineConfig, _: &str| {
+                c.auto_title = true
+            })),
             ..Spec::default()
         })
     };
@@ -77,8 +79,10 @@ async fn titles_and_compaction_are_stored_and_a_restart_resumes_the_summary() {
         assert_eq!((status, body), (200, json!({"status": "ok"})));
         until_message(&mut events, |m| m == "Not enough messages to compact.").await;
 
-        t.llm.push_reply(ScriptReply::text("Sure, src/main.rs it is."));
-        t.llm.push_reply(ScriptReply::text("Editing The Main Module"));
+        t.llm
+            .push_reply(ScriptReply::text("Sure, src/main.rs it is."));
+        t.llm
+            .push_reply(ScriptReply::text("Editing The Main Module"));
         send_and_wait(&t, &mut events, &ws_id, "please edit src/main.rs").await;
         let rename = global.until("ws_rename").await.pop().unwrap();
         assert_eq!(
@@ -142,7 +146,10 @@ async fn titles_and_compaction_are_stored_and_a_restart_resumes_the_summary() {
         history[1].content.as_deref(),
         Some("## Files\nsrc/main.rs: to be edited")
     );
-    assert_eq!(resumed["name"], "Editing The Main Module", "named by its title");
+    assert_eq!(
+        resumed["name"], "Editing The Main Module",
+        "named by its title"
+    );
     // The old rows are still searchable.
     let p = t.node.persistence.clone().unwrap();
     let hits = p.store.search("please edit", 10).await.unwrap();
@@ -211,7 +218,10 @@ async fn model_switches_per_workstream_and_survives_a_resume() {
     assert_eq!(t.llm.request_count(), 0);
     let (_, dashboard) = t.get("/v1/api/dashboard", Some(FULL)).await;
     let row = dashboard_row(&dashboard, &ws_id);
-    assert_eq!((&row["model"], &row["model_alias"]), (&json!("alt-model"), &json!("alt")));
+    assert_eq!(
+        (&row["model"], &row["model_alias"]),
+        (&json!("alt-model"), &json!("alt"))
+    );
     let other = dashboard_row(&dashboard, &t.default_ws);
     assert_eq!(other["model"], "fake-model");
     let p = t.node.persistence.clone().unwrap();
@@ -244,7 +254,10 @@ async fn model_switches_per_workstream_and_survives_a_resume() {
         .post("/v1/api/workstreams/new", json!({"model": "nope"}))
         .await;
     assert_eq!(status, 400);
-    assert_eq!(body["error"], "Unknown model alias 'nope'. Available: alt, main");
+    assert_eq!(
+        body["error"],
+        "Unknown model alias 'nope'. Available: alt, main"
+    );
     let (status, body) = t
         .post("/v1/api/workstreams/new", json!({"model": "alt"}))
         .await;
@@ -413,7 +426,14 @@ async fn thinking_blocks_are_persisted_and_replayed_after_a_restart() {
             "THINK: check the directory first\nTOOL: echo hi",
         )
         .await;
-        t.node.persistence.clone().unwrap().writer.flush().await.unwrap();
+        t.node
+            .persistence
+            .clone()
+            .unwrap()
+            .writer
+            .flush()
+            .await
+            .unwrap();
         t.default_ws.clone()
     };
 
@@ -423,7 +443,10 @@ async fn thinking_blocks_are_persisted_and_replayed_after_a_restart() {
         .await;
     assert_eq!(status, 200, "{body}");
     let history = t.node.workstream(&ws_id).unwrap().history();
-    let data = history[1].provider_data.clone().expect("restored from the store");
+    let data = history[1]
+        .provider_data
+        .clone()
+        .expect("restored from the store");
     assert_eq!(
         data.thinking(),
         [(

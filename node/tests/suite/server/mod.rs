@@ -54,8 +54,11 @@ pub struct Spec {
     /// Use this model client instead (e.g. an Anthropic provider on a fake).
     pub provider: Option<Arc<dyn turnstone_llm::Provider>>,
     /// Changes the engine configuration; gets the HTTP fake's base URL.
-    pub engine: Option<Box<dyn FnOnce(&mut EngineConfig, &str) + Send>>,
+    pub engine: Option<EngineTweak>,
 }
+
+/// A change to a test node's engine configuration (gets the HTTP fake's base URL).
+pub type EngineTweak = Box<dyn FnOnce(&mut EngineConfig, &str) + Send>;
 
 impl TestNode {
     pub async fn start() -> Self {
