@@ -302,7 +302,9 @@ async fn compact_needs_two_messages_and_waits_for_a_running_turn() {
     turnstone_testkit::assert_eventually!(!ws.is_busy(), "compaction never ended");
 
     // While a turn runs, /compact is refused with busy_error.
-    let mut sub = send(&ws, "a slow reply of several words");
+    // ≈ 50 chunks at 50 per second: the turn runs for about a second.
+    let slow = "a slow reply of several words ".repeat(7);
+    let mut sub = send(&ws, &slow);
     read_until(&mut sub, |e| matches!(e, Event::Content { .. })).await;
     assert_eq!(ws.compact(), SendOutcome::Busy);
     let events = read_turn(&mut sub).await;
