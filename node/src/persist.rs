@@ -102,6 +102,39 @@ impl Persistence {
         });
     }
 
+    /// Stores an auto-generated title (queued history is flushed first so the row exists;
+    /// a row is created for a workstream that has none yet).
+    pub async fn save_title(&self, ws_id: &str, title: &str) -> Result<(), NodeError> {
+        let failed = |e: turnstone_store::StoreError| NodeError::Persistence(e.to_string());
+        self.writer.flush().await.map_err(failed)?;
+        if self
+            .store
+            .get_workstream(ws_id)
+            .await
+            .map_err(failed)?
+            .is_none()
+        {
+            let new = NewWorkstream {
+                ws_id: Some(ws_id.to_string()),
+                node_id: Some(self.node_id.clone()),
+                ..NewWorkstream::default()
+            };
+            self.store.create_workstream(new).await.map_err(failed)?;
+        }
+        self.store.set_title(ws_id, title).await.map_err(failed)
+    }
+
+    /// [`save_title`](Self::save_title) in the background (the engine's title hook must
+    /// not block).
+    pub fn record_title(self: &Arc<Self>, ws_id: &str, title: &str) {
+        let (this, ws_id, title) = (self.clone(), ws_id.to_string(), title.to_string());
+        tokio::spawn(async move {
+            if let Err(e) = this.save_title(&ws_id, &title).await {
+                tracing::warn!(error = %e, %ws_id, "title not saved");
+            }
+        });
+    }
+
     /// Follows the node-wide log and records approval requests and their verdicts.
     pub fn spawn_approval_recorder(
         self: &Arc<Self>,
@@ -187,8 +220,27 @@ impl Journal for StoreJournal {
         }
     }
 
+    /// A replaced context (a compaction, a `/resume` into a live workstream) is written as
+    /// new rows, the first marked as a context reset: a resume rebuilds from there. The
+    /// earlier rows stay stored and searchable; a replacement is not a deletion. An empty
+    /// replacement (`/clear`) writes nothing.
     fn replaced(&self, ws_id: &str, messages: &[ChatMessage]) {
-        // The stored history stays searchable; a replaced context is not a deletion.
         tracing::debug!(%ws_id, kept = messages.len(), "conversation context replaced");
+        for row in NewMessage::replacement(ws_id, messages) {
+            if let Err(e) = self.0.writer.try_write(WriteOp::Message(row)) {
+                tracing::error!(error = %e, %ws_id, "conversation write dropped");
+            }
+        }
+    }
+
+    fn config_changed(&self, ws_id: &str, key: &str, value: Option<&str>) {
+        let op = WriteOp::Config {
+            ws_id: ws_id.to_string(),
+            key: key.to_string(),
+            value: value.map(str::to_string),
+        };
+        if let Err(e) = self.0.writer.try_write(op) {
+            tracing::error!(error = %e, %ws_id, key, "session setting write dropped");
+        }
     }
 }

@@ -2,8 +2,10 @@
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
+use turnstone_llm::ModelRegistry;
 use turnstone_tools::toolset::{ToolIntent, ToolsetConfig};
 
 /// Per-engine settings shared by every workstream it runs.
@@ -60,6 +62,19 @@ pub struct EngineConfig {
     /// `task_agent` call itself). When `false` only tools with `auto_approve` metadata run;
     /// other calls are denied with a tool error.
     pub subagent_auto_approve_all: bool,
+    /// After a turn that ended without tool calls, compact the conversation when its prompt
+    /// exceeded this share of the context window (`session.auto_compact_pct`; 0 disables).
+    pub auto_compact_pct: f64,
+    /// `max_tokens` of the compaction summary request (`session.compact_max_tokens`; capped
+    /// at a quarter of the context window).
+    pub compact_max_tokens: u32,
+    /// Ask the model for a title after the first exchange of a new workstream (off by
+    /// default so embedders and tests see only the requests they make; the node turns it
+    /// on).
+    pub auto_title: bool,
+    /// The model registry `/model <alias>` switches a workstream within; `None`: the
+    /// engine's one model for every workstream.
+    pub models: Option<Arc<ModelRegistry>>,
 }
 
 impl Default for EngineConfig {
@@ -87,6 +102,10 @@ impl Default for EngineConfig {
             unattended: false,
             agent_max_turns: 20,
             subagent_auto_approve_all: true,
+            auto_compact_pct: 0.8,
+            compact_max_tokens: 32_768,
+            auto_title: false,
+            models: None,
         }
     }
 }

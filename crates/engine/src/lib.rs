@@ -27,25 +27,31 @@
 //!
 //! States: `idle → thinking → running → attention → running → … → idle | error`.
 
+mod compact;
 pub mod config;
 pub mod event;
 pub mod log;
 pub mod manager;
+mod models;
 pub mod subagent;
+mod title;
 mod turn;
 pub mod workstream;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
+pub use compact::SUMMARY_MARKER;
 pub use config::{EngineConfig, ManagerConfig};
 pub use event::{Envelope, Event, StatusInfo, ToolItem, WsState};
 pub use log::{EventLog, Item, Sequenced, Subscription};
 pub use manager::{Closed, CreateOptions, Manager, ManagerError};
+pub use models::{MODEL_CONFIG_KEY, ModelChoice, ModelError};
 pub use subagent::{AgentModel, TaskAgentTool, register_subagent, register_subagent_with};
+pub use title::TitleHook;
 pub use workstream::{
-    ActiveSkill, ApproveOutcome, Decision, EventHook, Journal, PreparedTools, SendOutcome, Verdict,
-    WorkstreamHandle,
+    ActiveSkill, ApproveOutcome, Decision, EventHook, Journal, PreparedTools, SendOutcome,
+    TOOL_LOADED_CONFIG_KEY, Verdict, WorkstreamHandle,
 };
 
 use turnstone_llm::{Resilient, ToolSpec};
@@ -59,6 +65,8 @@ pub struct Engine {
     tools: Arc<ToolRegistry>,
     config: EngineConfig,
     context_window: AtomicU32,
+    /// Clients of registry aliases workstreams switched to (see `models.rs`).
+    routes: std::sync::Mutex<std::collections::HashMap<String, Resilient>>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -96,6 +104,7 @@ impl Engine {
             tools,
             config,
             context_window: AtomicU32::new(window),
+            routes: std::sync::Mutex::default(),
         })
     }
 

@@ -58,6 +58,7 @@ pub struct Manager {
     config: ManagerConfig,
     hook: Option<EventHook>,
     journal: Option<Arc<dyn Journal>>,
+    title_hook: Option<crate::title::TitleHook>,
     entries: Mutex<(u64, HashMap<Arc<str>, Entry>)>,
 }
 
@@ -76,6 +77,7 @@ impl Manager {
             config,
             hook: None,
             journal: None,
+            title_hook: None,
             entries: Mutex::new((0, HashMap::new())),
         }
     }
@@ -89,6 +91,13 @@ impl Manager {
     /// Hands every conversation change of workstreams created afterwards to `journal`.
     pub fn with_journal(mut self, journal: Arc<dyn Journal>) -> Self {
         self.journal = Some(journal);
+        self
+    }
+
+    /// Calls `hook` with `(ws_id, title)` when a workstream created afterwards gets its
+    /// auto-title ([`crate::EngineConfig::auto_title`]).
+    pub fn with_title_hook(mut self, hook: crate::title::TitleHook) -> Self {
+        self.title_hook = Some(hook);
         self
     }
 
@@ -131,6 +140,7 @@ impl Manager {
             .name
             .filter(|n| !n.is_empty())
             .unwrap_or_else(|| format!("ws-{}", id.chars().take(4).collect::<String>()));
+        let fresh = options.history.is_empty();
         let handle = WorkstreamHandle::spawn(
             self.engine.clone(),
             id.clone(),
@@ -142,6 +152,7 @@ impl Manager {
         if let Some(skip) = options.skip_permissions {
             handle.set_skip_permissions(skip);
         }
+        handle.shared.title.init(self.title_hook.clone(), fresh);
         entries.0 += 1;
         let order = entries.0;
         entries.1.insert(

@@ -162,6 +162,8 @@ impl TaskAgentTool {
             skip_permissions: pc.subagent_auto_approve_all,
             max_turn_requests: Some(pc.agent_max_turns.max(1)),
             unattended: true,
+            // A sub-agent's conversation is short-lived and never shown in a list.
+            auto_title: false,
             ..pc.clone()
         };
         Engine {
@@ -169,6 +171,7 @@ impl TaskAgentTool {
             tools: parent.registry().clone(),
             config,
             context_window: AtomicU32::new(parent.context_window()),
+            routes: std::sync::Mutex::default(),
         }
     }
 }

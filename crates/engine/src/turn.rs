@@ -105,10 +105,12 @@ pub(crate) async fn run(
         content: String::new(),
         tools: TurnTools::freeze(engine, shared),
     };
+    shared.tool_ctx.begin_turn();
     shared.push_message(ChatMessage::user(text));
     match turn.run_loop().await {
         Ok(()) => {
             turn.emit_status();
+            crate::compact::after_turn(engine, shared, &turn.token).await;
             turn.finish(WsState::Idle);
             TurnEnd::Done
         }
@@ -197,10 +199,11 @@ impl Turn<'_> {
             )));
         };
         let token = self.token.clone();
+        let provider = crate::models::provider(self.engine, self.shared);
         let started = tokio::select! {
             biased;
             _ = token.cancelled() => None,
-            r = self.engine.provider().stream(&request, &mut on_retry) => Some(r),
+            r = provider.stream(&request, &mut on_retry) => Some(r),
         };
         let mut stream = match started {
             None => {
@@ -214,6 +217,7 @@ impl Turn<'_> {
         let mut text = String::new();
         let mut calls = Vec::new();
         let mut finish = None;
+        let mut provider_data = None;
         let mut first_delta = true;
         let mut failure: Option<LlmError> = None;
         loop {
@@ -243,6 +247,7 @@ impl Turn<'_> {
                     self.emit(Event::Reasoning { text: t });
                 }
                 Ok(StreamEvent::ToolCalls(c)) => calls = c,
+                Ok(StreamEvent::ProviderData(d)) => provider_data = Some(d),
                 Ok(StreamEvent::Usage(u)) => self.record_usage(u),
                 Ok(StreamEvent::Finish(f)) => finish = Some(f),
                 Err(e) => {
@@ -286,8 +291,9 @@ impl Turn<'_> {
             _ => {}
         }
         let content = (!text.is_empty()).then_some(text);
-        self.shared
-            .push_message(ChatMessage::assistant(content, calls.clone()));
+        let mut message = ChatMessage::assistant(content, calls.clone());
+        message.provider_data = provider_data;
+        self.shared.push_message(message);
         Ok(calls)
     }
 
@@ -321,7 +327,7 @@ impl Turn<'_> {
             payload: self.tools.payload.clone(),
         });
         ChatRequest {
-            model: config.model.clone(),
+            model: crate::models::model_name(self.engine, self.shared),
             messages,
             tools: self.tools.specs.clone(),
             temperature: config.temperature,

@@ -27,7 +27,13 @@ pub trait Journal: Send + Sync + 'static {
     fn appended(&self, ws_id: &str, messages: &[ChatMessage]);
     /// The conversation was replaced (`/clear`, a resume, a compaction).
     fn replaced(&self, ws_id: &str, messages: &[ChatMessage]);
+    /// A session setting of `ws_id` changed (`model`, `tool_loaded`); `None` removes it.
+    /// Default: ignored.
+    fn config_changed(&self, _ws_id: &str, _key: &str, _value: Option<&str>) {}
 }
+
+/// The session setting holding the deferred tools `tool_search` loaded (a JSON list).
+pub const TOOL_LOADED_CONFIG_KEY: &str = "tool_loaded";
 
 /// Called with every event of every workstream right after it is logged (a node-wide
 /// stream, metrics, persistence). Must not block.
@@ -154,6 +160,8 @@ pub(crate) enum Command {
         correlation_id: String,
         token: CancellationToken,
     },
+    /// `/compact` (see `compact.rs`).
+    Compact { token: CancellationToken },
 }
 
 /// Everything about a workstream that frontends and its task share.
@@ -191,6 +199,12 @@ pub(crate) struct Shared {
     pub prepared_tools: Mutex<Option<PreparedTools>>,
     /// The active skill (content rendered); read at every model request.
     pub skill: Mutex<Option<ActiveSkill>>,
+    /// The model override (`/model`); `None`: the engine's model.
+    pub model: Mutex<Option<crate::models::ModelChoice>>,
+    /// Auto-title state.
+    pub title: crate::title::TitleState,
+    /// The loaded-tool set as last handed to the journal.
+    pub loaded_persisted: Mutex<Vec<String>>,
 }
 
 impl Shared {
@@ -235,6 +249,9 @@ impl Shared {
             loaded_tools: LoadedTools::new(),
             prepared_tools: Mutex::new(None),
             skill: Mutex::new(None),
+            model: Mutex::new(None),
+            title: crate::title::TitleState::default(),
+            loaded_persisted: Mutex::new(Vec::new()),
         }
     }
 
@@ -276,7 +293,7 @@ impl Shared {
     /// context window, this turn's tool calls).
     pub fn status(&self, engine: &Engine) -> crate::event::StatusInfo {
         let usage = *lock(&self.usage);
-        let window = u64::from(engine.context_window());
+        let window = u64::from(crate::models::context_window(engine, self));
         let used = usage.prompt_tokens + usage.completion_tokens;
         let pct = if window == 0 {
             0.0
@@ -312,6 +329,33 @@ impl Shared {
         }
     }
 
+    /// Replaces the conversation and hands it to the journal (no events, usage kept).
+    pub fn replace_messages(&self, messages: Vec<ChatMessage>) {
+        if let Some(journal) = &self.journal {
+            journal.replaced(&self.id, &messages);
+        }
+        *lock(&self.messages) = messages;
+    }
+
+    /// Hands a changed session setting to the journal.
+    pub fn config_changed(&self, key: &str, value: Option<&str>) {
+        if let Some(journal) = &self.journal {
+            journal.config_changed(&self.id, key, value);
+        }
+    }
+
+    /// Hands the loaded-tool set to the journal when `tool_search` changed it.
+    pub fn persist_loaded_tools(&self) {
+        let names = self.loaded_tools.names();
+        let mut persisted = lock(&self.loaded_persisted);
+        if *persisted == names {
+            return;
+        }
+        let value = serde_json::to_string(&names).unwrap_or_else(|_| "[]".to_string());
+        self.config_changed(TOOL_LOADED_CONFIG_KEY, Some(&value));
+        *persisted = names;
+    }
+
     pub fn push_message(&self, message: ChatMessage) {
         self.append_messages(vec![message]);
     }
@@ -329,7 +373,7 @@ impl Shared {
 #[derive(Clone)]
 pub struct WorkstreamHandle {
     pub(crate) shared: Arc<Shared>,
-    engine: Arc<Engine>,
+    pub(crate) engine: Arc<Engine>,
     inbox: mpsc::Sender<Command>,
 }
 
@@ -554,15 +598,18 @@ impl WorkstreamHandle {
         true
     }
 
-    /// Replaces the conversation (after `/clear`, a resume, a compaction).
+    /// Replaces the conversation (after `/clear`, a resume). An empty conversation (`/new`,
+    /// `/clear`) is titled again after its first exchange; a restored one is not.
     pub fn replace_history(&self, messages: Vec<ChatMessage>) -> bool {
         if self.is_busy() {
             return false;
         }
-        if let Some(journal) = &self.shared.journal {
-            journal.replaced(&self.shared.id, &messages);
+        if messages.is_empty() {
+            self.shared.title.rearm();
+        } else {
+            self.shared.title.disarm();
         }
-        *lock(&self.shared.messages) = messages;
+        self.shared.replace_messages(messages);
         *lock(&self.shared.usage) = Usage::default();
         self.shared.emit(Event::ClearUi);
         true
@@ -635,6 +682,7 @@ impl WorkstreamHandle {
     ) {
         *lock(&self.shared.tool_intent) = intent;
         self.shared.loaded_tools.replace(loaded);
+        *lock(&self.shared.loaded_persisted) = self.shared.loaded_tools.names();
     }
 
     /// The tool array of the latest prepared request (`None` before the first request).
@@ -670,6 +718,38 @@ impl WorkstreamHandle {
         });
         tracing::info!(ws_id = %self.shared.id, skill = rendered.as_ref().map(|s| s.name.as_str()).unwrap_or(""), "active skill set");
         *lock(&self.shared.skill) = rendered;
+    }
+
+    /// Compacts the conversation (`/compact`): queued like a turn, so it never overlaps
+    /// one; [`WorkstreamHandle::cancel`] stops it. Its events say how it went (see
+    /// `compact.rs`). `Busy` (with a `busy_error` event) while a turn runs.
+    pub fn compact(&self) -> SendOutcome {
+        if self.inbox.is_closed() || self.shared.closed.is_cancelled() {
+            return SendOutcome::Closed;
+        }
+        if self.shared.busy.swap(true, Ordering::AcqRel) {
+            self.shared.emit(Event::BusyError {
+                message: "Already processing a request. Cancel it first or wait.".to_string(),
+            });
+            return SendOutcome::Busy;
+        }
+        let token = CancellationToken::new();
+        *lock(&self.shared.turn_token) = Some(token.clone());
+        match self.inbox.try_send(Command::Compact { token }) {
+            Ok(()) => SendOutcome::Started {
+                correlation_id: String::new(),
+            },
+            Err(_) => {
+                *lock(&self.shared.turn_token) = None;
+                self.shared.busy.store(false, Ordering::Release);
+                SendOutcome::Closed
+            }
+        }
+    }
+
+    /// The title auto-titling gave this workstream, if any.
+    pub fn title(&self) -> Option<String> {
+        self.shared.title.title()
     }
 
     /// Tells this workstream's frontends something (command output, notices).
@@ -721,6 +801,16 @@ async fn actor(engine: Arc<Engine>, shared: Arc<Shared>, mut inbox: mpsc::Receiv
                 ))
                 .instrument(span)
                 .await;
+                *lock(&shared.turn_token) = None;
+                shared.busy.store(false, Ordering::Release);
+                shared.persist_loaded_tools();
+                crate::title::after_turn(&engine, &shared);
+            }
+            Command::Compact { token } => {
+                let span = tracing::info_span!("compact");
+                crate::compact::run(&engine, &shared, crate::compact::Mode::Manual, &token)
+                    .instrument(span)
+                    .await;
                 *lock(&shared.turn_token) = None;
                 shared.busy.store(false, Ordering::Release);
             }

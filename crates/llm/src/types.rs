@@ -37,6 +37,39 @@ pub struct ChatMessage {
     /// For `Role::Tool`: the id of the call this message answers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_call_id: Option<String>,
+    /// For `Role::Assistant`: what the provider produced beyond text and calls (thinking
+    /// blocks with their signatures, …), kept so it survives persistence and resume.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_data: Option<ProviderData>,
+}
+
+/// Provider-specific blocks of one assistant turn that its text and tool calls do not
+/// capture: for Anthropic, `thinking` blocks with their `signature`, `redacted_thinking`,
+/// server-side tool blocks and text with citations, in response order. The provider that
+/// produced them sends them back verbatim when the message is replayed (so signatures verify
+/// and the prompt cache prefix stays stable); other providers ignore them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProviderData {
+    /// The adapter that produced the blocks (`anthropic`).
+    pub provider: String,
+    /// The turn's full content blocks, in the provider's wire format.
+    pub blocks: Vec<serde_json::Value>,
+}
+
+impl ProviderData {
+    /// The `(thinking, signature)` pairs of the turn's `thinking` blocks, in order.
+    pub fn thinking(&self) -> Vec<(&str, &str)> {
+        self.blocks
+            .iter()
+            .filter(|b| b["type"] == "thinking")
+            .map(|b| {
+                (
+                    b["thinking"].as_str().unwrap_or_default(),
+                    b["signature"].as_str().unwrap_or_default(),
+                )
+            })
+            .collect()
+    }
 }
 
 impl ChatMessage {
@@ -60,6 +93,7 @@ impl ChatMessage {
             content: text,
             tool_calls,
             tool_call_id: None,
+            provider_data: None,
         }
     }
     pub fn tool(call_id: impl Into<String>, output: impl Into<String>) -> Self {
@@ -68,6 +102,7 @@ impl ChatMessage {
             content: Some(output.into()),
             tool_calls: Vec::new(),
             tool_call_id: Some(call_id.into()),
+            provider_data: None,
         }
     }
     pub fn role(&self) -> Role {
@@ -131,9 +166,10 @@ impl FinishReason {
 
 /// One item of the neutral stream every provider produces.
 ///
-/// Order guarantees: deltas first; `ToolCalls` (all calls of the response, assembled) at most
-/// once, after the last delta; `Usage` at most once; `Finish` exactly once, last, when the
-/// response completed normally. A stream that ends without `Finish` was interrupted.
+/// Order guarantees: deltas first; `ProviderData` at most once, after the last delta;
+/// `ToolCalls` (all calls of the response, assembled) at most once, after the last delta;
+/// `Usage` at most once; `Finish` exactly once, last, when the response completed normally.
+/// A stream that ends without `Finish` was interrupted.
 #[derive(Debug, Clone, PartialEq)]
 pub enum StreamEvent {
     /// Visible assistant text.
@@ -142,6 +178,9 @@ pub enum StreamEvent {
     Reasoning(String),
     /// All tool calls of the response, assembled by index, in index order.
     ToolCalls(Vec<ToolCall>),
+    /// What the response carried beyond text and calls; the caller keeps it on the assistant
+    /// message ([`ChatMessage::provider_data`]) so a later request can replay it.
+    ProviderData(ProviderData),
     Usage(Usage),
     Finish(FinishReason),
 }

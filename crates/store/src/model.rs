@@ -103,8 +103,10 @@ impl NewMessage {
     }
 
     /// The rows that persist one provider message. An assistant message becomes an `assistant`
-    /// row (only when it has text or no calls) followed by one `tool_call` row per call; a
-    /// system message is not persisted (the system prompt is rebuilt, not resumed).
+    /// row (only when it has text or no calls) followed by one `tool_call` row per call; its
+    /// [`ChatMessage::provider_data`] (thinking blocks, …) goes to the first row's
+    /// `provider_data` column. A system message is not persisted (the system prompt is
+    /// rebuilt, not resumed).
     pub fn from_chat(ws_id: &str, msg: &ChatMessage) -> Vec<Self> {
         match msg.role() {
             Role::System => Vec::new(),
@@ -115,6 +117,9 @@ impl NewMessage {
                     rows.push(Self::assistant(ws_id, msg.content.clone()));
                 }
                 rows.extend(msg.tool_calls.iter().map(|c| Self::tool_call(ws_id, c)));
+                if let (Some(data), Some(first)) = (&msg.provider_data, rows.first_mut()) {
+                    first.provider_data = serde_json::to_string(data).ok();
+                }
                 rows
             }
             Role::Tool => vec![Self {
@@ -122,6 +127,33 @@ impl NewMessage {
                 ..Self::base(ws_id, MessageRole::ToolResult, msg.content.clone())
             }],
         }
+    }
+}
+
+/// The key of a row's `provider_data` JSON object that marks the start of a replaced
+/// context (a compaction, a `/resume` into a live workstream): a resume rebuilds the
+/// conversation from the last such row on. Earlier rows stay stored and searchable.
+pub const CONTEXT_RESET_KEY: &str = "context_reset";
+
+impl NewMessage {
+    /// The rows that persist a conversation replacing the workstream's context: the rows of
+    /// `messages`, the first one marked with [`CONTEXT_RESET_KEY`]. Empty for no messages.
+    pub fn replacement(ws_id: &str, messages: &[ChatMessage]) -> Vec<Self> {
+        let mut rows: Vec<Self> = messages
+            .iter()
+            .flat_map(|m| Self::from_chat(ws_id, m))
+            .collect();
+        if let Some(first) = rows.first_mut() {
+            let mut data = first
+                .provider_data
+                .as_deref()
+                .and_then(|d| serde_json::from_str::<serde_json::Value>(d).ok())
+                .filter(serde_json::Value::is_object)
+                .unwrap_or_else(|| serde_json::json!({}));
+            data[CONTEXT_RESET_KEY] = serde_json::Value::Bool(true);
+            first.provider_data = Some(data.to_string());
+        }
+        rows
     }
 }
 

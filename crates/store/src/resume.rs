@@ -7,13 +7,17 @@
 //! * the following `tool_result` rows are paired to those calls by `tool_call_id`, in stored
 //!   order; a result that answers no open call is dropped (providers reject orphans);
 //! * a group whose calls did not all get a result is an interrupted turn: the assistant message
-//!   and its partial results are removed, so the model regenerates from the user message.
+//!   and its partial results are removed, so the model regenerates from the user message;
+//! * a row whose `provider_data` carries [`CONTEXT_RESET_KEY`] starts the conversation afresh
+//!   (a compaction replaced the context): everything rebuilt before it is dropped;
+//! * an assistant's provider blocks (`provider_data` of its first row) come back as
+//!   [`ChatMessage::provider_data`].
 
 use std::collections::HashSet;
 
-use turnstone_llm::{ChatMessage, Role, ToolCall};
+use turnstone_llm::{ChatMessage, ProviderData, Role, ToolCall};
 
-use crate::model::{MessageRole, StoredMessage};
+use crate::model::{CONTEXT_RESET_KEY, MessageRole, StoredMessage};
 
 struct OpenGroup {
     /// Index in the output of the assistant message holding the calls.
@@ -41,6 +45,24 @@ fn close(group: Option<OpenGroup>, out: &mut Vec<ChatMessage>) {
     }
 }
 
+/// The parsed `provider_data` column: the context-reset mark and provider blocks.
+fn row_data(row: &StoredMessage) -> (bool, Option<ProviderData>) {
+    let Some(value) = row
+        .provider_data
+        .as_deref()
+        .and_then(|d| serde_json::from_str::<serde_json::Value>(d).ok())
+    else {
+        return (false, None);
+    };
+    let reset = value[CONTEXT_RESET_KEY] == serde_json::Value::Bool(true);
+    let data = value
+        .get("provider")
+        .is_some()
+        .then(|| serde_json::from_value::<ProviderData>(value).ok())
+        .flatten();
+    (reset, data)
+}
+
 /// Rebuilds provider messages from rows in stored order (see the module docs).
 pub fn rebuild_messages(rows: &[StoredMessage]) -> Vec<ChatMessage> {
     let mut out: Vec<ChatMessage> = Vec::with_capacity(rows.len());
@@ -52,6 +74,12 @@ pub fn rebuild_messages(rows: &[StoredMessage]) -> Vec<ChatMessage> {
             tracing::warn!(id = row.id, role = %row.role, "skipping row with unknown role");
             continue;
         };
+        let (reset, data) = row_data(row);
+        if reset {
+            out.clear();
+            group = None;
+            prev = None;
+        }
         match role {
             MessageRole::User => {
                 close(group.take(), &mut out);
@@ -63,7 +91,9 @@ pub fn rebuild_messages(rows: &[StoredMessage]) -> Vec<ChatMessage> {
             }
             MessageRole::Assistant => {
                 close(group.take(), &mut out);
-                out.push(ChatMessage::assistant(row.content.clone(), Vec::new()));
+                let mut message = ChatMessage::assistant(row.content.clone(), Vec::new());
+                message.provider_data = data;
+                out.push(message);
             }
             MessageRole::ToolCall => {
                 let call = ToolCall {
@@ -92,7 +122,9 @@ pub fn rebuild_messages(rows: &[StoredMessage]) -> Vec<ChatMessage> {
                         expected: vec![call.id.clone()],
                         answered: HashSet::new(),
                     });
-                    out.push(ChatMessage::assistant(None, vec![call]));
+                    let mut message = ChatMessage::assistant(None, vec![call]);
+                    message.provider_data = data;
+                    out.push(message);
                 }
             }
             MessageRole::ToolResult => {
@@ -108,8 +140,8 @@ pub fn rebuild_messages(rows: &[StoredMessage]) -> Vec<ChatMessage> {
                     out.push(ChatMessage {
                         role: Some(Role::Tool),
                         content: row.content.clone(),
-                        tool_calls: Vec::new(),
                         tool_call_id: Some(id),
+                        ..ChatMessage::default()
                     });
                 } else {
                     tracing::warn!(id = row.id, tool_call_id = %id, "dropping tool result without an open call");
@@ -185,6 +217,79 @@ mod tests {
             .collect();
         assert_eq!(texts, ["one", "two", "ok", "three"]);
         assert!(msgs.iter().all(|m| m.tool_calls.is_empty()));
+    }
+
+    #[test]
+    fn provider_blocks_and_context_resets_survive_rows() {
+        let data = turnstone_llm::ProviderData {
+            provider: "anthropic".into(),
+            blocks: vec![
+                serde_json::json!({"type": "thinking", "thinking": "t", "signature": "s"}),
+            ],
+        };
+        let mut calling = ChatMessage::assistant(
+            None,
+            vec![ToolCall {
+                id: "a".into(),
+                name: "bash".into(),
+                arguments: "{}".into(),
+            }],
+        );
+        calling.provider_data = Some(data.clone());
+        let old = [
+            ChatMessage::user("old"),
+            ChatMessage::assistant(Some("x".into()), Vec::new()),
+        ];
+        let new = [
+            ChatMessage::user("[Conversation summary]"),
+            ChatMessage::assistant(Some("summary".into()), Vec::new()),
+        ];
+        let later = [
+            ChatMessage::user("next"),
+            calling,
+            ChatMessage::tool("a", "out"),
+        ];
+        let mut written = Vec::new();
+        for m in &old {
+            written.extend(crate::NewMessage::from_chat("w", m));
+        }
+        written.extend(crate::NewMessage::replacement("w", &new));
+        for m in &later {
+            written.extend(crate::NewMessage::from_chat("w", m));
+        }
+        let rows: Vec<StoredMessage> = written
+            .into_iter()
+            .enumerate()
+            .map(|(i, n)| StoredMessage {
+                id: i as i64,
+                ws_id: n.ws_id,
+                timestamp: n.timestamp,
+                role: n.role.as_str().into(),
+                content: n.content,
+                tool_name: n.tool_name,
+                tool_args: n.tool_args,
+                tool_call_id: n.tool_call_id,
+                provider_data: n.provider_data,
+            })
+            .collect();
+        let msgs = rebuild_messages(&rows);
+        let texts: Vec<_> = msgs.iter().map(|m| m.content.clone()).collect();
+        assert_eq!(
+            texts,
+            [
+                Some("[Conversation summary]".to_string()),
+                Some("summary".into()),
+                Some("next".into()),
+                None,
+                Some("out".into())
+            ]
+        );
+        assert_eq!(msgs[3].provider_data.as_ref(), Some(&data));
+        assert_eq!(
+            msgs[3].provider_data.as_ref().unwrap().thinking(),
+            [("t", "s")]
+        );
+        assert!(msgs[0].provider_data.is_none());
     }
 
     #[test]

@@ -3,6 +3,7 @@
 
 use std::collections::HashSet;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
@@ -45,6 +46,10 @@ pub struct ToolContext {
     pub ws_id: Arc<str>,
     /// The node running the workstream (`local` for the terminal client).
     pub node_id: Arc<str>,
+    /// The workstream's current turn (1-based; 0 outside a workstream's turns), advanced by
+    /// the engine at the start of each turn ([`ToolContext::begin_turn`]). Tools with a
+    /// per-turn budget (`notify`) key on it. Shared by clones of the context.
+    pub turn: Arc<AtomicU64>,
 }
 
 impl ToolContext {
@@ -55,7 +60,27 @@ impl ToolContext {
             truncation_limit: 0,
             ws_id: Arc::from(""),
             node_id: Arc::from("local"),
+            turn: Arc::default(),
         }
+    }
+
+    /// A new turn of the workstream begins (the engine calls this before its first request).
+    pub fn begin_turn(&self) -> u64 {
+        self.turn.fetch_add(1, Ordering::AcqRel) + 1
+    }
+
+    /// The current turn (0 before the first).
+    pub fn current_turn(&self) -> u64 {
+        self.turn.load(Ordering::Acquire)
+    }
+
+    /// Forgets which files were read (after a compaction the contents are no longer in the
+    /// conversation, so `edit_file` needs a fresh `read_file`).
+    pub fn forget_reads(&self) {
+        self.read_files
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clear();
     }
 
     /// The same context for another workstream (sub-agents, tests).

@@ -179,7 +179,11 @@ async fn main() -> anyhow::Result<()> {
         tracing::warn!(host = %args.host, "auth is DISABLED (allowed only on a loopback bind)");
     }
 
-    let (backend, model, agent_model) = connect_backend(&args, &file).await?;
+    let (backend, model, agent_model, models) = connect_backend(&args, &file).await?;
+    let model_alias = models
+        .as_ref()
+        .map(|r| r.default_alias().to_string())
+        .unwrap_or_default();
     if backend.is_scripted() {
         tracing::info!(url = %backend.base_url, "no --base-url: using the built-in scripted model");
     }
@@ -190,6 +194,10 @@ async fn main() -> anyhow::Result<()> {
         .unwrap_or_else(default_node_id);
     let config = EngineConfig {
         model: model.clone(),
+        model_alias: model_alias.clone(),
+        // `/model <alias>` switches a workstream within the registry.
+        models: models.map(Arc::new),
+        auto_title: true,
         node_id: node_id.clone(),
         skip_permissions: args.skip_permissions,
         approval_timeout: std::time::Duration::from_secs(
@@ -220,6 +228,7 @@ async fn main() -> anyhow::Result<()> {
     let options = NodeOptions {
         node_id: node_id.clone(),
         model,
+        model_alias,
         ratelimit,
         cors_origins: args
             .cors_origins
@@ -334,12 +343,18 @@ async fn main() -> anyhow::Result<()> {
 
 /// The model backend: the config file's model registry (aliases, fallback chain), else
 /// `--provider anthropic`, else an OpenAI-compatible `--base-url`, else the scripted model.
-/// Returns it with the model name requests carry and, when `[model] agent_model` names
-/// another model, the one `task_agent` sub-agents run on.
+/// Returns it with the model name requests carry, the model `task_agent` sub-agents run on
+/// when `[model] agent_model` names another one, and, with a registry, the registry (for
+/// per-workstream `/model` switching).
 async fn connect_backend(
     args: &Args,
     file: &ServerFile,
-) -> anyhow::Result<(Backend, String, Option<AgentModel>)> {
+) -> anyhow::Result<(
+    Backend,
+    String,
+    Option<AgentModel>,
+    Option<turnstone_llm::ModelRegistry>,
+)> {
     if let Some(registry) = &file.registry {
         let registry = turnstone_llm::ModelRegistry::from_config(registry)?;
         let alias = registry.default_alias().to_string();
@@ -366,6 +381,7 @@ async fn connect_backend(
             Backend::from_provider(Arc::new(chain), format!("registry:{alias}")),
             model,
             agent_model,
+            Some(registry),
         ));
     }
     if args.provider == "anthropic" {
@@ -387,14 +403,19 @@ async fn connect_backend(
             .model
             .clone()
             .ok_or_else(|| anyhow::anyhow!("--provider anthropic needs --model"))?;
-        return Ok((Backend::from_provider(Arc::new(provider), url), model, None));
+        return Ok((
+            Backend::from_provider(Arc::new(provider), url),
+            model,
+            None,
+            None,
+        ));
     }
     let backend = Backend::connect(args.base_url.as_deref(), args.api_key.clone()).await?;
     let model = args
         .model
         .clone()
         .unwrap_or_else(|| "fake-model".to_string());
-    Ok((backend, model, None))
+    Ok((backend, model, None, None))
 }
 
 /// Built-in tool settings from `[tools]`: the web tools on (unless disabled), their SSRF

@@ -18,6 +18,8 @@ pub enum Command {
     Resume(String),
     /// `/clear`: forget the conversation context.
     Clear,
+    /// `/compact`: replace the conversation by a summary.
+    Compact,
     /// `/new`: a fresh workstream replacing the current one.
     New,
     /// `/name <name>`
@@ -45,6 +47,7 @@ Commands:
   /ws rename <name>  rename the current workstream
   /new               replace the current workstream with a fresh one
   /clear             forget the conversation context (keeps the workstream)
+  /compact           replace the conversation by a summary (frees context)
   /name <name>       name the current workstream
   /resume <x>        resume a saved session (needs persistence)
   /model             show the model
@@ -70,6 +73,7 @@ pub fn parse(line: &str) -> Option<Command> {
             None => Command::Usage("Usage: /resume <alias|id|id-prefix>"),
         },
         "clear" => Command::Clear,
+        "compact" => Command::Compact,
         "new" => Command::New,
         "name" => match arg {
             Some(a) => Command::Name(a),
@@ -177,6 +181,7 @@ mod tests {
     #[test]
     fn session_commands() {
         assert_eq!(parse("/clear"), Some(Command::Clear));
+        assert_eq!(parse("/compact"), Some(Command::Compact));
         assert_eq!(parse("/new"), Some(Command::New));
         assert_eq!(
             parse("/name  my work"),

@@ -497,6 +497,13 @@ impl<W: Write> Repl<W> {
                     self.info("Cannot clear while a turn is running (Ctrl-C cancels it).")?;
                 }
             }
+            Command::Compact => match self.current().compact() {
+                // The workstream reports progress and the outcome as info/error events.
+                SendOutcome::Started { .. } | SendOutcome::Busy => {}
+                SendOutcome::Closed => {
+                    self.info("[this workstream is closed; /ws new starts one]")?
+                }
+            },
             Command::New => {
                 let old = self.current().clone();
                 let fresh = self.create_workstream(None)?;

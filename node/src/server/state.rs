@@ -219,6 +219,20 @@ impl Node {
             manager = manager.with_journal(Arc::new(StoreJournal(p.clone())));
             p.spawn_approval_recorder(&node_log);
         }
+        // Auto-titles are stored as the workstream's title and announced as `ws_rename`.
+        let (title_log, title_store) = (node_log.clone(), persistence.clone());
+        manager = manager.with_title_hook(Arc::new(move |ws_id: &str, title: &str| {
+            if let Some(p) = &title_store {
+                p.record_title(ws_id, title);
+            }
+            title_log.push_with(|seq| NodeEvent {
+                seq,
+                kind: NodeEventKind::Renamed {
+                    ws_id: ws_id.to_string(),
+                    name: title.to_string(),
+                },
+            });
+        }));
         let started = SystemTime::now();
         let boot_id = started
             .duration_since(SystemTime::UNIX_EPOCH)

@@ -192,6 +192,7 @@ pub async fn command(
                 Ok(session) => {
                     let n = session.messages.len();
                     if ws.replace_history(session.messages) {
+                        super::workstreams::restore_session_config(&ws, &session.raw_config).await;
                         ws.emit_info(format!(
                             "Resumed {} ({n} messages).",
                             session.workstream.ws_id
@@ -207,9 +208,31 @@ pub async fn command(
         "/skill" => skill_command(&node, &ws, rest).await,
         "/help" => ws.emit_info(
             "Commands: /clear, /new, /name <name>, /resume <alias|id>, /skill [name|clear], \
-             /model, /help.",
+             /model [alias], /compact, /help.",
         ),
-        "/model" => ws.emit_info(format!("Model: {}", node.options.model)),
+        "/compact" => {
+            if ws.compact() == SendOutcome::Busy {
+                return Ok(Json(json!({"status": "busy"})));
+            }
+        }
+        "/model" if rest.is_empty() => {
+            let (model, alias) = ws.model();
+            let current = describe_model(&model, &alias);
+            let aliases = node.manager.engine().model_aliases();
+            let available = if aliases.is_empty() {
+                "No model aliases are configured.".to_string()
+            } else {
+                format!("Available: {}", aliases.join(", "))
+            };
+            ws.emit_info(format!("Model: {current}\n{available}"));
+        }
+        "/model" => match ws.select_model(rest).await {
+            Ok((model, alias)) => ws.emit_info(format!(
+                "Model switched to {}; it applies from the next turn.",
+                describe_model(&model, &alias)
+            )),
+            Err(e) => ws.emit_error(e.to_string()),
+        },
         other => ws.emit_info(format!(
             "Unknown command: {other}. Type /help for available commands."
         )),
@@ -269,5 +292,14 @@ async fn skill_command(node: &Node, ws: &turnstone_engine::WorkstreamHandle, arg
             )),
             Err(e) => ws.emit_error(e.to_string()),
         },
+    }
+}
+
+/// `alias (model)`, or the model alone when it has no alias.
+fn describe_model(model: &str, alias: &str) -> String {
+    if alias.is_empty() || alias == model {
+        model.to_string()
+    } else {
+        format!("{alias} ({model})")
     }
 }

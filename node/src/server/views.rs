@@ -99,10 +99,12 @@ pub fn ws_state(
 /// The frames a client gets when it attaches without `Last-Event-ID`: `connected`, `status`
 /// (if there is usage), `history` (if there are messages), and the pending approval.
 pub fn attach_preamble(node: &Node, ws: &WorkstreamHandle) -> Vec<Value> {
+    // The workstream's own model (it may have switched with `/model`).
+    let (model, model_alias) = model_of(node, ws);
     let mut out = vec![json!({
         "type": "connected",
-        "model": node.options.model,
-        "model_alias": node.options.model_alias,
+        "model": model,
+        "model_alias": model_alias,
         "skip_permissions": ws.skip_permissions(),
     })];
     let status = ws.status();
@@ -124,6 +126,16 @@ pub fn attach_preamble(node: &Node, ws: &WorkstreamHandle) -> Vec<Value> {
         out.push(serde_json::to_value(&env.event).unwrap_or(Value::Null));
     }
     out
+}
+
+/// The model a workstream uses and its alias: its `/model` choice, else the node's.
+pub fn model_of(node: &Node, ws: &WorkstreamHandle) -> (String, String) {
+    let (model, alias) = ws.model();
+    if alias.is_empty() && model == node.manager.engine().config().model {
+        (node.options.model.clone(), node.options.model_alias.clone())
+    } else {
+        (model, alias)
+    }
 }
 
 /// The wire JSON of an engine event.

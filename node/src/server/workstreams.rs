@@ -37,6 +37,7 @@ pub async fn dashboard(State(node): State<Arc<Node>>) -> Json<Value> {
         .iter()
         .map(|w| {
             let (activity, activity_state) = w.activity();
+            let (model, model_alias) = views::model_of(&node, w);
             total_tokens += w.tokens_total();
             total_tool_calls += w.tool_calls_total();
             if w.state() != WsState::Idle {
@@ -46,15 +47,15 @@ pub async fn dashboard(State(node): State<Arc<Node>>) -> Json<Value> {
                 "id": w.id(),
                 "name": w.name(),
                 "state": w.state(),
-                "title": "",
+                "title": w.title().unwrap_or_default(),
                 "tokens": w.tokens_total(),
                 "context_ratio": (views::context_ratio(&node, w) * 1000.0).round() / 1000.0,
                 "activity": activity,
                 "activity_state": activity_state,
                 "tool_calls": w.tool_calls_total(),
                 "node": "local",
-                "model": node.options.model,
-                "model_alias": node.options.model_alias,
+                "model": model,
+                "model_alias": model_alias,
             })
         })
         .collect();
@@ -150,6 +151,22 @@ async fn create_inner(node: &Node, body: &CreateWorkstreamBody) -> Result<Value,
                 })?,
         )
     };
+    // A model alias is checked before anything is created; without a registry the
+    // engine's model is kept.
+    let engine = node.manager.engine();
+    let model = match body.model.trim() {
+        "" => None,
+        alias if engine.config().models.is_some() => Some(
+            engine
+                .resolve_model(alias)
+                .await
+                .map_err(|e| ApiError::BadRequest(e.to_string()))?,
+        ),
+        alias => {
+            tracing::debug!(alias, "no model registry: the engine's model is kept");
+            None
+        }
+    };
     let options = CreateOptions {
         id: Some(body.ws_id.clone()).filter(|id| !id.is_empty()),
         name: Some(body.name.clone()).filter(|n| !n.is_empty()),
@@ -160,6 +177,9 @@ async fn create_inner(node: &Node, body: &CreateWorkstreamBody) -> Result<Value,
         ManagerError::AllActive(_) => ApiError::BadRequest(e.to_string()),
         other => ApiError::BadRequest(other.to_string()),
     })?;
+    if let Some(choice) = model {
+        ws.use_model(choice);
+    }
     if let Some(skill) = &skill {
         super::skills::apply(node, &ws, skill).await?;
     }
@@ -249,15 +269,43 @@ async fn resume(node: &Node, body: &CreateWorkstreamBody) -> Result<Value, ApiEr
             history: session.messages,
         })
         .map_err(|e| ApiError::BadRequest(e.to_string()))?;
-    // The tool-set intent is stored as intent, never a list: restore it as such.
-    if let Some(intent) = stored
-        .get("tool_intent")
-        .and_then(|t| turnstone_tools::toolset::ToolIntent::from_json(t).ok())
-    {
-        ws.restore_tools(intent, Vec::<String>::new());
-    }
+    restore_session_config(&ws, &stored).await;
     super::skills::restore(node, &ws, &stored).await;
     Ok(json!({"ws_id": ws.id(), "name": ws.name(), "resumed": true, "message_count": count}))
+}
+
+/// Restores what a resumed session stored beside its conversation: the tool-set intent
+/// (stored as intent, never a list), the deferred tools `tool_search` had loaded
+/// (`tool_loaded`, a JSON list) and the model alias (`model`). Unreadable values are
+/// skipped with a warning.
+pub(crate) async fn restore_session_config(
+    ws: &turnstone_engine::WorkstreamHandle,
+    stored: &std::collections::BTreeMap<String, String>,
+) {
+    let intent = stored.get("tool_intent").and_then(|t| {
+        turnstone_tools::toolset::ToolIntent::from_json(t)
+            .inspect_err(|e| tracing::warn!(error = %e, "stored tool intent not restored"))
+            .ok()
+    });
+    let loaded = stored
+        .get(turnstone_engine::TOOL_LOADED_CONFIG_KEY)
+        .and_then(|t| {
+            serde_json::from_str::<Vec<String>>(t)
+                .inspect_err(|e| tracing::warn!(error = %e, "stored loaded tools not restored"))
+                .ok()
+        });
+    if intent.is_some() || loaded.is_some() {
+        ws.restore_tools(
+            intent.unwrap_or_else(|| ws.tool_intent()),
+            loaded.unwrap_or_default(),
+        );
+    }
+    if let Some(alias) = stored
+        .get(turnstone_engine::MODEL_CONFIG_KEY)
+        .filter(|a| !a.is_empty())
+    {
+        ws.restore_model(alias).await;
+    }
 }
 
 /// `GET /v1/api/workstreams/saved` — up to 50 persisted workstreams with messages, newest

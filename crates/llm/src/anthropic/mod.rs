@@ -7,15 +7,19 @@
 //!
 //! ## Thinking blocks and replay
 //!
-//! The neutral [`ChatMessage`](crate::ChatMessage) keeps only text and tool calls. Every
-//! assistant turn whose blocks carry more than that (`thinking` with its `signature`,
-//! `redacted_thinking`, `server_tool_use`, `web_search_tool_result`, text with citations) is
-//! remembered by the provider, keyed by a fingerprint of its text and tool calls; when the
-//! same assistant message comes back in a later request, its original blocks are sent
-//! byte-for-byte, so thinking signatures verify and the prompt cache prefix stays stable.
-//! The memory is per provider instance and bounded (512 turns). If a request continues a
-//! tool loop whose thinking block is unknown (after a restart), extended thinking is switched
-//! off for that one request instead of letting the API reject it.
+//! An assistant turn whose blocks carry more than text and tool calls (`thinking` with its
+//! `signature`, `redacted_thinking`, `server_tool_use`, `web_search_tool_result`, text with
+//! citations) ends its stream with [`StreamEvent::ProviderData`] holding the full block
+//! list. The engine keeps it on the neutral message ([`ChatMessage::provider_data`](crate::ChatMessage::provider_data)),
+//! where it is persisted and survives a resume; when the message comes back in a later
+//! request, those blocks are sent byte-for-byte, so thinking signatures verify and the prompt
+//! cache prefix stays stable.
+//!
+//! For callers that keep only text and calls, the provider also remembers the blocks, keyed
+//! by a fingerprint of the text and calls (per instance, bounded to 512 turns), and replays
+//! them for a message without provider data. If a request continues a tool loop whose
+//! thinking block is known neither way, extended thinking is switched off for that one
+//! request instead of letting the API reject it.
 //!
 //! ## Errors
 //!
@@ -49,6 +53,9 @@ pub const ANTHROPIC_VERSION: &str = "2023-06-01";
 
 /// The public API endpoint (without `/v1`).
 pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
+
+/// The `provider` name of the [`crate::ProviderData`] this adapter produces and replays.
+pub const PROVIDER_NAME: &str = "anthropic";
 
 /// Smallest thinking budget the API accepts.
 pub const MIN_THINKING_BUDGET: u32 = 1024;
@@ -182,6 +189,13 @@ impl AnthropicProvider {
     /// The JSON body sent for `request` (exposed for inspection and tests).
     pub fn request_body(&self, request: &ChatRequest) -> Value {
         let replay = |m: &crate::types::ChatMessage| {
+            if let Some(data) = m
+                .provider_data
+                .as_ref()
+                .filter(|d| d.provider == PROVIDER_NAME && !d.blocks.is_empty())
+            {
+                return Some(data.blocks.clone());
+            }
             self.replay
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -302,7 +316,7 @@ impl AnthropicProvider {
 #[async_trait]
 impl Provider for AnthropicProvider {
     fn name(&self) -> &str {
-        "anthropic"
+        PROVIDER_NAME
     }
 
     async fn stream(&self, request: &ChatRequest) -> Result<ChatStream, LlmError> {
@@ -326,6 +340,7 @@ impl Provider for AnthropicProvider {
                 StreamEvent::ToolCalls(calls) => completion.tool_calls = calls,
                 StreamEvent::Usage(u) => completion.usage = Some(u),
                 StreamEvent::Finish(f) => completion.finish_reason = Some(f),
+                StreamEvent::ProviderData(_) => {}
             }
         }
         if completion.finish_reason.is_none() {

@@ -6,7 +6,9 @@
 //! [`StreamEvent::ToolCalls`] at the end. Server-side web search (`server_tool_use`,
 //! `web_search_tool_result`) is reported as info lines on the reasoning channel (`[web search:
 //! …]`). At `message_stop` the turn's full block list (thinking with signature, server-tool
-//! blocks, citations) is stored in the [`ReplayMemory`] so the next request can send it back.
+//! blocks, citations) is emitted as [`StreamEvent::ProviderData`] (the caller keeps it on the
+//! assistant message) and also stored in the [`ReplayMemory`] for callers that keep only text
+//! and calls.
 //!
 //! An `error` event before `message_start` is classified like an HTTP error (rate limit,
 //! overloaded → retryable); after it, the stream ends with [`LlmError::StreamInterrupted`].
@@ -24,7 +26,7 @@ use super::convert::{ReplayMemory, fingerprint, input_object};
 use super::wire::{WireDelta, WireError, WireEvent, WireUsage};
 use crate::error::LlmError;
 use crate::sse::{SseDecoder, SseEvent};
-use crate::types::{ChatStream, FinishReason, StreamEvent, ToolCall, Usage};
+use crate::types::{ChatStream, FinishReason, ProviderData, StreamEvent, ToolCall, Usage};
 
 /// One content block being received.
 #[derive(Debug)]
@@ -353,15 +355,19 @@ impl Assembler {
                 _ => None,
             })
             .collect();
+        let mut out = Vec::new();
         if blocks.values().any(Block::needs_replay) {
             let replay: Vec<Value> = blocks.values().map(Block::replay_json).collect();
             let key = fingerprint(&self.text, &calls);
             self.replay
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
-                .insert(key, replay);
+                .insert(key, replay.clone());
+            out.push(Ok(StreamEvent::ProviderData(ProviderData {
+                provider: super::PROVIDER_NAME.to_string(),
+                blocks: replay,
+            })));
         }
-        let mut out = Vec::new();
         let reason = match self.stop_reason.take() {
             Some(r) => FinishReason::from_wire(&r),
             None if !calls.is_empty() => FinishReason::ToolCalls,

@@ -82,6 +82,14 @@ async fn thinking_text_and_partial_json_tool_use() {
         vec![
             StreamEvent::Reasoning("hm".into()),
             StreamEvent::Content("ok".into()),
+            StreamEvent::ProviderData(crate::ProviderData {
+                provider: "anthropic".into(),
+                blocks: vec![
+                    json!({"type": "thinking", "thinking": "hm", "signature": "SIG"}),
+                    json!({"type": "text", "text": "ok"}),
+                    json!({"type": "tool_use", "id": "toolu_1", "name": "bash", "input": {"command": "ls"}}),
+                ],
+            }),
             StreamEvent::ToolCalls(vec![call("toolu_1", "bash", "{\"command\": \"ls\"}")]),
             StreamEvent::Usage(Usage {
                 prompt_tokens: 22,

@@ -73,7 +73,8 @@ pub struct WebOptions {
     pub notify_per_turn: usize,
     /// Timeout of one webhook POST.
     pub notify_timeout: Duration,
-    /// The per-turn counter; the engine calls [`NotifyLimiter::start_turn`] at each turn.
+    /// The per-turn counter (a turn is [`crate::ToolContext::current_turn`], advanced by the
+    /// engine at each turn start).
     pub notify_limiter: NotifyLimiter,
 }
 

@@ -4,14 +4,16 @@
 //! not SSRF-screened; redirects from a webhook are not followed.
 //!
 //! ## The per-turn limit
-//! [`ToolContext`] carries no turn identity, so the limiter keys its counters by the
-//! identity of the workstream's shared `read_files` set (held weakly: a dropped workstream
-//! frees its entry and its address cannot be reused while the entry lives).
-//! - When the engine calls [`NotifyLimiter::start_turn`] at the start of each turn, the limit
-//!   is exactly "per turn".
-//! - Until it does, the counter resets at each new tool-call **batch**: the engine prepares
-//!   every call of a batch before executing any, so a `prepare` after an `execute` of the
-//!   same workstream starts a new batch. That bounds notifications per batch, not per turn.
+//! The limiter keys its counters by the identity of the workstream's shared `read_files` set
+//! (held weakly: a dropped workstream frees its entry and its address cannot be reused while
+//! the entry lives) and resets a workstream's count when a new turn begins:
+//! - inside an engine workstream, [`ToolContext::current_turn`] names the turn (the engine
+//!   advances it at each turn start): a call in a later turn than the counted one starts
+//!   from 0, so the limit is exactly "per turn";
+//! - [`NotifyLimiter::start_turn`] resets a count explicitly (callers without the engine);
+//! - without either (turn 0, never started), the counter resets at each new tool-call
+//!   **batch**: the engine prepares every call of a batch before executing any, so a
+//!   `prepare` after an `execute` of the same workstream starts a new batch.
 
 use std::collections::HashSet;
 use std::fmt;
@@ -65,6 +67,8 @@ struct Entry {
     sent: usize,
     in_flight: usize,
     executed_since_prepare: bool,
+    /// The context's turn the count belongs to (0: no engine turns seen).
+    turn: u64,
 }
 
 #[derive(Default)]
@@ -85,11 +89,19 @@ impl LimiterState {
                     sent: 0,
                     in_flight: 0,
                     executed_since_prepare: false,
+                    turn: 0,
                 });
                 self.entries.len() - 1
             }
         };
-        &mut self.entries[at]
+        let entry = &mut self.entries[at];
+        let turn = ctx.current_turn();
+        if turn != 0 && entry.turn != turn {
+            entry.turn = turn;
+            entry.sent = 0;
+            entry.executed_since_prepare = false;
+        }
+        entry
     }
 }
 
@@ -133,7 +145,8 @@ impl NotifyLimiter {
     /// starts a new batch.
     pub(crate) fn on_prepare(&self, ctx: &ToolContext) {
         let mut state = self.lock();
-        if state.turn_driven {
+        if state.turn_driven || ctx.current_turn() != 0 {
+            state.entry(ctx);
             return;
         }
         let entry = state.entry(ctx);
@@ -143,13 +156,14 @@ impl NotifyLimiter {
         entry.executed_since_prepare = false;
     }
 
-    /// Takes one of `limit` slots, or says how many were already used.
+    /// Takes one of `limit` slots, or says how many were already used (sent, or being sent
+    /// by a parallel call of the same turn).
     pub(crate) fn reserve(&self, ctx: &ToolContext, limit: usize) -> Result<Slot, usize> {
         let mut state = self.lock();
         let entry = state.entry(ctx);
         entry.executed_since_prepare = true;
         if entry.sent + entry.in_flight >= limit {
-            return Err(entry.sent);
+            return Err(entry.sent + entry.in_flight);
         }
         entry.in_flight += 1;
         Ok(Slot {
@@ -264,4 +278,31 @@ async fn deliver_one(
         }
     }
     Err(format!("{last} (after {} attempts)", backoff.len() + 1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_engine_turn_resets_the_count_and_only_successes_count() {
+        let limiter = NotifyLimiter::default();
+        let ctx = ToolContext::new("/");
+        assert_eq!(ctx.begin_turn(), 1);
+        for _ in 0..4 {
+            limiter.reserve(&ctx, 5).ok().unwrap().succeeded();
+        }
+        // A failed delivery frees its slot.
+        drop(limiter.reserve(&ctx, 5).ok().unwrap());
+        let held = limiter.reserve(&ctx, 5).ok().unwrap();
+        assert_eq!(limiter.reserve(&ctx, 5).err(), Some(5), "sent + in flight");
+        held.succeeded();
+        assert_eq!(limiter.sent(&ctx), 5);
+        // A prepare within the same turn does not reset (unlike the batch fallback).
+        limiter.on_prepare(&ctx);
+        assert_eq!(limiter.sent(&ctx), 5);
+        ctx.begin_turn();
+        assert_eq!(limiter.sent(&ctx), 0);
+        assert!(limiter.reserve(&ctx, 5).is_ok());
+    }
 }

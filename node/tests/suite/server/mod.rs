@@ -3,6 +3,7 @@
 
 mod api;
 mod browser;
+mod ctx;
 mod login;
 mod mcp_resources;
 mod memories;
@@ -60,7 +61,14 @@ pub struct Spec {
     pub scripted: bool,
     /// Offer the `watch` tool and run the watch runner (needs `db`).
     pub watches: Option<turnstone_node::watch_runner::WatchRunnerConfig>,
+    /// Use this model client instead (e.g. an Anthropic provider on a fake).
+    pub provider: Option<Arc<dyn turnstone_llm::Provider>>,
+    /// Changes the engine configuration; gets the HTTP fake's base URL.
+    pub engine: Option<EngineTweak>,
 }
+
+/// A change to a test node's engine configuration (gets the HTTP fake's base URL).
+pub type EngineTweak = Box<dyn FnOnce(&mut EngineConfig, &str) + Send>;
 
 impl TestNode {
     pub async fn start() -> Self {
@@ -116,10 +124,14 @@ impl TestNode {
             manager,
             scripted,
             watches,
+            provider,
+            engine: tweak_engine,
         } = spec;
         let llm = FakeLlm::start_with(llm_config).await;
         let dir = tempfile::tempdir().unwrap();
-        let provider: Arc<dyn turnstone_llm::Provider> = if scripted {
+        let provider: Arc<dyn turnstone_llm::Provider> = if let Some(p) = provider {
+            p
+        } else if scripted {
             Arc::new(turnstone_testkit::ScriptedProvider::new())
         } else {
             Arc::new(OpenAiProvider::new(OpenAiConfig::new(llm.base_url())).unwrap())
@@ -130,12 +142,15 @@ impl TestNode {
             ..RetryPolicy::default()
         };
         let resilient = Resilient::new(provider, policy, Arc::new(CircuitBreaker::default()));
-        let config = EngineConfig {
+        let mut config = EngineConfig {
             model: "fake-model".into(),
             cwd: dir.path().to_path_buf(),
             node_id: "node-test".into(),
             ..EngineConfig::default()
         };
+        if let Some(tweak) = tweak_engine {
+            tweak(&mut config, &llm.base_url());
+        }
         let engine = Engine::new(
             resilient,
             Arc::new(ToolRegistry::with_builtins().unwrap()),
