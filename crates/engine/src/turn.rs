@@ -524,7 +524,12 @@ impl Turn<'_> {
                 tool: Some(tool),
             },
             Err(message) => {
-                let message = format!("Error: {message}");
+                // Tools word their own errors; add the prefix only where they did not.
+                let message = if message.starts_with("Error") {
+                    message
+                } else {
+                    format!("Error: {message}")
+                };
                 fail(
                     message.clone(),
                     format!("Invalid arguments for {}: {message}", call.name),

@@ -248,10 +248,10 @@ async fn a_bad_prompt_is_a_tool_error_and_the_tool_is_top_level_only() {
     let ws = h.workstream();
     let mut sub = send(&ws, r#"CALL:task_agent {"prompt": "   "}"#);
     read_turn(&mut sub).await;
-    // (The engine prefixes prepare errors with `Error: ` once more, as for every tool.)
+    // The tool words its own error; the engine adds no second `Error: ` prefix.
     let results = tool_messages(&ws.history());
-    assert!(
-        results[0].ends_with("Error: argument 'prompt' must not be empty"),
+    assert_eq!(
+        results[0], "Error: argument 'prompt' must not be empty",
         "{results:?}"
     );
     let mut sub = send(&ws, r#"CALL:task_agent {"prompt": 42}"#);
