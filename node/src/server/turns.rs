@@ -206,9 +206,10 @@ pub async fn command(
             }
         }
         "/skill" => skill_command(&node, &ws, rest).await,
+        "/mcp" => mcp_command(&node, &ws, rest).await,
         "/help" => ws.emit_info(
             "Commands: /clear, /new, /name <name>, /resume <alias|id>, /skill [name|clear], \
-             /model [alias], /compact, /help.",
+             /model [alias], /compact, /mcp [refresh [server]], /help.",
         ),
         "/compact" => {
             if ws.compact() == SendOutcome::Busy {
@@ -292,6 +293,74 @@ async fn skill_command(node: &Node, ws: &turnstone_engine::WorkstreamHandle, arg
             )),
             Err(e) => ws.emit_error(e.to_string()),
         },
+    }
+}
+
+/// `/mcp` lists the MCP servers (state and counts); `/mcp refresh [server]` rediscovers one
+/// server, or all, at once (tools, resources, prompts; the registry follows). Output as
+/// `info`, failures as `error` events.
+async fn mcp_command(node: &Node, ws: &turnstone_engine::WorkstreamHandle, arg: &str) {
+    let Some(mcp) = node.mcp() else {
+        ws.emit_info("No MCP servers are configured.");
+        return;
+    };
+    let (sub, server) = arg
+        .split_once(char::is_whitespace)
+        .map_or((arg, ""), |(a, b)| (a, b.trim()));
+    let describe = |name: &str, st: &turnstone_mcp::ServerStatus| {
+        let mut line = format!(
+            "{name}: {} — {} tools, {} resources, {} templates, {} prompts",
+            if st.connected {
+                "connected"
+            } else {
+                "not connected"
+            },
+            st.tools,
+            st.resources,
+            st.resource_templates,
+            st.prompts
+        );
+        if !st.error.is_empty() {
+            line.push_str(&format!(" (error: {})", st.error));
+        }
+        line
+    };
+    match sub {
+        "" | "status" | "list" => {
+            let lines: Vec<String> = mcp
+                .status()
+                .iter()
+                .map(|(name, st)| describe(name, st))
+                .collect();
+            ws.emit_info(format!("MCP servers:\n{}", lines.join("\n")));
+        }
+        "refresh" => {
+            let target = (!server.is_empty()).then_some(server);
+            if let Some(name) = target
+                && mcp.server_config(name).is_none()
+            {
+                ws.emit_error(format!(
+                    "Unknown MCP server '{name}'. Configured: {}",
+                    mcp.server_names().join(", ")
+                ));
+                return;
+            }
+            match mcp.refresh(target).await {
+                Ok(()) => {
+                    let status = mcp.status();
+                    let lines: Vec<String> = status
+                        .iter()
+                        .filter(|(name, _)| target.is_none_or(|t| t == name.as_str()))
+                        .map(|(name, st)| describe(name, st))
+                        .collect();
+                    ws.emit_info(format!("MCP refreshed:\n{}", lines.join("\n")));
+                }
+                Err(e) => ws.emit_error(format!("MCP refresh failed: {e}")),
+            }
+        }
+        other => ws.emit_error(format!(
+            "Unknown /mcp action '{other}'. Usage: /mcp, /mcp refresh [server]"
+        )),
     }
 }
 

@@ -110,4 +110,40 @@ async fn an_mcp_servers_tools_are_offered_approved_and_run_through_the_node() {
         result["output"].as_str().unwrap().starts_with("pong "),
         "{result}"
     );
+
+    // `/mcp` lists the servers; `/mcp refresh <server>` rediscovers one on demand; an
+    // unknown server or action is a clear error event.
+    for (command, kind, want) in [
+        ("/mcp", "info", "py: connected — "),
+        ("/mcp refresh py", "info", "MCP refreshed:\npy: connected"),
+        (
+            "/mcp refresh nope",
+            "error",
+            "Unknown MCP server 'nope'. Configured: ",
+        ),
+        (
+            "/mcp frobnicate",
+            "error",
+            "Unknown /mcp action 'frobnicate'",
+        ),
+    ] {
+        let (code, body) = node
+            .post("/v1/api/command", json!({"ws_id": ws, "command": command}))
+            .await;
+        assert_eq!(code, 200, "{body}");
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            let seen = node.node_events().await.into_iter().any(|e| {
+                e["type"] == kind && e["message"].as_str().is_some_and(|m| m.contains(want))
+            });
+            if seen {
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "no {kind} event containing {want:?} after {command}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
 }
