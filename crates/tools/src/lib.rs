@@ -54,6 +54,7 @@ pub mod backends;
 pub mod builtin;
 mod error;
 mod paths;
+mod process;
 mod registry;
 mod schema;
 pub mod toolset;

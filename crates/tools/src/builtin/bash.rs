@@ -16,6 +16,7 @@ use tokio::time::Instant;
 use super::{blocklist, finish, header};
 use crate::arguments::Args;
 use crate::error::RegistryError;
+use crate::process::GroupKill;
 use crate::schema::builtin_definition;
 use crate::tool::{OutputSink, Prepared, Tool, ToolContext, ToolDefinition, ToolOutput};
 use crate::truncate::{BoundedText, truncate_output};
@@ -165,38 +166,6 @@ struct Run<'a> {
     stop_on_error: bool,
     timeout: Duration,
     limit: usize,
-}
-
-/// Kills a process group when dropped, unless disarmed.
-struct GroupKill {
-    pgid: Option<rustix::process::Pid>,
-}
-
-impl GroupKill {
-    fn new(pid: Option<u32>) -> Self {
-        let pgid = pid
-            .and_then(|p| i32::try_from(p).ok())
-            .filter(|p| *p > 1)
-            .and_then(rustix::process::Pid::from_raw);
-        Self { pgid }
-    }
-
-    fn kill(&self) {
-        if let Some(pgid) = self.pgid {
-            // ESRCH (group already gone) is the normal case after a clean exit.
-            let _ = rustix::process::kill_process_group(pgid, rustix::process::Signal::KILL);
-        }
-    }
-
-    fn disarm(&mut self) {
-        self.pgid = None;
-    }
-}
-
-impl Drop for GroupKill {
-    fn drop(&mut self) {
-        self.kill();
-    }
 }
 
 /// What a stream-reading loop saw.

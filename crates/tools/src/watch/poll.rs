@@ -13,6 +13,7 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::time::Instant;
 
 use crate::builtin::bash::is_secret_name;
+use crate::process::GroupKill;
 
 /// Longest output kept of one poll, in characters (the rest is cut, with a marker).
 pub const MAX_OUTPUT_CHARS: usize = 65_536;
@@ -137,34 +138,6 @@ impl Capped {
 
     fn text(&self) -> String {
         String::from_utf8_lossy(&self.bytes).into_owned()
-    }
-}
-
-/// Kills a process group when dropped (a poll that timed out or was abandoned).
-struct GroupKill {
-    pgid: Option<rustix::process::Pid>,
-}
-
-impl GroupKill {
-    fn new(pid: Option<u32>) -> Self {
-        let pgid = pid
-            .and_then(|p| i32::try_from(p).ok())
-            .filter(|p| *p > 1)
-            .and_then(rustix::process::Pid::from_raw);
-        Self { pgid }
-    }
-
-    fn kill(&self) {
-        if let Some(pgid) = self.pgid {
-            // ESRCH (the group is already gone) is the normal case after a clean exit.
-            let _ = rustix::process::kill_process_group(pgid, rustix::process::Signal::KILL);
-        }
-    }
-}
-
-impl Drop for GroupKill {
-    fn drop(&mut self) {
-        self.kill();
     }
 }
 
