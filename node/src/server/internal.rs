@@ -123,3 +123,67 @@ pub struct SetToolsReply {
     pub ws_id: String,
     pub intent: serde_json::Map<String, Value>,
 }
+
+/// One alias of `GET /v1/api/_internal/model-status`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, schemars::JsonSchema)]
+pub struct ModelStatus {
+    pub model: String,
+    /// `openai` or `anthropic`.
+    pub provider: String,
+    /// `config` (from `[models.*]`); empty for the node's single `--model`.
+    pub source: String,
+    /// Tokens; the engine's measured window for the single model.
+    pub context_window: u32,
+    pub enabled: bool,
+}
+
+/// `GET /v1/api/_internal/model-status`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, schemars::JsonSchema)]
+pub struct ModelStatusReply {
+    pub models: std::collections::BTreeMap<String, ModelStatus>,
+}
+
+/// `GET /v1/api/_internal/model-status`: every alias with its model, provider and context
+/// window (the console's model fan-out reads it).
+pub async fn model_status(State(node): State<Arc<Node>>) -> Json<ModelStatusReply> {
+    let engine = node.manager.engine();
+    let mut models = std::collections::BTreeMap::new();
+    match engine.config().models.clone() {
+        Some(registry) => {
+            for alias in registry.aliases() {
+                let Ok(m) = registry.get(alias) else { continue };
+                models.insert(
+                    alias.to_string(),
+                    ModelStatus {
+                        model: m.entry.model.clone(),
+                        provider: super::memories::provider_name(m.entry.provider).to_string(),
+                        source: "config".to_string(),
+                        context_window: m
+                            .entry
+                            .context_window
+                            .unwrap_or_else(|| engine.context_window()),
+                        enabled: true,
+                    },
+                );
+            }
+        }
+        None => {
+            let alias = if node.options.model_alias.is_empty() {
+                "default".to_string()
+            } else {
+                node.options.model_alias.clone()
+            };
+            models.insert(
+                alias,
+                ModelStatus {
+                    model: node.options.model.clone(),
+                    provider: "openai".to_string(),
+                    source: String::new(),
+                    context_window: engine.context_window(),
+                    enabled: true,
+                },
+            );
+        }
+    }
+    Json(ModelStatusReply { models })
+}

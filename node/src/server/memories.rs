@@ -156,8 +156,23 @@ pub fn routes() -> Router<Arc<Node>> {
         .route("/api/models", get(models))
 }
 
-/// `GET /v1/api/models`: the node's one model.
+/// `GET /v1/api/models`: the aliases of the model registry (`[models.*]`), else the node's
+/// one model as `default`.
 pub async fn models(State(node): State<Arc<Node>>) -> Json<ModelList> {
+    let registry = node.manager.engine().config().models.clone();
+    if let Some(registry) = registry {
+        let models = registry
+            .aliases()
+            .into_iter()
+            .filter_map(|alias| registry.get(alias).ok())
+            .map(|m| ModelInfo {
+                alias: m.alias.clone(),
+                model: m.entry.model.clone(),
+                provider: provider_name(m.entry.provider).to_string(),
+            })
+            .collect();
+        return Json(ModelList { models });
+    }
     let alias = if node.options.model_alias.is_empty() {
         "default".to_string()
     } else {
@@ -170,6 +185,13 @@ pub async fn models(State(node): State<Arc<Node>>) -> Json<ModelList> {
             provider: "openai".to_string(),
         }],
     })
+}
+
+pub(crate) fn provider_name(kind: turnstone_llm::ProviderKind) -> &'static str {
+    match kind {
+        turnstone_llm::ProviderKind::Openai => "openai",
+        turnstone_llm::ProviderKind::Anthropic => "anthropic",
+    }
 }
 
 /// `GET /v1/api/memories?type=&scope=&scope_id=&limit=`.

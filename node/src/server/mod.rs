@@ -69,6 +69,7 @@ pub fn router(node: Arc<Node>) -> Router {
         .route("/api/previews/{preview_id}", get(previews::get_preview))
         .route("/api/_internal/mcp-status", get(internal::mcp_status))
         .route("/api/_internal/mcp-reload", post(internal::mcp_reload))
+        .route("/api/_internal/model-status", get(internal::model_status))
         .merge(login::routes())
         .merge(users::admin_routes())
         .merge(memories::routes())

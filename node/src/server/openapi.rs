@@ -455,6 +455,9 @@ pub const ROUTES: &[ApiRoute] = &[
     ApiRoute::get("/v1/api/_internal/mcp-status", "internal")
         .summary("Status of each configured MCP server (console fan-out)")
         .json::<super::internal::McpStatusReply>(),
+    ApiRoute::get("/v1/api/_internal/model-status", "internal")
+        .summary("Each model alias with its model, provider and context window")
+        .json::<super::internal::ModelStatusReply>(),
     ApiRoute::post("/v1/api/_internal/mcp-reload", "internal")
         .summary("Rediscover every MCP server's tools, resources and prompts")
         .errors(&[503]),

@@ -186,6 +186,21 @@ async fn model_switches_per_workstream_and_survives_a_resume() {
         ..Spec::default()
     })
     .await;
+    // The registry's aliases are what `/v1/api/models` and the model status list.
+    let (status, models) = t.get("/v1/api/models", Some(READ)).await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        models,
+        json!({"models": [
+            {"alias": "alt", "model": "alt-model", "provider": "openai"},
+            {"alias": "main", "model": "fake-model", "provider": "openai"}
+        ]})
+    );
+    let (status, detail) = t.get("/v1/api/_internal/model-status", Some(READ)).await;
+    assert_eq!(status, 200);
+    assert_eq!(detail["models"]["alt"]["context_window"], 64_000);
+    assert_eq!(detail["models"]["alt"]["source"], "config");
+    assert_eq!(detail["models"]["main"]["model"], "fake-model");
     let (_, created) = t
         .post("/v1/api/workstreams/new", json!({"name": "switcher"}))
         .await;
@@ -269,6 +284,13 @@ async fn model_switches_per_workstream_and_survives_a_resume() {
 #[tokio::test]
 async fn without_a_registry_model_lists_nothing_and_a_create_keeps_the_model() {
     let t = TestNode::start().await;
+    let (_, models) = t.get("/v1/api/models", Some(READ)).await;
+    assert_eq!(
+        models,
+        json!({"models": [{"alias": "default", "model": "fake-model", "provider": "openai"}]})
+    );
+    let (_, detail) = t.get("/v1/api/_internal/model-status", Some(READ)).await;
+    assert_eq!(detail["models"]["default"]["source"], "");
     let mut events = t
         .sse(&format!("/v1/api/events?ws_id={}", t.default_ws), None)
         .await;
