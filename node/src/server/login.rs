@@ -168,7 +168,29 @@ pub fn routes() -> Router<Arc<Node>> {
         .route("/api/auth/status", get(status))
         .route("/api/auth/setup", post(setup))
         .route("/api/auth/whoami", get(whoami))
+        .route("/api/auth/oidc/authorize", get(oidc_authorize))
+        .route("/api/auth/oidc/callback", get(oidc_callback))
         .layer(Extension(Arc::new(LoginLimiter::default())))
+}
+
+/// The message of the OIDC routes: this node has no OIDC provider settings (SSO is not
+/// supported yet), so it answers as the original does when none is configured.
+const OIDC_NOT_CONFIGURED: &str = "OIDC not configured";
+
+/// `GET /v1/api/auth/oidc/authorize`: `404 {"error": "OIDC not configured"}`.
+pub async fn oidc_authorize() -> Response {
+    error(StatusCode::NOT_FOUND, OIDC_NOT_CONFIGURED)
+}
+
+/// `GET /v1/api/auth/oidc/callback`: back to the UI with the error, as the original's
+/// failures (`302 /?oidc_error=<message>`).
+pub async fn oidc_callback() -> Response {
+    let mut response = StatusCode::FOUND.into_response();
+    response.headers_mut().insert(
+        header::LOCATION,
+        HeaderValue::from_static("/?oidc_error=OIDC%20not%20configured"),
+    );
+    response
 }
 
 fn error(status: StatusCode, message: &str) -> Response {

@@ -529,6 +529,9 @@ pub const UNDOCUMENTED: &[(&str, &str)] = &[
     ("get", "/metrics"),
     ("get", "/openapi.json"),
     ("get", "/docs"),
+    // SSO is not supported yet: both answer as an original without OIDC settings.
+    ("get", "/v1/api/auth/oidc/authorize"),
+    ("get", "/v1/api/auth/oidc/callback"),
     // User and token administration (approve scope; the original had no node admin routes,
     // its OpenAPI document none either): documented in docs/api.md.
     ("get", "/v1/api/admin/users"),

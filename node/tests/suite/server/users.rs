@@ -385,3 +385,34 @@ async fn without_storage_setup_is_unavailable_and_password_login_fails() {
     .await;
     assert_eq!(code, 401);
 }
+
+#[tokio::test]
+async fn oidc_routes_say_it_is_not_configured() {
+    let t = TestNode::start().await;
+    let (code, body, _) = send(
+        &t,
+        reqwest::Method::GET,
+        "/v1/api/auth/oidc/authorize",
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(
+        (code, body["error"].as_str()),
+        (404, Some("OIDC not configured"))
+    );
+    let no_redirect = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let resp = no_redirect
+        .get(t.url("/v1/api/auth/oidc/callback?code=x&state=y"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 302, "public, no auth needed");
+    assert_eq!(
+        resp.headers()["location"],
+        "/?oidc_error=OIDC%20not%20configured"
+    );
+}
