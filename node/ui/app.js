@@ -67,6 +67,8 @@
     token: sessionStorage.getItem(TOKEN_KEY) || "",
     required: Boolean(sessionStorage.getItem(TOKEN_KEY)),
     waiting: [], // streams to restart after a login
+    hasUsers: false, // the node has stored users: offer username and password first
+    mode: "token", // which sign-in form is shown: "token" or "password"
   };
 
   class ApiError extends Error {
@@ -133,17 +135,34 @@
     if (!overlay.hidden) return;
     overlay.hidden = false;
     $("login-error").textContent = "";
-    setTimeout(() => $("login-token").focus(), 0);
+    setLoginMode(auth.hasUsers ? "password" : "token");
   }
 
-  async function login(token) {
+  // Token or username/password: one form, two sets of fields.
+  function setLoginMode(mode) {
+    auth.mode = mode;
+    const password = mode === "password";
+    $("login-token-fields").hidden = password;
+    $("login-password-fields").hidden = !password;
+    $("login-hint").textContent = password
+      ? "Sign in with your username and password."
+      : "This node requires an API token.";
+    $("login-mode").textContent = password
+      ? "Sign in with a token instead"
+      : "Sign in with a username and password";
+    setTimeout(() => $(password ? "login-username" : "login-token").focus(), 0);
+  }
+
+  // `credentials` is `{token}` or `{username, password}`.
+  async function login(credentials) {
+    const token = credentials.token || "";
     const resp = await fetch("/v1/api/auth/login", {
       method: "POST",
       headers: { "Content-Type": "application/json" },
-      body: JSON.stringify({ token }),
+      body: JSON.stringify(credentials),
       credentials: "same-origin",
     });
-    if (resp.status === 404 || resp.status === 405) {
+    if (token && (resp.status === 404 || resp.status === 405)) {
       // No login endpoint on this node: keep the token and send it ourselves.
       setBearer(token);
       const check = await fetch("/v1/api/dashboard", {
@@ -165,7 +184,10 @@
     }
     if (!resp.ok) {
       if (resp.status === 429) throw new Error("Too many login attempts — try again later");
-      throw new Error((body && body.error) || "Invalid token");
+      if (resp.status === 401) {
+        throw new Error(token ? "Invalid token" : "Wrong username or password");
+      }
+      throw new Error((body && body.error) || "Sign-in failed");
     }
     // The server set its own cookie.
     setBearer("");
@@ -1258,21 +1280,41 @@
     input.addEventListener("input", autosize);
     $("login-form").addEventListener("submit", async (e) => {
       e.preventDefault();
-      const token = $("login-token").value.trim();
-      if (!token) return;
+      let credentials;
+      if (auth.mode === "password") {
+        const username = $("login-username").value.trim();
+        const password = $("login-password").value;
+        if (!username || !password) {
+          $("login-error").textContent = "Enter your username and password";
+          return;
+        }
+        credentials = { username, password };
+      } else {
+        const token = $("login-token").value.trim();
+        if (!token) {
+          $("login-error").textContent = "Paste your token";
+          return;
+        }
+        credentials = { token };
+      }
       const submit = $("login-submit");
       submit.disabled = true;
       $("login-error").textContent = "";
       try {
-        await login(token);
+        await login(credentials);
         $("login-overlay").hidden = true;
         $("login-token").value = "";
+        $("login-password").value = "";
         await afterLogin();
       } catch (err) {
         $("login-error").textContent = err.message || "Sign-in failed";
       } finally {
         submit.disabled = false;
       }
+    });
+    $("login-mode").addEventListener("click", () => {
+      $("login-error").textContent = "";
+      setLoginMode(auth.mode === "password" ? "token" : "password");
     });
     window.addEventListener("online", () => {
       for (const s of allStreams()) s.retryNow();
@@ -1295,6 +1337,7 @@
       if (resp.ok) {
         const body = await resp.json();
         if (body && body.auth_enabled) auth.required = true;
+        auth.hasUsers = Boolean(body && body.has_users);
       }
     } catch (e) {
       // Unknown: a 401 later still shows the login form.

@@ -123,8 +123,16 @@ async fn the_last_event_id_query_parameter_resumes_like_the_header() {
     assert_eq!(junk.next().await.kind(), "connected");
 }
 
-#[tokio::test]
-async fn a_real_browser_chats_approves_and_resumes_without_duplicates() {
+/// Runs `node/tests/browser/<script>` in headless Chromium against `base` (with `token` as
+/// `TURNSTONE_TOKEN` and `extra` variables) and returns its stdout; fails the test unless the
+/// script exits 0 and prints `done`. Screenshots land in [`artifacts_dir`].
+pub async fn run_browser_script(
+    script: &str,
+    done: &str,
+    base: &str,
+    token: &str,
+    extra: &[(&str, String)],
+) -> String {
     assert!(
         Path::new(CHROMIUM).exists(),
         "Chromium is missing at {CHROMIUM}: apt-get install chromium (scripts/services does it)"
@@ -135,45 +143,56 @@ async fn a_real_browser_chats_approves_and_resumes_without_duplicates() {
         "playwright-core is missing: run `npm ci` in {} (scripts/services does it)",
         dir.display()
     );
-    // Slow streaming so the test can cut the connection in the middle of a reply.
-    let t = TestNode::start_with_llm(FakeLlmConfig {
-        tokens_per_sec: Some(20.0),
-        ..FakeLlmConfig::default()
-    })
-    .await;
     let artifacts = artifacts_dir();
     std::fs::create_dir_all(&artifacts).unwrap();
     let profile = tempfile::tempdir().unwrap();
-
-    let child = tokio::process::Command::new("node")
-        .arg("ui.test.mjs")
+    let mut cmd = tokio::process::Command::new("node");
+    cmd.arg(script)
         .current_dir(&dir)
-        .env("TURNSTONE_URL", &t.base)
-        .env("TURNSTONE_TOKEN", FULL)
+        .env("TURNSTONE_URL", base)
+        .env("TURNSTONE_TOKEN", token)
         .env("TURNSTONE_CHROMIUM", CHROMIUM)
         .env("TURNSTONE_ARTIFACTS", &artifacts)
         .env("TURNSTONE_PROFILE", profile.path())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("node is installed");
+        .kill_on_drop(true);
+    for (k, v) in extra {
+        cmd.env(k, v);
+    }
+    let child = cmd.spawn().expect("node is installed");
     let output = tokio::time::timeout(Duration::from_secs(180), child.wait_with_output())
         .await
         .expect("the browser test finishes within 180 s")
         .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
-        output.status.success(),
-        "browser test failed ({})\n--- stdout\n{stdout}\n--- stderr\n{stderr}",
+        output.status.success() && stdout.contains(done),
+        "browser test {script} failed ({})\n--- stdout\n{stdout}\n--- stderr\n{stderr}",
         output.status
     );
-    assert!(
-        stdout.contains("browser test: all steps passed"),
-        "{stdout}\n{stderr}"
-    );
+    stdout
+}
+
+#[tokio::test]
+async fn a_real_browser_chats_approves_and_resumes_without_duplicates() {
+    // Slow streaming so the test can cut the connection in the middle of a reply.
+    let t = TestNode::start_with_llm(FakeLlmConfig {
+        tokens_per_sec: Some(20.0),
+        ..FakeLlmConfig::default()
+    })
+    .await;
+    run_browser_script(
+        "ui.test.mjs",
+        "browser test: all steps passed",
+        &t.base,
+        FULL,
+        &[],
+    )
+    .await;
+    let artifacts = artifacts_dir();
     assert!(
         artifacts.join("final.png").exists(),
         "a screenshot of the final state"
@@ -195,4 +214,43 @@ async fn a_real_browser_chats_approves_and_resumes_without_duplicates() {
         .map(|m| m["content"].as_str().unwrap_or_default().to_string())
         .unwrap_or_default();
     assert!(tool_output.contains("from-browser"), "{history:?}");
+}
+
+/// A node with stored users: the sign-in form offers username and password first, refuses a
+/// wrong password, and a right one opens the dashboard (and the token form is one click away).
+#[tokio::test]
+async fn a_real_browser_signs_in_with_a_username_and_password() {
+    let dir = tempfile::tempdir().unwrap();
+    let auth = turnstone_runtime::auth::Authenticator::new(
+        true,
+        Some(turnstone_runtime::auth::JwtSecret::new(
+            "a-test-secret-that-is-long-enough-for-hs256",
+        )),
+        TestNode::test_tokens(),
+        turnstone_runtime::auth::AUDIENCE_SERVER,
+    );
+    let t = TestNode::spawn(Spec {
+        db: Some(dir.path().join("users.db")),
+        auth: Some(auth),
+        ..Spec::default()
+    })
+    .await;
+    let (status, _) = t
+        .post(
+            "/v1/api/auth/setup",
+            json!({"username": "ada", "display_name": "Ada", "password": "correct horse"}),
+        )
+        .await;
+    assert_eq!(status, 200);
+    run_browser_script(
+        "login.test.mjs",
+        "login test: all steps passed",
+        &t.base,
+        FULL,
+        &[
+            ("TURNSTONE_USERNAME", "ada".to_string()),
+            ("TURNSTONE_PASSWORD", "correct horse".to_string()),
+        ],
+    )
+    .await;
 }

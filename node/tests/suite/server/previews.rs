@@ -197,17 +197,6 @@ async fn a_real_browser_opens_closes_and_renders_previews() {
     use std::process::Stdio;
     use std::time::Duration;
 
-    let chromium = "/usr/bin/chromium";
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/browser");
-    assert!(
-        Path::new(chromium).exists(),
-        "Chromium is missing at {chromium}: apt-get install chromium (scripts/services does it)"
-    );
-    assert!(
-        dir.join("node_modules/playwright-core").exists(),
-        "playwright-core is missing: run `npm ci` in {} (scripts/services does it)",
-        dir.display()
-    );
     let t = TestNode::start().await;
     std::fs::write(
         t.cwd().join("table.csv"),
@@ -215,35 +204,14 @@ async fn a_real_browser_opens_closes_and_renders_previews() {
     )
     .unwrap();
     let page_url = site().await;
-    let artifacts = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/browser-artifacts");
-    std::fs::create_dir_all(&artifacts).unwrap();
-    let profile = tempfile::tempdir().unwrap();
-    let child = tokio::process::Command::new("node")
-        .arg("preview.test.mjs")
-        .current_dir(&dir)
-        .env("TURNSTONE_URL", &t.base)
-        .env("TURNSTONE_TOKEN", FULL)
-        .env("TURNSTONE_CHROMIUM", chromium)
-        .env("TURNSTONE_ARTIFACTS", &artifacts)
-        .env("TURNSTONE_PROFILE", profile.path())
-        .env("TURNSTONE_PAGE_URL", &page_url)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("node is installed");
-    let output = tokio::time::timeout(Duration::from_secs(180), child.wait_with_output())
-        .await
-        .expect("the browser test finishes within 180 s")
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success() && stdout.contains("preview test: all steps passed"),
-        "browser preview test failed ({})\n--- stdout\n{stdout}\n--- stderr\n{stderr}",
-        output.status
-    );
+    super::browser::run_browser_script(
+        "preview.test.mjs",
+        "preview test: all steps passed",
+        &t.base,
+        FULL,
+        &[("TURNSTONE_PAGE_URL", page_url)],
+    )
+    .await;
     // What the browser showed is what the node stored: two previews of the default workstream.
     assert_eq!(t.node.previews.usage().0, 2);
 }
