@@ -137,7 +137,14 @@ try {
     await page.locator(".pane:not([hidden]) .msg.assistant[data-final]").waitFor();
     const reply = await page.locator(".pane:not([hidden]) .msg.assistant .md").last().textContent();
     assert(reply === text, "echoed reply: " + JSON.stringify(reply));
-    await page.locator("#ws-state-label[data-state=idle]").waitFor();
+    // The idle state follows the reply on the same stream; a loaded machine (CI with other
+    // builds running) can be slow to paint it, so this wait is longer than the default.
+    try {
+      await page.locator("#ws-state-label[data-state=idle]").waitFor({ timeout: 60000 });
+    } catch (e) {
+      const label = await page.locator("#ws-state-label").evaluate((n) => [n.dataset.state, n.textContent]);
+      throw new Error("state label never idle; it shows " + JSON.stringify(label) + ": " + e.message);
+    }
     await shot("proxied-node");
   });
 
