@@ -769,11 +769,12 @@ impl WorkstreamHandle {
         };
         tracing::info!(
             ws_id = %self.shared.id,
+            skill = skill.as_ref().map(|s| s.name.as_str()).unwrap_or(""),
             model = overrides.model.as_ref().map(|m| m.alias.as_str()).unwrap_or(""),
             temperature = ?overrides.temperature,
             max_tokens = ?overrides.max_tokens,
             reasoning_effort = overrides.reasoning_effort.as_deref().unwrap_or(""),
-            "skill request settings"
+            "active skill set"
         );
         *lock(&self.shared.overrides) = overrides;
         // `{{model}}` is the model the skill runs on (its own, when it names one).
@@ -783,7 +784,6 @@ impl WorkstreamHandle {
             content: ActiveSkill::render(&s.content, &model, &self.shared.id, node_id),
             name: s.name,
         });
-        tracing::info!(ws_id = %self.shared.id, skill = rendered.as_ref().map(|s| s.name.as_str()).unwrap_or(""), "active skill set");
         *lock(&self.shared.skill) = rendered;
     }
 
