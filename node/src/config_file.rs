@@ -10,6 +10,10 @@
 //! node_id = "node-a"
 //! max_workstreams = 50
 //! cwd = "/srv/work"
+//! auto_compact_pct = 0.8        # compact after a turn above this share of the context (0: never)
+//! compact_max_tokens = 32768    # max_tokens of the compaction summary
+//! auto_title = true             # title new workstreams after their first exchange
+//! watch_tick_secs = 15          # seconds between looks for due watches
 //!
 //! [models.local]                # the model registry (turnstone-llm): aliases, fallback
 //! provider = "openai"
@@ -27,17 +31,26 @@
 //! command = "npx"
 //! args = ["-y", "@modelcontextprotocol/server-filesystem", "/srv/work"]
 //!
-//! [tools]                       # web tools
+//! [tools]                       # web tools, sub-agents
 //! allow_private_network = false
 //! searxng_url = "http://127.0.0.1:8888"
+//! search_backend = "mcp:brave:brave_web_search"   # or web_search_backend; default SearxNG
+//! agent_max_turns = 20          # model requests of one task_agent sub-agent
+//! subagent_auto_approve_all = true
 //! [tools.notify.ops]
 //! url = "https://hooks.example/notify"
 //! ```
+//!
+//! The engine keys of `[server]` and `[tools]` that also exist as flags (`agent_max_turns`,
+//! `subagent_auto_approve_all`, `watch_tick_secs`) follow *flag or env > file > default*
+//! ([`ServerFile::apply_engine_settings`]). Out-of-range values are errors naming the key.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde::Deserialize;
+use turnstone_engine::EngineConfig;
 use turnstone_llm::{ModelEntry, ModelSection, RegistryConfig};
 
 /// What the node takes from its config file.
@@ -57,6 +70,15 @@ pub struct ServerSection {
     pub max_workstreams: Option<usize>,
     pub cwd: Option<PathBuf>,
     pub approval_timeout: Option<u64>,
+    /// Compact after a turn whose prompt exceeded this share of the context window (0–1;
+    /// 0 disables). Default 0.8.
+    pub auto_compact_pct: Option<f64>,
+    /// `max_tokens` of the compaction summary request (1 or more). Default 32768.
+    pub compact_max_tokens: Option<u32>,
+    /// Title new workstreams after their first exchange. Default `true`.
+    pub auto_title: Option<bool>,
+    /// Seconds between two looks for due watches (1 or more). Default 15.
+    pub watch_tick_secs: Option<u64>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -65,13 +87,28 @@ pub struct ToolsSection {
     #[serde(default)]
     pub allow_private_network: bool,
     pub searxng_url: Option<String>,
-    /// `mcp:<server>:<tool>` or absent (SearxNG when `searxng_url` is set).
+    /// `mcp:<server>:<tool>`, `searxng` or absent (SearxNG when `searxng_url` is set). Also
+    /// read as `web_search_backend` (the original's name).
+    #[serde(alias = "web_search_backend")]
     pub search_backend: Option<String>,
     #[serde(default)]
     pub notify: BTreeMap<String, NotifyTargetEntry>,
     /// Turn the web tools off entirely (on by default).
     #[serde(default)]
     pub disable_web: bool,
+    /// `task_agent`: model requests one sub-agent may make (1 or more). Default 20.
+    pub agent_max_turns: Option<u32>,
+    /// `task_agent`: sub-agents run every tool of their set without asking. Default `true`.
+    pub subagent_auto_approve_all: Option<bool>,
+}
+
+/// The engine settings given as flags (or their env vars); `None`: not given, so the file's
+/// value (or the default) applies.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct EngineFlags {
+    pub agent_max_turns: Option<u32>,
+    pub subagent_auto_approve_all: Option<bool>,
+    pub watch_tick_secs: Option<u64>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -138,6 +175,8 @@ impl ServerFile {
             Some(v) => v.try_into().map_err(|e| format!("[model]: {e}"))?,
             None => ModelSection::default(),
         };
+        check_server(&server)?;
+        check_tools(&tools)?;
         let registry = models.map(|models| RegistryConfig { models, model });
         let mcp_servers = if doc.contains_key("mcp") {
             turnstone_mcp::parse_toml_config(text).map_err(|e| e.to_string())?
@@ -152,6 +191,77 @@ impl ServerFile {
             tools,
         })
     }
+
+    /// Puts the engine keys into `config` (whose values are the defaults): a flag wins,
+    /// then the file, else `config` keeps its value. A flag out of range is an error.
+    pub fn apply_engine_settings(
+        &self,
+        flags: &EngineFlags,
+        config: &mut EngineConfig,
+    ) -> Result<(), String> {
+        let (s, t) = (&self.server, &self.tools);
+        if let Some(n) = flags.agent_max_turns.or(t.agent_max_turns) {
+            if n == 0 {
+                return Err("agent_max_turns must be 1 or more".into());
+            }
+            config.agent_max_turns = n;
+        }
+        if let Some(on) = flags
+            .subagent_auto_approve_all
+            .or(t.subagent_auto_approve_all)
+        {
+            config.subagent_auto_approve_all = on;
+        }
+        if let Some(pct) = s.auto_compact_pct {
+            config.auto_compact_pct = pct;
+        }
+        if let Some(n) = s.compact_max_tokens {
+            config.compact_max_tokens = n;
+        }
+        if let Some(on) = s.auto_title {
+            config.auto_title = on;
+        }
+        Ok(())
+    }
+
+    /// The watch runner's tick: the flag, else the file, else 15 s. Zero is an error.
+    pub fn watch_tick(&self, flags: &EngineFlags) -> Result<Duration, String> {
+        match flags.watch_tick_secs.or(self.server.watch_tick_secs) {
+            Some(0) => Err("watch_tick_secs must be 1 or more".into()),
+            Some(secs) => Ok(Duration::from_secs(secs)),
+            None => Ok(Duration::from_secs(15)),
+        }
+    }
+}
+
+/// Range checks of `[server]`.
+fn check_server(s: &ServerSection) -> Result<(), String> {
+    if let Some(pct) = s.auto_compact_pct
+        && !(pct.is_finite() && (0.0..=1.0).contains(&pct))
+    {
+        return Err(format!(
+            "[server]: auto_compact_pct must be between 0 and 1 (0 disables), got {pct}"
+        ));
+    }
+    if s.compact_max_tokens == Some(0) {
+        return Err("[server]: compact_max_tokens must be 1 or more".into());
+    }
+    if s.watch_tick_secs == Some(0) {
+        return Err("[server]: watch_tick_secs must be 1 or more".into());
+    }
+    Ok(())
+}
+
+/// Range checks of `[tools]`.
+fn check_tools(t: &ToolsSection) -> Result<(), String> {
+    if t.agent_max_turns == Some(0) {
+        return Err("[tools]: agent_max_turns must be 1 or more".into());
+    }
+    if let Some(spec) = &t.search_backend {
+        turnstone_tools::web::SearchBackendSpec::parse(spec)
+            .map_err(|e| format!("[tools]: {e}"))?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -191,6 +301,97 @@ url = "http://127.0.0.1:9/hook"
         assert_eq!(f.mcp_servers.len(), 1);
         assert!(f.tools.allow_private_network);
         assert_eq!(f.tools.notify["ops"].url, "http://127.0.0.1:9/hook");
+    }
+
+    #[test]
+    fn engine_keys_reach_the_engine_config_and_flags_win() {
+        let f = ServerFile::parse(
+            r#"
+[server]
+auto_compact_pct = 0.5
+compact_max_tokens = 4096
+auto_title = false
+watch_tick_secs = 3
+[tools]
+agent_max_turns = 7
+subagent_auto_approve_all = false
+web_search_backend = "mcp:brave:brave_web_search"
+"#,
+        )
+        .unwrap();
+        assert_eq!(
+            f.tools.search_backend.as_deref(),
+            Some("mcp:brave:brave_web_search")
+        );
+        let mut config = EngineConfig {
+            auto_title: true,
+            ..EngineConfig::default()
+        };
+        f.apply_engine_settings(&EngineFlags::default(), &mut config)
+            .unwrap();
+        assert_eq!(config.auto_compact_pct, 0.5);
+        assert_eq!(config.compact_max_tokens, 4096);
+        assert!(!config.auto_title);
+        assert_eq!(config.agent_max_turns, 7);
+        assert!(!config.subagent_auto_approve_all);
+        assert_eq!(
+            f.watch_tick(&EngineFlags::default()),
+            Ok(Duration::from_secs(3))
+        );
+
+        // Flags (or their env vars) win over the file.
+        let flags = EngineFlags {
+            agent_max_turns: Some(30),
+            subagent_auto_approve_all: Some(true),
+            watch_tick_secs: Some(9),
+        };
+        f.apply_engine_settings(&flags, &mut config).unwrap();
+        assert_eq!(config.agent_max_turns, 30);
+        assert!(config.subagent_auto_approve_all);
+        assert_eq!(f.watch_tick(&flags), Ok(Duration::from_secs(9)));
+        let zero = EngineFlags {
+            agent_max_turns: Some(0),
+            watch_tick_secs: Some(0),
+            ..EngineFlags::default()
+        };
+        assert!(f.apply_engine_settings(&zero, &mut config).is_err());
+        assert!(f.watch_tick(&zero).is_err());
+
+        // Without the keys the defaults stay.
+        let empty = ServerFile::parse("").unwrap();
+        let mut config = EngineConfig::default();
+        empty
+            .apply_engine_settings(&EngineFlags::default(), &mut config)
+            .unwrap();
+        let defaults = EngineConfig::default();
+        assert_eq!(config.auto_compact_pct, defaults.auto_compact_pct);
+        assert_eq!(config.compact_max_tokens, defaults.compact_max_tokens);
+        assert_eq!(config.agent_max_turns, defaults.agent_max_turns);
+        assert_eq!(
+            empty.watch_tick(&EngineFlags::default()),
+            Ok(Duration::from_secs(15))
+        );
+    }
+
+    #[test]
+    fn engine_keys_out_of_range_are_named() {
+        for (text, needle) in [
+            ("[server]\nauto_compact_pct = 1.5\n", "auto_compact_pct"),
+            ("[server]\nauto_compact_pct = -0.1\n", "auto_compact_pct"),
+            ("[server]\ncompact_max_tokens = 0\n", "compact_max_tokens"),
+            ("[server]\nwatch_tick_secs = 0\n", "watch_tick_secs"),
+            ("[server]\nauto_title = \"yes\"\n", "auto_title"),
+            ("[tools]\nagent_max_turns = 0\n", "agent_max_turns"),
+            ("[tools]\nagent_max_turns = -1\n", "agent_max_turns"),
+            ("[tools]\nsearch_backend = \"bing\"\n", "bing"),
+            (
+                "[tools]\nweb_search_backend = \"mcp:x\"\n",
+                "mcp:<server>:<tool>",
+            ),
+        ] {
+            let err = ServerFile::parse(text).unwrap_err();
+            assert!(err.contains(needle), "{text}: {err}");
+        }
     }
 
     #[test]

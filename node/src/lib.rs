@@ -11,6 +11,8 @@
 //!
 //! * [`store_tools`] — the `memory`, `recall` and `skill` tools over the node's store,
 //!   registered into the live tool registry when the node persists.
+//! * [`mcp_search`] — `web_search` answered by an MCP tool (`search_backend =
+//!   "mcp:server:tool"`).
 //!
 //! It must not know Redis (the bridge talks to a node over HTTP only) and, for now, nothing
 //! about persistence: sessions are not saved yet.
@@ -21,6 +23,7 @@ pub mod config_file;
 pub mod demo;
 pub mod error;
 pub mod mcp_resource_tools;
+pub mod mcp_search;
 pub mod mcp_tools;
 pub mod page_answerer;
 pub mod persist;

@@ -22,8 +22,10 @@
 //!
 //! Skills: a workstream may have an active skill ([`ActiveSkill`], set with
 //! [`WorkstreamHandle::set_skill`]); its rendered content joins the system prompt of every
-//! request after the engine's prompt. Where skills are stored, and persisting the choice,
-//! is the node's business.
+//! request after the engine's prompt, and its request settings ([`RequestOverrides`]: model,
+//! temperature, `max_tokens`, reasoning effort; [`WorkstreamHandle::set_skill_with`]) win
+//! over the engine's while it is active. Where skills are stored, and persisting the
+//! choice, is the node's business.
 //!
 //! States: `idle → thinking → running → attention → running → … → idle | error`.
 
@@ -50,8 +52,8 @@ pub use models::{MODEL_CONFIG_KEY, ModelChoice, ModelError};
 pub use subagent::{AgentModel, TaskAgentTool, register_subagent, register_subagent_with};
 pub use title::TitleHook;
 pub use workstream::{
-    ActiveSkill, ApproveOutcome, Decision, EventHook, Journal, PreparedTools, SendOutcome,
-    TOOL_LOADED_CONFIG_KEY, Verdict, WorkstreamHandle,
+    ActiveSkill, ApproveOutcome, Decision, EventHook, Journal, PreparedTools, RequestOverrides,
+    SendOutcome, TOOL_LOADED_CONFIG_KEY, Verdict, WorkstreamHandle,
 };
 
 use turnstone_llm::{Resilient, ToolSpec};

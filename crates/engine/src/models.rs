@@ -114,25 +114,31 @@ impl Engine {
     }
 }
 
+/// The model choice in force: the active skill's, else the workstream's `/model` choice.
+fn current(shared: &Shared) -> Option<ModelChoice> {
+    let skill = lock(&shared.overrides).model.clone();
+    skill.or_else(|| lock(&shared.model).clone())
+}
+
 /// The client a workstream's requests go to.
 pub(crate) fn provider(engine: &Engine, shared: &Shared) -> Resilient {
-    match lock(&shared.model).as_ref() {
-        Some(choice) => choice.provider.clone(),
+    match current(shared) {
+        Some(choice) => choice.provider,
         None => engine.provider().clone(),
     }
 }
 
 /// The model name a workstream's requests carry.
 pub(crate) fn model_name(engine: &Engine, shared: &Shared) -> String {
-    match lock(&shared.model).as_ref() {
-        Some(choice) => choice.model.clone(),
+    match current(shared) {
+        Some(choice) => choice.model,
         None => engine.config().model.clone(),
     }
 }
 
 /// The context window of a workstream's model.
 pub(crate) fn context_window(engine: &Engine, shared: &Shared) -> u32 {
-    match lock(&shared.model).as_ref() {
+    match current(shared) {
         Some(choice) => choice.context_window,
         None => engine.context_window(),
     }
@@ -142,8 +148,8 @@ impl WorkstreamHandle {
     /// The model this workstream's next request uses and its alias (`""` when the engine's
     /// model has none).
     pub fn model(&self) -> (String, String) {
-        match lock(&self.shared.model).as_ref() {
-            Some(choice) => (choice.model.clone(), choice.alias.clone()),
+        match current(&self.shared) {
+            Some(choice) => (choice.model, choice.alias),
             None => (
                 self.engine.config().model.clone(),
                 self.engine.config().model_alias.clone(),
@@ -160,10 +166,12 @@ impl WorkstreamHandle {
     }
 
     /// Uses `choice` (from [`Engine::resolve_model`]; `None`: the engine's model) from the
-    /// next request and hands it to the journal. Returns the model name and alias.
+    /// next request and hands it to the journal. Returns the model name and alias. An
+    /// active skill's model gives way to this explicit choice.
     pub fn use_model(&self, choice: Option<ModelChoice>) -> (String, String) {
         let stored = choice.as_ref().map(|c| c.alias.clone());
         tracing::info!(ws_id = %self.shared.id, alias = stored.as_deref().unwrap_or("(default)"), "model selected");
+        lock(&self.shared.overrides).model = None;
         *lock(&self.shared.model) = choice;
         self.shared
             .config_changed(MODEL_CONFIG_KEY, stored.as_deref());

@@ -270,9 +270,8 @@ impl Turn<'_> {
         match finish {
             Some(FinishReason::Length) => {
                 let limit = self
-                    .engine
-                    .config()
-                    .max_tokens
+                    .shared
+                    .max_tokens(self.engine)
                     .map(|m| m.to_string())
                     .unwrap_or_else(|| "max_tokens".to_string());
                 self.emit(Event::error(format!(
@@ -330,9 +329,10 @@ impl Turn<'_> {
             model: crate::models::model_name(self.engine, self.shared),
             messages,
             tools: self.tools.specs.clone(),
-            temperature: config.temperature,
-            max_tokens: config.max_tokens,
-            reasoning_effort: Some(config.reasoning_effort.clone()),
+            // The active skill's settings win over the engine's.
+            temperature: self.shared.temperature(self.engine),
+            max_tokens: self.shared.max_tokens(self.engine),
+            reasoning_effort: Some(self.shared.reasoning_effort(self.engine)),
         }
     }
 

@@ -134,6 +134,30 @@ impl ActiveSkill {
     }
 }
 
+/// Request settings one workstream sends instead of the engine's (today: those of its
+/// active skill — see [`WorkstreamHandle::set_skill_with`]). Each `None` keeps the engine's
+/// value; they apply from the next model request on, like the skill's content.
+#[derive(Debug, Clone, Default)]
+pub struct RequestOverrides {
+    /// Another registry model (from [`Engine::resolve_model`]); wins over a `/model` choice
+    /// made before it, and a later `/model` choice replaces it.
+    pub model: Option<crate::models::ModelChoice>,
+    pub temperature: Option<f32>,
+    pub max_tokens: Option<u32>,
+    /// `low`/`medium`/`high`…, also reported in `status`.
+    pub reasoning_effort: Option<String>,
+}
+
+impl RequestOverrides {
+    /// Whether nothing is overridden.
+    pub fn is_empty(&self) -> bool {
+        self.model.is_none()
+            && self.temperature.is_none()
+            && self.max_tokens.is_none()
+            && self.reasoning_effort.is_none()
+    }
+}
+
 /// Result of [`WorkstreamHandle::send`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SendOutcome {
@@ -201,6 +225,8 @@ pub(crate) struct Shared {
     pub skill: Mutex<Option<ActiveSkill>>,
     /// The model override (`/model`); `None`: the engine's model.
     pub model: Mutex<Option<crate::models::ModelChoice>>,
+    /// The active skill's request settings (cleared with the skill).
+    pub overrides: Mutex<RequestOverrides>,
     /// Auto-title state.
     pub title: crate::title::TitleState,
     /// The loaded-tool set as last handed to the journal.
@@ -250,6 +276,7 @@ impl Shared {
             prepared_tools: Mutex::new(None),
             skill: Mutex::new(None),
             model: Mutex::new(None),
+            overrides: Mutex::new(RequestOverrides::default()),
             title: crate::title::TitleState::default(),
             loaded_persisted: Mutex::new(Vec::new()),
         }
@@ -306,7 +333,7 @@ impl Shared {
             total_tokens: used,
             context_window: window,
             pct,
-            effort: engine.config().reasoning_effort.clone(),
+            effort: self.reasoning_effort(engine),
             cache_creation_tokens: usage.cache_creation_tokens,
             cache_read_tokens: usage.cache_read_tokens,
             tool_calls_this_turn: self.tool_calls_this_turn.load(Ordering::Relaxed),
@@ -327,6 +354,28 @@ impl Shared {
             (None, Some(s)) => Some(s),
             (Some(p), Some(s)) => Some(format!("{p}\n\n{s}")),
         }
+    }
+
+    /// The temperature requests carry: the skill's, else the engine's.
+    pub fn temperature(&self, engine: &Engine) -> Option<f32> {
+        lock(&self.overrides)
+            .temperature
+            .or(engine.config().temperature)
+    }
+
+    /// The `max_tokens` requests carry: the skill's, else the engine's.
+    pub fn max_tokens(&self, engine: &Engine) -> Option<u32> {
+        lock(&self.overrides)
+            .max_tokens
+            .or(engine.config().max_tokens)
+    }
+
+    /// The reasoning effort requests carry: the skill's, else the engine's.
+    pub fn reasoning_effort(&self, engine: &Engine) -> String {
+        lock(&self.overrides)
+            .reasoning_effort
+            .clone()
+            .unwrap_or_else(|| engine.config().reasoning_effort.clone())
     }
 
     /// Replaces the conversation and hands it to the journal (no events, usage kept).
@@ -701,23 +750,46 @@ impl WorkstreamHandle {
         lock(&self.shared.skill).clone()
     }
 
-    /// Activates a skill (replacing any other) or, with `None`, clears it. The content is
-    /// rendered here (`{{model}}`, `{{ws_id}}`, `{{node_id}}`) and joins the system prompt
-    /// from the next model request on — also the next request of a running turn.
-    /// Persisting the choice is the caller's business.
+    /// Activates a skill (replacing any other, and its request settings) or, with `None`,
+    /// clears it. The content is rendered here (`{{model}}`, `{{ws_id}}`, `{{node_id}}`) and
+    /// joins the system prompt from the next model request on — also the next request of a
+    /// running turn. Persisting the choice is the caller's business.
     pub fn set_skill(&self, skill: Option<ActiveSkill>) {
-        let config = self.engine.config();
+        self.set_skill_with(skill, RequestOverrides::default());
+    }
+
+    /// [`WorkstreamHandle::set_skill`] with the skill's request settings (model,
+    /// temperature, `max_tokens`, reasoning effort), used while it is active. Clearing the
+    /// skill (`None`) clears them whatever `overrides` says.
+    pub fn set_skill_with(&self, skill: Option<ActiveSkill>, overrides: RequestOverrides) {
+        let overrides = if skill.is_some() {
+            overrides
+        } else {
+            RequestOverrides::default()
+        };
+        tracing::info!(
+            ws_id = %self.shared.id,
+            skill = skill.as_ref().map(|s| s.name.as_str()).unwrap_or(""),
+            model = overrides.model.as_ref().map(|m| m.alias.as_str()).unwrap_or(""),
+            temperature = ?overrides.temperature,
+            max_tokens = ?overrides.max_tokens,
+            reasoning_effort = overrides.reasoning_effort.as_deref().unwrap_or(""),
+            "active skill set"
+        );
+        *lock(&self.shared.overrides) = overrides;
+        // `{{model}}` is the model the skill runs on (its own, when it names one).
+        let model = crate::models::model_name(&self.engine, &self.shared);
+        let node_id = &self.engine.config().node_id;
         let rendered = skill.map(|s| ActiveSkill {
-            content: ActiveSkill::render(
-                &s.content,
-                &config.model,
-                &self.shared.id,
-                &config.node_id,
-            ),
+            content: ActiveSkill::render(&s.content, &model, &self.shared.id, node_id),
             name: s.name,
         });
-        tracing::info!(ws_id = %self.shared.id, skill = rendered.as_ref().map(|s| s.name.as_str()).unwrap_or(""), "active skill set");
         *lock(&self.shared.skill) = rendered;
+    }
+
+    /// The request settings of the active skill (empty without one).
+    pub fn request_overrides(&self) -> RequestOverrides {
+        lock(&self.shared.overrides).clone()
     }
 
     /// Compacts the conversation (`/compact`): queued like a turn, so it never overlaps

@@ -106,9 +106,11 @@ impl fmt::Debug for RegisteredTool {
 
 /// An immutable view of the registry at one generation.
 ///
-/// Order (stable, the order of every tool array built from it): non-MCP tools in
-/// registration order (the built-ins alphabetically first), then MCP tools sorted by name,
-/// so a server that reconnects or refreshes puts its tools back in the same place.
+/// Order (stable, the order of every tool array built from it): non-MCP tools sorted by
+/// name — the built-ins and the tools a node adds at run time (`memory`, `skill`, `watch`,
+/// `task_agent`, …) alike, as the original sends them — then MCP tools sorted by name, so
+/// neither the order of registration nor a server that reconnects or refreshes moves a
+/// tool.
 #[derive(Debug, Clone, Default)]
 pub struct RegistrySnapshot {
     generation: u64,
@@ -162,7 +164,7 @@ impl RegistrySnapshot {
         } else {
             self.entries
                 .iter()
-                .position(|e| e.provenance.is_mcp())
+                .position(|e| e.provenance.is_mcp() || e.name() > name.as_str())
                 .unwrap_or(self.entries.len())
         };
         self.entries.insert(at, entry);

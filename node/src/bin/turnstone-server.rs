@@ -8,7 +8,7 @@ use std::sync::Arc;
 use clap::Parser;
 use turnstone_engine::{AgentModel, CreateOptions, EngineConfig, ManagerConfig};
 use turnstone_node::backend::{Backend, resolve_cwd};
-use turnstone_node::config_file::ServerFile;
+use turnstone_node::config_file::{EngineFlags, ServerFile};
 use turnstone_node::persist::Persistence;
 use turnstone_node::server::{self, Node, NodeOptions};
 use turnstone_runtime::auth::{
@@ -85,8 +85,9 @@ struct Args {
     #[arg(long, default_value_t = 90)]
     session_retention_days: u32,
     /// Seconds between two looks for due watches (the `watch` tool; needs persistence).
-    #[arg(long, env = "TURNSTONE_WATCH_TICK_SECS", default_value_t = 15)]
-    watch_tick_secs: u64,
+    /// Default: `[server] watch_tick_secs`, else 15.
+    #[arg(long, env = "TURNSTONE_WATCH_TICK_SECS")]
+    watch_tick_secs: Option<u64>,
     /// Log level (error, warn, info, debug, trace, or an EnvFilter directive).
     #[arg(long, env = "TURNSTONE_LOG_LEVEL", default_value = "info")]
     log_level: String,
@@ -108,18 +109,30 @@ struct Args {
     /// Proxies whose `X-Forwarded-For` is believed: comma-separated CIDRs or addresses.
     #[arg(long, env = "TURNSTONE_RATELIMIT_TRUSTED_PROXIES", default_value = "")]
     ratelimit_trusted_proxies: String,
-    /// `task_agent`: model requests a sub-agent may make before it is stopped.
-    #[arg(long, env = "TURNSTONE_AGENT_MAX_TURNS", default_value_t = 20)]
-    agent_max_turns: u32,
+    /// `task_agent`: model requests a sub-agent may make before it is stopped. Default:
+    /// `[tools] agent_max_turns`, else 20.
+    #[arg(long, env = "TURNSTONE_AGENT_MAX_TURNS")]
+    agent_max_turns: Option<u32>,
     /// `task_agent`: whether sub-agents run every tool of their set without asking (the
-    /// human approved the task_agent call). `false`: only auto-approve tools run.
+    /// human approved the task_agent call). `false`: only auto-approve tools run. Default:
+    /// `[tools] subagent_auto_approve_all`, else true.
     #[arg(
         long,
         env = "TURNSTONE_SUBAGENT_AUTO_APPROVE_ALL",
-        default_value_t = true,
         action = clap::ArgAction::Set
     )]
-    subagent_auto_approve_all: bool,
+    subagent_auto_approve_all: Option<bool>,
+}
+
+impl Args {
+    /// The engine settings given as flags (they win over the config file).
+    fn engine_flags(&self) -> EngineFlags {
+        EngineFlags {
+            agent_max_turns: self.agent_max_turns,
+            subagent_auto_approve_all: self.subagent_auto_approve_all,
+            watch_tick_secs: self.watch_tick_secs,
+        }
+    }
 }
 
 fn default_node_id() -> String {
@@ -192,7 +205,7 @@ async fn main() -> anyhow::Result<()> {
         .clone()
         .or(file.server.node_id.clone())
         .unwrap_or_else(default_node_id);
-    let config = EngineConfig {
+    let mut config = EngineConfig {
         model: model.clone(),
         model_alias: model_alias.clone(),
         // `/model <alias>` switches a workstream within the registry.
@@ -207,11 +220,27 @@ async fn main() -> anyhow::Result<()> {
                 .max(1),
         ),
         cwd: resolve_cwd(args.cwd.clone().or(file.server.cwd.clone()))?,
-        agent_max_turns: args.agent_max_turns.max(1),
-        subagent_auto_approve_all: args.subagent_auto_approve_all,
         ..EngineConfig::default()
     };
-    let tool_options = builtin_options(&file, &backend, &model)?;
+    // agent_max_turns, subagent_auto_approve_all, compaction, auto_title: flag > file.
+    file.apply_engine_settings(&args.engine_flags(), &mut config)
+        .map_err(anyhow::Error::msg)?;
+    let watch_tick = file
+        .watch_tick(&args.engine_flags())
+        .map_err(anyhow::Error::msg)?;
+    // `mcp:server:tool` searches find the MCP manager here once it starts.
+    let mcp_slot = turnstone_node::mcp_search::McpSlot::new();
+    let tool_options = builtin_options(&file, &backend, &model, &mcp_slot)?;
+    let mcp_names: Vec<String> = mcp_servers.iter().map(|s| s.name.clone()).collect();
+    if let Some(server) = turnstone_node::mcp_search::unconfigured_server(
+        file.tools.search_backend.as_deref(),
+        &mcp_names,
+    ) {
+        tracing::warn!(
+            server,
+            "search_backend names an MCP server that is not configured; web_search will fail"
+        );
+    }
     let engine = backend.engine_with(config, &tool_options).await?;
     turnstone_engine::register_subagent_with(&engine, agent_model)?;
     let manager_config = ManagerConfig {
@@ -290,6 +319,7 @@ async fn main() -> anyhow::Result<()> {
             "MCP servers connecting in the background"
         );
         node.set_mcp(m.clone());
+        mcp_slot.set(m.clone());
         let registry = node.manager.engine().registry();
         if let Err(e) = turnstone_node::mcp_resource_tools::register(m, registry) {
             tracing::warn!(error = %e, "read_resource and use_prompt not registered");
@@ -301,7 +331,7 @@ async fn main() -> anyhow::Result<()> {
     let watch_runner = turnstone_node::watch_runner::WatchRunner::install(
         &node,
         turnstone_node::watch_runner::WatchRunnerConfig {
-            tick: std::time::Duration::from_secs(args.watch_tick_secs.max(1)),
+            tick: watch_tick,
             ..turnstone_node::watch_runner::WatchRunnerConfig::default()
         },
     )?;
@@ -424,6 +454,7 @@ fn builtin_options(
     file: &ServerFile,
     backend: &Backend,
     model: &str,
+    mcp: &turnstone_node::mcp_search::McpSlot,
 ) -> anyhow::Result<turnstone_tools::BuiltinOptions> {
     let t = &file.tools;
     let mut web = turnstone_tools::WebOptions {
@@ -431,8 +462,14 @@ fn builtin_options(
         allow_private_network: t.allow_private_network,
         searxng_url: t.searxng_url.clone(),
         search_backend: t.search_backend.clone(),
+        // `mcp:server:tool`: the MCP bridge (it finds the manager once MCP starts).
+        search: turnstone_node::mcp_search::backend_for(t.search_backend.as_deref(), mcp)
+            .map_err(anyhow::Error::msg)?,
         ..turnstone_tools::WebOptions::default()
     };
+    if let Some(search) = &web.search {
+        tracing::info!(backend = %search.describe(), "web_search backend");
+    }
     web.notify_targets = t
         .notify
         .iter()

@@ -9,6 +9,8 @@
 //!   of a live workstream (the engine renders it into the system prompt) and persist the
 //!   choice as the session config key `skill`, so a resumed session gets it back. Used by
 //!   `POST /v1/api/workstreams/new` with `skill`, the `/skill` command and the `skill` tool.
+//!   The skill's `model`, `temperature`, `max_tokens` and `reasoning_effort` apply to the
+//!   workstream's requests while it is active ([`overrides_of`]); clearing it removes them.
 //!
 //! It must not know SQL; storage is the store's [`SkillStore`](turnstone_store::SkillStore).
 
@@ -23,7 +25,7 @@ use axum::{Extension, Json, Router};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use turnstone_engine::{ActiveSkill, WorkstreamHandle};
+use turnstone_engine::{ActiveSkill, RequestOverrides, WorkstreamHandle};
 use turnstone_runtime::auth::Identity;
 use turnstone_store::{Skill, SkillSpec, Store, StoreError};
 
@@ -393,10 +395,14 @@ pub async fn apply(node: &Node, ws: &WorkstreamHandle, skill: &Skill) -> Result<
         .set_config(ws.id(), SKILL_CONFIG_KEY, Some(&skill.spec.name))
         .await
         .map_err(storage)?;
-    ws.set_skill(Some(ActiveSkill::new(
-        skill.spec.name.clone(),
-        skill.spec.content.clone(),
-    )));
+    let overrides = overrides_of(node, ws, skill).await;
+    ws.set_skill_with(
+        Some(ActiveSkill::new(
+            skill.spec.name.clone(),
+            skill.spec.content.clone(),
+        )),
+        overrides,
+    );
     if matches!(
         skill.spec.scan_status.to_ascii_lowercase().as_str(),
         "high" | "critical"
@@ -437,14 +443,91 @@ pub async fn restore(node: &Node, ws: &WorkstreamHandle, config: &BTreeMap<Strin
         return;
     };
     match find_enabled(node, name).await {
-        Ok(skill) => ws.set_skill(Some(ActiveSkill::new(
-            skill.spec.name.clone(),
-            skill.spec.content.clone(),
-        ))),
+        Ok(skill) => {
+            let overrides = overrides_of(node, ws, &skill).await;
+            ws.set_skill_with(
+                Some(ActiveSkill::new(
+                    skill.spec.name.clone(),
+                    skill.spec.content.clone(),
+                )),
+                overrides,
+            );
+        }
         Err(e) => {
             tracing::warn!(ws_id = %ws.id(), skill = %name, error = %e, "stored skill not restored");
         }
     }
+}
+
+/// The reasoning efforts a skill may set (the original's `model.reasoning_effort` values).
+const REASONING_EFFORTS: [&str; 7] = ["none", "minimal", "low", "medium", "high", "xhigh", "max"];
+
+/// The request settings `skill` asks for on `ws` while it is active. A value that cannot be
+/// used (an unknown model, a temperature outside 0–2, `max_tokens` below 1, an unknown
+/// effort) is logged and left to the engine's setting; activation never fails over it.
+pub async fn overrides_of(node: &Node, ws: &WorkstreamHandle, skill: &Skill) -> RequestOverrides {
+    let spec = &skill.spec;
+    let ignored = |field: &str, value: &dyn std::fmt::Display, why: &str| {
+        tracing::warn!(ws_id = %ws.id(), skill = %spec.name, field, %value, why, "skill setting ignored");
+    };
+    let mut overrides = RequestOverrides::default();
+    let model = spec.model.trim();
+    if !model.is_empty() {
+        let engine = node.manager.engine();
+        let alias = model_alias(engine.config().models.as_deref(), model);
+        match engine.resolve_model(&alias).await {
+            Ok(choice) => overrides.model = choice,
+            Err(e) => ignored("model", &model, &e.to_string()),
+        }
+    }
+    if let Some(t) = spec.temperature {
+        if t.is_finite() && (0.0..=2.0).contains(&t) {
+            overrides.temperature = Some(t as f32);
+        } else {
+            ignored("temperature", &t, "outside 0-2");
+        }
+    }
+    if let Some(m) = spec.max_tokens {
+        match u32::try_from(m) {
+            Ok(m) if m >= 1 => overrides.max_tokens = Some(m),
+            _ => ignored("max_tokens", &m, "not a count of tokens (1 or more)"),
+        }
+    }
+    let effort = spec.reasoning_effort.trim().to_ascii_lowercase();
+    if !effort.is_empty() {
+        if REASONING_EFFORTS.contains(&effort.as_str()) {
+            overrides.reasoning_effort = Some(effort);
+        } else {
+            ignored(
+                "reasoning_effort",
+                &effort,
+                "expected none, minimal, low, medium, high, xhigh or max",
+            );
+        }
+    }
+    overrides
+}
+
+/// The registry alias a skill's `model` means: an alias as it is, else the alias whose
+/// model name it is (a skill may name `claude-sonnet-4-5` where the registry says
+/// `claude`); anything else is returned unchanged (and fails to resolve).
+fn model_alias(registry: Option<&turnstone_llm::ModelRegistry>, model: &str) -> String {
+    let Some(registry) = registry else {
+        return model.to_string();
+    };
+    if registry.get(model).is_ok() {
+        return model.to_string();
+    }
+    registry
+        .aliases()
+        .into_iter()
+        .find(|alias| {
+            registry
+                .get(alias)
+                .is_ok_and(|entry| entry.entry.model == model)
+        })
+        .unwrap_or(model)
+        .to_string()
 }
 
 #[cfg(test)]

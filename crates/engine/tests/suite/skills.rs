@@ -1,7 +1,18 @@
 //! The active skill of a workstream: rendered once when set, added to the system prompt of
-//! every request after the engine's prompt, cleared by `set_skill(None)`.
+//! every request after the engine's prompt, cleared by `set_skill(None)`; its request
+//! settings (model, temperature, `max_tokens`, reasoning effort) apply while it is active.
 
-use turnstone_engine::ActiveSkill;
+use std::sync::Arc;
+
+use turnstone_engine::{
+    ActiveSkill, CreateOptions, Engine, EngineConfig, Manager, ManagerConfig, RequestOverrides,
+};
+use turnstone_llm::{
+    CircuitBreaker, ModelEntry, ModelRegistry, ModelSection, ProviderKind, RegistryConfig,
+    Resilient, RetryPolicy,
+};
+use turnstone_testkit::FakeLlm;
+use turnstone_tools::ToolRegistry;
 
 use super::harness::{Harness, read_turn, send};
 
@@ -85,5 +96,170 @@ fn render_replaces_only_the_three_variables() {
     assert_eq!(
         ActiveSkill::render("ünï {{model}}}", "m", "w", "n"),
         "ünï m}"
+    );
+}
+
+#[tokio::test]
+async fn a_skills_request_settings_apply_while_it_is_active() {
+    let h = Harness::with(|o| {
+        o.config.temperature = Some(0.5);
+        o.config.reasoning_effort = "medium".into();
+    })
+    .await;
+    let ws = h.workstream();
+    let settings = |r: &serde_json::Value| {
+        (
+            r["temperature"].as_f64(),
+            r["max_completion_tokens"].as_u64(),
+            r["chat_template_kwargs"]["reasoning_effort"]
+                .as_str()
+                .map(str::to_string),
+        )
+    };
+
+    ws.set_skill_with(
+        Some(ActiveSkill::new("precise", "Be precise.")),
+        RequestOverrides {
+            temperature: Some(0.25),
+            max_tokens: Some(777),
+            reasoning_effort: Some("high".into()),
+            ..RequestOverrides::default()
+        },
+    );
+    assert_eq!(ws.request_overrides().max_tokens, Some(777));
+    let mut sub = send(&ws, "with the skill");
+    read_turn(&mut sub).await;
+    assert_eq!(
+        settings(&h.llm.last_request().unwrap()),
+        (Some(0.25), Some(777), Some("high".into()))
+    );
+    assert_eq!(ws.status().effort, "high");
+
+    // Another skill replaces the settings with its own (none: the engine's).
+    ws.set_skill(Some(ActiveSkill::new("plain", "Plain.")));
+    assert!(ws.request_overrides().is_empty());
+    let mut sub = send(&ws, "other skill");
+    read_turn(&mut sub).await;
+    assert_eq!(
+        settings(&h.llm.last_request().unwrap()),
+        (Some(0.5), None, Some("medium".into()))
+    );
+
+    // Clearing the skill clears its settings, whatever is passed along.
+    ws.set_skill_with(
+        Some(ActiveSkill::new("precise", "Be precise.")),
+        RequestOverrides {
+            max_tokens: Some(55),
+            ..RequestOverrides::default()
+        },
+    );
+    ws.set_skill_with(
+        None,
+        RequestOverrides {
+            max_tokens: Some(66),
+            ..RequestOverrides::default()
+        },
+    );
+    assert!(ws.request_overrides().is_empty());
+    let mut sub = send(&ws, "no skill");
+    read_turn(&mut sub).await;
+    assert_eq!(
+        settings(&h.llm.last_request().unwrap()),
+        (Some(0.5), None, Some("medium".into()))
+    );
+    assert_eq!(ws.status().effort, "medium");
+}
+
+#[tokio::test]
+async fn a_skills_model_is_used_until_cleared_or_replaced_by_a_model_choice() {
+    let main = FakeLlm::start().await;
+    let big = FakeLlm::start().await;
+    let small = FakeLlm::start().await;
+    let mut config = RegistryConfig::default();
+    for (alias, llm, model) in [
+        ("main", &main, "main-model"),
+        ("big", &big, "big-model"),
+        ("small", &small, "small-model"),
+    ] {
+        let mut entry = ModelEntry::new(ProviderKind::Openai, llm.base_url(), model);
+        entry.context_window = Some(10_000);
+        config.models.insert(alias.into(), entry);
+    }
+    config.model = ModelSection {
+        default: Some("main".into()),
+        ..ModelSection::default()
+    };
+    let registry = ModelRegistry::from_config(&config).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::new(
+        Resilient::new(
+            Arc::new(registry.default_chain()),
+            RetryPolicy::default(),
+            Arc::new(CircuitBreaker::default()),
+        ),
+        Arc::new(ToolRegistry::with_builtins().unwrap()),
+        EngineConfig {
+            model: "main-model".into(),
+            model_alias: "main".into(),
+            models: Some(Arc::new(registry)),
+            cwd: dir.path().to_path_buf(),
+            ..EngineConfig::default()
+        },
+    )
+    .await;
+    let manager = Manager::new(engine.clone(), ManagerConfig::default());
+    let (ws, _) = manager.create(CreateOptions::default()).unwrap();
+
+    // The user chose `small`; the skill runs on `big` and renders `{{model}}` as it.
+    ws.select_model("small").await.unwrap();
+    let choice = engine.resolve_model("big").await.unwrap();
+    ws.set_skill_with(
+        Some(ActiveSkill::new("deep", "You are {{model}}.")),
+        RequestOverrides {
+            model: choice,
+            ..RequestOverrides::default()
+        },
+    );
+    assert_eq!(ws.skill().unwrap().content, "You are big-model.");
+    assert_eq!(ws.model(), ("big-model".into(), "big".into()));
+    let mut sub = send(&ws, "deep thought");
+    read_turn(&mut sub).await;
+    assert_eq!(big.last_request().unwrap()["model"], "big-model");
+
+    // Clearing the skill gives the user's choice back.
+    ws.set_skill(None);
+    assert_eq!(ws.model(), ("small-model".into(), "small".into()));
+    let mut sub = send(&ws, "small again");
+    read_turn(&mut sub).await;
+    assert_eq!(
+        (
+            main.request_count(),
+            big.request_count(),
+            small.request_count()
+        ),
+        (0, 1, 1)
+    );
+
+    // A `/model` choice made while a skill is active replaces the skill's model.
+    let choice = engine.resolve_model("big").await.unwrap();
+    ws.set_skill_with(
+        Some(ActiveSkill::new("deep", "Deep.")),
+        RequestOverrides {
+            model: choice,
+            ..RequestOverrides::default()
+        },
+    );
+    ws.select_model("main").await.unwrap();
+    assert_eq!(ws.model().0, "main-model");
+    assert!(ws.request_overrides().model.is_none());
+    let mut sub = send(&ws, "main now");
+    read_turn(&mut sub).await;
+    assert_eq!(
+        (
+            main.request_count(),
+            big.request_count(),
+            small.request_count()
+        ),
+        (1, 1, 1)
     );
 }

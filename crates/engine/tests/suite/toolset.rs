@@ -253,6 +253,22 @@ async fn the_payload_is_recorded_per_request_and_absent_before_the_first() {
     let bytes = serde_json::to_vec(&last["tools"]).unwrap();
     assert_eq!(prepared.payload.sha256, sha256_hex(&bytes));
     assert_eq!(prepared.payload.names(), tool_names(&last));
+    // `memory`, added after the built-ins, sits among them by name; MCP tools come last.
+    assert_eq!(
+        tool_names(&last),
+        [
+            "bash",
+            "diff_file",
+            "edit_file",
+            "memory",
+            "read_file",
+            "search",
+            "write_file",
+            "mcp__db__query",
+            "mcp__wx__alerts",
+            "mcp__wx__forecast"
+        ]
+    );
     // 10 tools < threshold 20 with `auto`: everything resident, no tool_search, no catalog.
     assert!(!prepared.payload.search_active);
     assert_eq!(prepared.payload.tool_count, 10);

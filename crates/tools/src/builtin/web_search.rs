@@ -172,6 +172,16 @@ fn render(request: &SearchRequest, hits: &[SearchHit]) -> String {
     }
     out.push_str(":\n");
     for (i, hit) in hits.iter().take(request.max_results).enumerate() {
+        if hit.url.is_empty() {
+            // A text answer without a link (an MCP backend's plain text): shown whole.
+            let head = if hit.title.is_empty() {
+                String::new()
+            } else {
+                format!("{}\n   ", hit.title)
+            };
+            out.push_str(&format!("\n{}. {head}{}\n", i + 1, hit.snippet.trim()));
+            continue;
+        }
         let title = if hit.title.is_empty() {
             "(untitled)"
         } else {

@@ -3,8 +3,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde_json::{Value, json};
 use turnstone_tools::{
-    ArgumentError, OutputSink, Prepared, RegistryError, Tool, ToolContext, ToolDefinition,
-    ToolOutput, ToolRegistry, parse_definition, truncate_output,
+    ArgumentError, OutputSink, Prepared, Provenance, RegistryError, Tool, ToolContext,
+    ToolDefinition, ToolOutput, ToolRegistry, parse_definition, truncate_output,
 };
 
 struct Echo(ToolDefinition);
@@ -44,6 +44,64 @@ fn registered_tools_follow_builtins_and_duplicates_fail() {
         Err(RegistryError::DuplicateTool("mcp__x__echo".into()))
     );
     assert_eq!(reg.specs().last().unwrap().name, "mcp__x__echo");
+}
+
+fn named(name: &str) -> Arc<dyn Tool> {
+    let def = parse_definition(&format!(
+        r#"{{"name":"{name}","description":"A tool.","parameters":{{"type":"object","properties":{{}}}}}}"#
+    ))
+    .unwrap();
+    Arc::new(Echo(def))
+}
+
+/// Tools a node adds at run time (`memory`, `skill`, `watch`, …) take their place among the
+/// built-ins by name, whatever the order they are added in; MCP tools stay after them all.
+#[test]
+fn runtime_tools_join_the_builtins_in_name_order_before_mcp_tools() {
+    let reg = ToolRegistry::with_builtins().unwrap();
+    reg.add(echo(), Provenance::Mcp("x".into())).unwrap();
+    for name in [
+        "watch",
+        "memory",
+        "task_agent",
+        "skill",
+        "zzz_last",
+        "aaa_first",
+        "recall",
+    ] {
+        reg.add(named(name), Provenance::Builtin).unwrap();
+    }
+    reg.add(named("mcp__a__tool"), Provenance::Mcp("a".into()))
+        .unwrap();
+    let expected = [
+        "aaa_first",
+        "bash",
+        "diff_file",
+        "edit_file",
+        "memory",
+        "read_file",
+        "recall",
+        "search",
+        "skill",
+        "task_agent",
+        "watch",
+        "write_file",
+        "zzz_last",
+        "mcp__a__tool",
+        "mcp__x__echo",
+    ];
+    assert_eq!(reg.names(), expected);
+    // The same tools added in the reverse order give the same registry.
+    let again = ToolRegistry::new();
+    for name in expected.iter().rev() {
+        let tool = reg.get(name).unwrap();
+        again.add(tool, reg.provenance(name).unwrap()).unwrap();
+    }
+    assert_eq!(again.names(), expected);
+    // Removing and re-adding a tool puts it back in its place.
+    assert!(reg.remove("memory"));
+    reg.add(named("memory"), Provenance::Builtin).unwrap();
+    assert_eq!(reg.names(), expected);
 }
 
 #[test]

@@ -177,6 +177,53 @@ async fn a_custom_backend_is_used_when_given() {
     );
 }
 
+/// A backend answering with text only (an MCP search tool that returns prose).
+struct TextOnly;
+
+#[async_trait]
+impl SearchBackend for TextOnly {
+    fn describe(&self) -> String {
+        "mcp:test:answer".into()
+    }
+    async fn search(&self, _request: &SearchRequest) -> Result<Vec<SearchHit>, String> {
+        let long = "word ".repeat(200);
+        Ok(vec![
+            SearchHit {
+                title: String::new(),
+                url: String::new(),
+                snippet: format!("Rust 1.0 shipped in 2015. {long}END"),
+            },
+            SearchHit {
+                title: "Named".into(),
+                url: String::new(),
+                snippet: "A titled answer.".into(),
+            },
+        ])
+    }
+}
+
+#[tokio::test]
+async fn hits_without_a_url_are_shown_whole_without_an_empty_url_line() {
+    let tool = WebSearchTool::new(&WebOptions {
+        search: Some(Arc::new(TextOnly)),
+        ..WebOptions::default()
+    })
+    .unwrap();
+    let out = call(&tool, json!({"query": "rust"}), &ToolContext::new("/")).await;
+    assert!(!out.is_error, "{}", out.content);
+    assert!(
+        out.content
+            .starts_with("Results for \"rust\":\n\n1. Rust 1.0 shipped in 2015. word"),
+        "{}",
+        out.content
+    );
+    assert!(
+        out.content
+            .contains("word END\n\n2. Named\n   A titled answer.")
+    );
+    assert!(!out.content.contains("(untitled)"), "{}", out.content);
+}
+
 #[test]
 fn bad_arguments_and_approval() {
     let tool = WebSearchTool::new(&WebOptions::default()).unwrap();

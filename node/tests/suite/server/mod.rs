@@ -6,6 +6,7 @@ mod browser;
 mod ctx;
 mod login;
 mod mcp_resources;
+mod mcp_search;
 mod memories;
 mod metrics;
 mod openapi;

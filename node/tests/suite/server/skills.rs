@@ -373,6 +373,94 @@ async fn a_workstream_created_with_a_skill_sends_it_to_the_model() {
     assert!(last_system(t).contains(&expected));
 }
 
+/// The request settings of the fake model's latest request: temperature, max tokens,
+/// reasoning effort.
+fn last_settings(t: &TestNode) -> (Option<f64>, Option<u64>, Option<String>) {
+    let r = t.llm.last_request().unwrap();
+    (
+        r["temperature"].as_f64(),
+        r["max_completion_tokens"].as_u64(),
+        r["chat_template_kwargs"]["reasoning_effort"]
+            .as_str()
+            .map(str::to_string),
+    )
+}
+
+#[tokio::test]
+async fn a_skills_request_settings_reach_the_model_until_it_is_cleared() {
+    let n = skill_node().await;
+    let t = &n.t;
+    let (status, body) = create_skill(
+        t,
+        json!({"name": "precise", "content": "Be precise.", "temperature": 0.25,
+               "max_tokens": 321, "reasoning_effort": "high"}),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    // Unusable values are ignored (logged), the rest applies; an unknown model too.
+    create_skill(
+        t,
+        json!({"name": "odd", "content": "Odd.", "temperature": 7.5, "max_tokens": 0,
+               "reasoning_effort": "extreme", "model": "no-such-model"}),
+    )
+    .await;
+    let (status, created) = t.post("/v1/api/workstreams/new", json!({})).await;
+    assert_eq!(status, 200, "{created}");
+    let ws_id = created["ws_id"].as_str().unwrap().to_string();
+    let mut events = t.sse(&format!("/v1/api/events?ws_id={ws_id}"), None).await;
+
+    turn(t, &mut events, &ws_id, "before").await;
+    let engine_default = last_settings(t);
+    assert_eq!(engine_default, (None, None, Some("medium".into())));
+
+    let on = command(t, &mut events, &ws_id, "/skill precise").await;
+    assert_eq!(on.data["message"], "Skill activated: precise.");
+    turn(t, &mut events, &ws_id, "with the skill").await;
+    assert_eq!(
+        last_settings(t),
+        (Some(0.25), Some(321), Some("high".into()))
+    );
+    let live = t.node.workstream(&ws_id).unwrap();
+    assert_eq!(live.status().effort, "high");
+
+    let cleared = command(t, &mut events, &ws_id, "/skill clear").await;
+    assert_eq!(cleared.data["message"], "Skill cleared: precise.");
+    turn(t, &mut events, &ws_id, "after clear").await;
+    assert_eq!(last_settings(t), engine_default);
+
+    let on = command(t, &mut events, &ws_id, "/skill odd").await;
+    assert_eq!(on.data["message"], "Skill activated: odd.");
+    turn(t, &mut events, &ws_id, "odd skill").await;
+    assert_eq!(last_settings(t), engine_default);
+    assert_eq!(live.model().0, "fake-model");
+    assert!(last_system(t).contains("Odd."));
+
+    // A resumed session gets the skill's settings back with the skill.
+    command(t, &mut events, &ws_id, "/skill precise").await;
+    t.node
+        .persistence
+        .clone()
+        .unwrap()
+        .writer
+        .flush()
+        .await
+        .unwrap();
+    let (status, _) = t
+        .post("/v1/api/workstreams/close", json!({"ws_id": ws_id}))
+        .await;
+    assert_eq!(status, 200);
+    let (status, resumed) = t
+        .post("/v1/api/workstreams/new", json!({"resume_ws": ws_id}))
+        .await;
+    assert_eq!(status, 200, "{resumed}");
+    let mut events = t.sse(&format!("/v1/api/events?ws_id={ws_id}"), None).await;
+    turn(t, &mut events, &ws_id, "resumed").await;
+    assert_eq!(
+        last_settings(t),
+        (Some(0.25), Some(321), Some("high".into()))
+    );
+}
+
 #[tokio::test]
 async fn the_model_loads_a_skill_with_the_skill_tool() {
     let n = skill_node().await;
