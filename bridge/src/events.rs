@@ -283,7 +283,7 @@ pub fn map_event(
             .into();
             vec![(ws_channel, ev)]
         }
-        "approval_resolved" => {
+        "approval_resolved" | "plan_resolved" => {
             return (
                 None,
                 Some(Effect::ApprovalResolved {
@@ -292,6 +292,14 @@ pub fn map_event(
             );
         }
         "plan_review" => {
+            // Its reply (`plan_feedback` on `resp:{request_id}`) is relayed like an approval's.
+            let request_id = str_of("request_id");
+            if !request_id.is_empty() {
+                effect = Some(Effect::AwaitApproval {
+                    request_id,
+                    ws_id: ws_id.to_string(),
+                });
+            }
             let ev: OutboundEvent = PlanReviewEvent {
                 ws_id: ws_id.to_string(),
                 correlation_id: str_of("request_id"),

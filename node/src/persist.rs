@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use turnstone_engine::{Event, EventLog, Item, Journal};
+use turnstone_engine::{Event, EventLog, Item, Journal, PlanDecision};
 use turnstone_llm::ChatMessage;
 use turnstone_store::{
     ApprovalDecision, ApprovalRecord, ApprovalState, NewMessage, NewWorkstream, Store, StoreConfig,
@@ -135,7 +135,10 @@ impl Persistence {
         });
     }
 
-    /// Follows the node-wide log and records approval requests and their verdicts.
+    /// Follows the node-wide log and records approval requests and their verdicts, and plan
+    /// reviews the same way: the row's payload is the `plan_review` event (its `type` says
+    /// it is a plan review), the verdict `accept`, `reject` or `refine`; accepted is
+    /// `approved`, a timeout `timed_out`, anything else `denied`.
     pub fn spawn_approval_recorder(
         self: &Arc<Self>,
         log: &Arc<EventLog<NodeEvent>>,
@@ -190,6 +193,37 @@ impl Persistence {
                         };
                         if let Err(e) = this.store.decide_approval(&request_id, decision).await {
                             tracing::error!(error = %e, %request_id, "approval verdict not recorded");
+                        }
+                    }
+                    Event::PlanReview { request_id, .. } => {
+                        let payload = serde_json::to_value(&env.event).unwrap_or_default();
+                        if let Err(e) = this
+                            .store
+                            .create_approval(request_id, &env.ws_id, &payload)
+                            .await
+                        {
+                            tracing::error!(error = %e, %request_id, "plan review not recorded");
+                        }
+                    }
+                    Event::PlanResolved {
+                        request_id,
+                        decision,
+                        feedback,
+                        decided_by,
+                    } => {
+                        let state = match (decision, decided_by.as_str()) {
+                            (PlanDecision::Accept, _) => ApprovalState::Approved,
+                            (_, "timeout") => ApprovalState::TimedOut,
+                            _ => ApprovalState::Denied,
+                        };
+                        let decision = ApprovalDecision {
+                            state,
+                            verdict: decision.as_str().to_string(),
+                            feedback: feedback.clone(),
+                            decided_by: decided_by.clone(),
+                        };
+                        if let Err(e) = this.store.decide_approval(request_id, decision).await {
+                            tracing::error!(error = %e, %request_id, "plan review verdict not recorded");
                         }
                     }
                     _ => {}

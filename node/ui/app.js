@@ -534,7 +534,7 @@
       this.tools = new Map();
       this.approvals = new Map();
       this.pendingApproval = null;
-      this.pendingPlan = null;
+      this.plans = new Map(); // request_id -> pending plan review block
     }
 
     clear() {
@@ -775,42 +775,70 @@
       if (block && !block.decided) block.resolve(ev.approved, ev.feedback);
     }
 
+    // A plan from plan_agent awaiting review: Accept, Refine (with the feedback text) or
+    // Reject. Replayed on attach (the node re-sends the pending plan_review), keyed by its
+    // request_id so a replay never shows it twice; removed when `plan_resolved` arrives.
     planReview(ev) {
-      const feedback = el("textarea", { class: "feedback", rows: "2", placeholder: "Changes you want (leave empty to approve)", "aria-label": "Plan feedback" });
+      const key = ev.request_id || ev.content || "";
+      if (this.plans.has(key)) return;
+      const feedback = el("textarea", { class: "feedback", rows: "2", placeholder: "What should change? (for Refine)", "aria-label": "Plan feedback" });
       const outcome = el("div", { class: "outcome", hidden: true });
       const buttons = [
-        el("button", { type: "button", class: "btn success", dataset: { action: "approve" }, text: "Approve plan" }),
-        el("button", { type: "button", class: "btn", dataset: { action: "revise" }, text: "Request changes" }),
+        el("button", { type: "button", class: "btn success", dataset: { action: "accept" }, text: "Accept" }),
+        el("button", { type: "button", class: "btn", dataset: { action: "refine" }, title: "Revise the plan with your feedback", text: "Refine" }),
         el("button", { type: "button", class: "btn danger", dataset: { action: "reject" }, text: "Reject" }),
       ];
       const body = el("div", { class: "md" });
       body.innerHTML = md.render(ev.content || "");
-      const node = el("div", { class: "approval plan", role: "group", "aria-label": "Plan review" },
+      const node = el("div", { class: "approval plan", role: "group", "aria-label": "Plan review", dataset: { requestId: ev.request_id || "" } },
         el("div", { class: "approval-title" }, el("span", { class: "approval-icon plan-icon", "aria-hidden": "true", text: "✓" }), "Plan review"),
         body, feedback, el("div", { class: "actions" }, ...buttons), outcome);
+      const block = { node, key };
+      const enable = (on) => {
+        for (const b of buttons) b.disabled = !on;
+        feedback.disabled = !on;
+      };
       const decide = async (action) => {
         const text = feedback.value.trim();
-        if (action === "revise" && !text) {
+        if (action === "refine" && !text) {
           feedback.focus();
           toast("Write what should change first", "info");
           return;
         }
-        const sent = action === "approve" ? "" : action === "reject" ? "reject" : text;
-        for (const b of buttons) b.disabled = true;
-        feedback.disabled = true;
+        const sent = action === "accept" ? "" : action === "reject" ? "reject" : text;
+        enable(false);
+        const req = { ws_id: this.id, feedback: sent };
+        if (ev.request_id) req.request_id = ev.request_id;
         try {
-          await api("/v1/api/plan", { ws_id: this.id, feedback: sent });
+          await api("/v1/api/plan", req);
           outcome.hidden = false;
-          outcome.textContent = action === "approve" ? "✓ Plan approved" : action === "reject" ? "✕ Plan rejected" : "↻ Changes requested — " + text;
-          node.classList.add(action === "approve" ? "approved" : "denied");
+          outcome.textContent = "Sent…";
         } catch (e) {
-          for (const b of buttons) b.disabled = false;
-          feedback.disabled = false;
+          if (e.status === 409 && e.body && e.body.verdict) {
+            // Decided elsewhere (another tab, the bridge): show how.
+            this.resolvePlan(Object.assign({ request_id: ev.request_id }, e.body.verdict), key);
+            return;
+          }
+          enable(true);
           toast("Plan reply failed: " + e.message, "error");
         }
       };
       for (const b of buttons) b.addEventListener("click", () => decide(b.dataset.action));
       this.add(node);
+      this.plans.set(key, block);
+    }
+
+    resolvePlan(ev, key) {
+      const k = key || ev.request_id || "";
+      const block = this.plans.get(k);
+      if (!block) return;
+      this.plans.delete(k);
+      block.node.remove();
+      const label = { accept: "Plan accepted", reject: "Plan rejected", refine: "Plan changes requested" }[ev.decision] || "Plan review closed";
+      const why = ev.decision === "refine" || (ev.decided_by && ev.decided_by !== "user") ? ev.feedback : "";
+      const line = this.line("info", label + (why ? " — " + why : ""));
+      line.classList.add("plan-outcome");
+      line.dataset.decision = ev.decision || "";
     }
 
     // -- history (attach without an id)
@@ -921,6 +949,9 @@
         case "plan_review":
           this.endSegment();
           this.planReview(ev);
+          break;
+        case "plan_resolved":
+          this.resolvePlan(ev);
           break;
         case "info":
           this.line("info", ev.message);

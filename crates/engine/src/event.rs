@@ -135,6 +135,21 @@ pub enum Event {
         activity: String,
         activity_state: String,
     },
+    /// A `plan_agent` plan awaiting the user's review (`/v1/api/plan`); the turn waits.
+    /// `request_id` (ours, additive) names the review, as in `approve_request`.
+    PlanReview {
+        request_id: String,
+        content: String,
+    },
+    /// How a plan review was decided (ours, additive): `decision` is `accept`, `reject` or
+    /// `refine`; `feedback` the reply (or the cancel/timeout reason); `decided_by` `user`,
+    /// `cancel` or `timeout`.
+    PlanResolved {
+        request_id: String,
+        decision: crate::plan::PlanDecision,
+        feedback: String,
+        decided_by: String,
+    },
     /// Content `open_preview` stored for the frontends' preview pane (ours, additive): its
     /// id, kind (`web`, `pdf`, `image`, `table`, `text`, `markdown`), title and the URL
     /// that serves it.
@@ -170,6 +185,8 @@ impl Event {
             Self::TurnComplete { .. } => "turn_complete",
             Self::Activity { .. } => "activity",
             Self::Preview { .. } => "preview",
+            Self::PlanReview { .. } => "plan_review",
+            Self::PlanResolved { .. } => "plan_resolved",
         }
     }
 

@@ -35,6 +35,7 @@ pub mod event;
 pub mod log;
 pub mod manager;
 mod models;
+pub mod plan;
 pub mod subagent;
 mod title;
 mod turn;
@@ -49,6 +50,10 @@ pub use event::{Envelope, Event, StatusInfo, ToolItem, WsState};
 pub use log::{EventLog, Item, Sequenced, Subscription};
 pub use manager::{Closed, CreateOptions, Manager, ManagerError};
 pub use models::{MODEL_CONFIG_KEY, ModelChoice, ModelError};
+pub use plan::{
+    MAX_REFINEMENTS, PLAN_AGENT, PlanAgentTool, PlanDecision, PlanOutcome, PlanVerdict,
+    register_plan_agent,
+};
 pub use subagent::{AgentModel, TaskAgentTool, register_subagent, register_subagent_with};
 pub use title::TitleHook;
 pub use workstream::{

@@ -140,40 +140,115 @@ impl TaskAgentTool {
         })
     }
 
-    /// The engine view a sub-agent runs on: the parent's registry and settings, with the
-    /// sub-agent's model, prompt, tool set, request limit and approval policy.
+    /// The engine view a task sub-agent runs on: the task-agent tool subset (never
+    /// `task_agent` itself) and the task prompt.
     fn sub_engine(&self, parent: &Engine, cwd: &std::path::Path) -> Engine {
-        let pc = parent.config();
-        let (provider, model) = match &self.model {
-            Some(m) => (m.provider.clone(), m.model.clone()),
-            None => (parent.provider().clone(), pc.model.clone()),
-        };
         let names: Vec<String> = parent
             .registry()
             .task_agent_names()
             .into_iter()
             .filter(|n| n != TASK_AGENT)
             .collect();
-        let config = EngineConfig {
-            model,
-            model_alias: String::new(),
-            system_prompt: Some(SYSTEM_PROMPT.replace("{cwd}", &cwd.display().to_string())),
-            default_tool_intent: ToolIntent::only(names),
-            skip_permissions: pc.subagent_auto_approve_all,
-            max_turn_requests: Some(pc.agent_max_turns.max(1)),
-            unattended: true,
-            // A sub-agent's conversation is short-lived and never shown in a list.
-            auto_title: false,
-            ..pc.clone()
-        };
-        Engine {
-            provider,
-            tools: parent.registry().clone(),
-            config,
-            context_window: AtomicU32::new(parent.context_window()),
-            routes: std::sync::Mutex::default(),
+        let prompt = SYSTEM_PROMPT.replace("{cwd}", &cwd.display().to_string());
+        sub_engine(parent, self.model.as_ref(), names, prompt)
+    }
+}
+
+/// The engine view a sub-agent runs on: the parent's registry and settings, with the
+/// sub-agent's model (`model`, else the parent's), system prompt, tool set (`tools`, a
+/// hand-picked intent), request limit (`agent_max_turns`) and unattended approval policy.
+pub(crate) fn sub_engine(
+    parent: &Engine,
+    model: Option<&AgentModel>,
+    tools: Vec<String>,
+    system_prompt: String,
+) -> Engine {
+    let pc = parent.config();
+    let (provider, model) = match model {
+        Some(m) => (m.provider.clone(), m.model.clone()),
+        None => (parent.provider().clone(), pc.model.clone()),
+    };
+    let config = EngineConfig {
+        model,
+        model_alias: String::new(),
+        system_prompt: Some(system_prompt),
+        default_tool_intent: ToolIntent::only(tools),
+        skip_permissions: pc.subagent_auto_approve_all,
+        max_turn_requests: Some(pc.agent_max_turns.max(1)),
+        unattended: true,
+        // A sub-agent's conversation is short-lived and never shown in a list.
+        auto_title: false,
+        ..pc.clone()
+    };
+    Engine {
+        provider,
+        tools: parent.registry().clone(),
+        config,
+        context_window: AtomicU32::new(parent.context_window()),
+        routes: std::sync::Mutex::default(),
+    }
+}
+
+/// Runs one sub-agent turn with `prompt` as its first user message on `engine` (see
+/// [`sub_engine`]), in a detached conversation named `name` with id `id`, forwarding its
+/// progress to `out`; returns how the turn ended and the sub-agent's conversation. The
+/// conversation shares the parent's working directory and ids but has its own
+/// read-before-edit set. Dropping the future cancels the sub-agent.
+pub(crate) async fn run_sub_turn(
+    engine: &Engine,
+    id: String,
+    name: &str,
+    prompt: String,
+    ctx: &ToolContext,
+    out: &dyn OutputSink,
+    span: tracing::Span,
+) -> (TurnEnd, Vec<ChatMessage>) {
+    let mut shared = Shared::new(
+        engine,
+        id.as_str().into(),
+        name.into(),
+        None,
+        None,
+        Vec::new(),
+    );
+    // The parent's working directory and ids, but its own read-before-edit set: what
+    // the parent read is not known to this conversation.
+    shared.tool_ctx = ToolContext {
+        read_files: Arc::default(),
+        ..ctx.clone()
+    };
+    shared.turn_count.store(1, Ordering::Relaxed);
+    let mut events = shared.log.subscribe(None);
+    let end = {
+        let turn = turn::run(
+            engine,
+            &shared,
+            prompt,
+            crate::new_correlation_id(),
+            CancellationToken::new(),
+        )
+        .instrument(span);
+        tokio::pin!(turn);
+        loop {
+            tokio::select! {
+                biased;
+                item = events.next() => match item {
+                    Some(Item::Event(env)) => progress(&env.event, out),
+                    Some(Item::Truncated { .. }) => {}
+                    None => break (&mut turn).await,
+                },
+                end = &mut turn => break end,
+            }
+        }
+    };
+    for item in events.backlog() {
+        if let Item::Event(env) = item {
+            progress(&env.event, out);
         }
     }
+    let history = lock(&shared.messages).clone();
+    tracing::debug!(?end, messages = history.len(), "sub-agent finished");
+    (end, history)
 }
 
 #[async_trait]
@@ -228,21 +303,6 @@ impl Tool for TaskAgentTool {
         let run = self.runs.fetch_add(1, Ordering::Relaxed) + 1;
         let engine = self.sub_engine(&parent, &ctx.cwd);
         let id = format!("{}/agent-{run}", ctx.ws_id);
-        let mut shared = Shared::new(
-            &engine,
-            id.as_str().into(),
-            TASK_AGENT.into(),
-            None,
-            None,
-            Vec::new(),
-        );
-        // The parent's working directory and ids, but its own read-before-edit set: what
-        // the parent read is not known to this conversation.
-        shared.tool_ctx = ToolContext {
-            read_files: Arc::default(),
-            ..ctx.clone()
-        };
-        shared.turn_count.store(1, Ordering::Relaxed);
         let span = tracing::info_span!(
             "task_agent",
             parent_ws = %ctx.ws_id,
@@ -250,36 +310,7 @@ impl Tool for TaskAgentTool {
             model = %engine.config().model,
             max_requests = engine.config().max_turn_requests.unwrap_or(0),
         );
-        let mut events = shared.log.subscribe(None);
-        let end = {
-            let turn = turn::run(
-                &engine,
-                &shared,
-                prompt,
-                crate::new_correlation_id(),
-                CancellationToken::new(),
-            )
-            .instrument(span);
-            tokio::pin!(turn);
-            loop {
-                tokio::select! {
-                    biased;
-                    item = events.next() => match item {
-                        Some(Item::Event(env)) => progress(&env.event, out),
-                        Some(Item::Truncated { .. }) => {}
-                        None => break (&mut turn).await,
-                    },
-                    end = &mut turn => break end,
-                }
-            }
-        };
-        for item in events.backlog() {
-            if let Item::Event(env) = item {
-                progress(&env.event, out);
-            }
-        }
-        let history = lock(&shared.messages).clone();
-        tracing::debug!(?end, messages = history.len(), "sub-agent finished");
+        let (end, history) = run_sub_turn(&engine, id, TASK_AGENT, prompt, ctx, out, span).await;
         finish(end, &history, ctx)
     }
 }
@@ -312,7 +343,7 @@ fn finish(end: TurnEnd, history: &[ChatMessage], ctx: &ToolContext) -> ToolOutpu
 }
 
 /// The text of the last assistant message that has some.
-fn last_text(history: &[ChatMessage]) -> Option<String> {
+pub(crate) fn last_text(history: &[ChatMessage]) -> Option<String> {
     history
         .iter()
         .rev()

@@ -610,7 +610,15 @@ impl Turn<'_> {
         let mut calls: Vec<futures::future::BoxFuture<'_, (&ToolCall, ToolOutput)>> = Vec::new();
         for p in runnable {
             if let (Some(tool), Some(prepared)) = (p.tool.clone(), p.prepared.as_ref()) {
-                calls.push(Box::pin(run_one(self.shared, tool, prepared, &p.call, ctx)));
+                calls.push(Box::pin(run_one(
+                    self.engine,
+                    self.shared,
+                    &self.token,
+                    tool,
+                    prepared,
+                    &p.call,
+                    ctx,
+                )));
             }
         }
         let mut running = futures::stream::iter(calls).buffer_unordered(parallel);
@@ -702,7 +710,9 @@ impl OutputSink for ChunkSink<'_> {
 }
 
 async fn run_one<'a>(
+    engine: &'a Engine,
     shared: &'a Shared,
+    token: &'a CancellationToken,
     tool: Arc<dyn Tool>,
     prepared: &'a Prepared,
     call: &'a ToolCall,
@@ -714,6 +724,12 @@ async fn run_one<'a>(
         sent: Default::default(),
     };
     let output = tool.execute(prepared, ctx, &sink).await;
+    // A plan is reviewed by the user before it becomes the result (`plan.rs`).
+    let output = if prepared.approval_label == crate::plan::PLAN_AGENT {
+        crate::plan::review(engine, shared, token, &*tool, prepared, ctx, &sink, output).await
+    } else {
+        output
+    };
     (call, output)
 }
 
@@ -722,7 +738,7 @@ fn clip(s: &str, max: usize) -> String {
     line.chars().take(max).collect()
 }
 
-fn human_duration(d: std::time::Duration) -> String {
+pub(crate) fn human_duration(d: std::time::Duration) -> String {
     let secs = d.as_secs();
     match secs {
         3600 => "1 hour".to_string(),

@@ -231,6 +231,8 @@ pub(crate) struct Shared {
     pub title: crate::title::TitleState,
     /// The loaded-tool set as last handed to the journal.
     pub loaded_persisted: Mutex<Vec<String>>,
+    /// The pending plan review and the last verdict (`plan.rs`).
+    pub plan: crate::plan::PlanState,
 }
 
 impl Shared {
@@ -279,6 +281,7 @@ impl Shared {
             overrides: Mutex::new(RequestOverrides::default()),
             title: crate::title::TitleState::default(),
             loaded_persisted: Mutex::new(Vec::new()),
+            plan: crate::plan::PlanState::default(),
         }
     }
 
@@ -621,7 +624,7 @@ impl WorkstreamHandle {
     }
 
     /// Cancels the running turn, in whatever phase it is. A pending approval is resolved as
-    /// denied (`Cancelled by user`). Returns whether a turn was running.
+    /// denied (`Cancelled by user`), a pending plan review as rejected. Returns whether a turn was running.
     pub fn cancel(&self) -> bool {
         if !self.is_busy() {
             return false;
@@ -640,6 +643,7 @@ impl WorkstreamHandle {
             });
             // Dropping `pending.reply` wakes the waiting turn, which sees the token.
         }
+        crate::plan::cancel_pending(&self.shared);
         self.shared.emit(Event::Cancelled);
         if let Some(token) = lock(&self.shared.turn_token).as_ref() {
             token.cancel();

@@ -242,7 +242,8 @@ async fn main() -> anyhow::Result<()> {
         );
     }
     let engine = backend.engine_with(config, &tool_options).await?;
-    turnstone_engine::register_subagent_with(&engine, agent_model)?;
+    turnstone_engine::register_subagent_with(&engine, agent_model.clone())?;
+    turnstone_engine::register_plan_agent(&engine, agent_model)?;
     let manager_config = ManagerConfig {
         max_workstreams: file.server.max_workstreams.unwrap_or(args.max_workstreams),
         ..ManagerConfig::default()

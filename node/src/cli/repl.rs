@@ -678,7 +678,10 @@ impl<W: Write> Repl<W> {
             | Event::Cancelled
             | Event::Activity { .. }
             // No pane in a terminal: the tool's confirmation line says it all.
-            | Event::Preview { .. } => {}
+            | Event::Preview { .. }
+            // The terminal does not offer plan_agent, so no plan is ever reviewed here.
+            | Event::PlanReview { .. }
+            | Event::PlanResolved { .. } => {}
         }
         Ok(())
     }

@@ -101,6 +101,28 @@ fn ws_frames(node: &Node, ws: &WorkstreamHandle, item: Item) -> Vec<Frame> {
     }
 }
 
+/// The attach preamble plus the pending plan review, if any: its `plan_review` event last
+/// (after `connected`/`status`/`history`, as a pending `approve_request`), and the
+/// `plan_agent` call marked `pending` in `history` (its result is not there yet).
+fn with_pending_plan(mut preamble: Vec<Value>, ws: &WorkstreamHandle) -> Vec<Value> {
+    let Some(env) = ws.pending_plan_review() else {
+        return preamble;
+    };
+    if let Some(messages) = preamble
+        .iter_mut()
+        .find(|v| v["type"] == "history")
+        .and_then(|h| h["messages"].as_array_mut())
+        && let Some(call) = messages
+            .iter_mut()
+            .rev()
+            .find(|m| m["role"] == "assistant" && m.get("tool_calls").is_some())
+    {
+        call["pending"] = json!(true);
+    }
+    preamble.push(views::event_json(&env.event));
+    preamble
+}
+
 /// `GET /v1/api/events?ws_id=` — per-workstream stream with `Last-Event-ID` resumption.
 pub async fn workstream_events(
     State(node): State<Arc<Node>>,
@@ -119,7 +141,7 @@ pub async fn workstream_events(
     let mut first = Vec::new();
     match resume {
         None => first.extend(
-            views::attach_preamble(&node, &ws)
+            with_pending_plan(views::attach_preamble(&node, &ws), &ws)
                 .into_iter()
                 .map(|v| Frame::event(None, v)),
         ),

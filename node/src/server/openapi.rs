@@ -383,7 +383,10 @@ pub const ROUTES: &[ApiRoute] = &[
         .summary("Close a workstream")
         .body::<CloseWorkstreamBody>(),
     ApiRoute::get("/v1/api/approvals", "turns")
-        .summary("Pending tool approvals on this node (the approve_request events, with ws_id)")
+        .summary(
+            "Pending tool approvals and plan reviews on this node (the approve_request and \
+             plan_review events, with ws_id)",
+        )
         .json::<super::internal::PendingApprovals>(),
     ApiRoute::post("/v1/api/send", "turns")
         .summary("Send a user message (starts a turn); `{\"status\": \"busy\"}` while one runs")
@@ -395,7 +398,10 @@ pub const ROUTES: &[ApiRoute] = &[
         .body::<ApproveBody>()
         .errors(&[404, 409]),
     ApiRoute::post("/v1/api/plan", "turns")
-        .summary("Resolve the pending plan review")
+        .summary(
+            "Answer the pending plan review: \"\" accepts, n/no/reject rejects, other text \
+             asks for a revised plan (the first reply wins; a later one is 409 with the verdict)",
+        )
         .body::<PlanBody>()
         .errors(&[404, 409]),
     ApiRoute::post("/v1/api/command", "turns")

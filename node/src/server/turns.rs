@@ -8,15 +8,15 @@ use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
-use turnstone_engine::{ApproveOutcome, SendOutcome};
+use turnstone_engine::{ApproveOutcome, PlanOutcome, SendOutcome};
 use turnstone_proto::api::{ApproveBody, CancelBody, CommandBody, PlanBody, SendBody};
 
 use super::body::WireJson;
 use super::error::ApiError;
 use super::state::Node;
 
-/// Keys of `/send` and `/approve` bodies beyond the original's: `correlation_id` (send),
-/// `request_id` (approve). Decoded like the rest, so a wrong type is a 400 naming the key,
+/// Keys of `/send`, `/approve` and `/plan` bodies beyond the original's: `correlation_id`
+/// (send), `request_id` (approve, plan). Decoded like the rest, so a wrong type is a 400 naming the key,
 /// never silently ignored.
 #[derive(Debug, serde::Deserialize, Default)]
 #[serde(default)]
@@ -145,14 +145,72 @@ pub async fn cancel(
     Ok(Json(json!({"status": "ok"})))
 }
 
-/// `POST /v1/api/plan` — plan review is not built yet; nothing is pending, so it is a no-op.
+/// `POST /v1/api/plan` — answers the pending plan review (`""` accepts, `n`/`no`/`reject`
+/// rejects, other text asks for a revised plan). Like `/approve`: the first reply wins and a
+/// later one is `409` with the recorded verdict; with nothing ever decided it is
+/// `200 {"status":"ok"}`. A `request_id` (the bridge sends the review's) naming a review
+/// that is no longer pending is answered from the durable record.
 pub async fn plan(
     State(node): State<Arc<Node>>,
-    WireJson(body): WireJson<PlanBody>,
+    WireJson(raw): WireJson<Value>,
 ) -> Result<Json<Value>, ApiError> {
-    node.workstream(&body.ws_id)
+    let body: PlanBody = turnstone_proto::api::decode_value("PlanBody", &raw)?;
+    let extras: Extras = turnstone_proto::api::decode_value("PlanBody", &raw)?;
+    let request_id = extras.request_id.as_deref().unwrap_or("");
+    let ws = node
+        .workstream(&body.ws_id)
         .ok_or_else(ApiError::unknown_workstream)?;
-    Ok(Json(json!({"status": "ok"})))
+    let names_other = |env: Arc<turnstone_engine::Envelope>| !matches!(&env.event, turnstone_engine::Event::PlanReview { request_id: r, .. } if r == request_id);
+    let names_decided = !request_id.is_empty() && ws.pending_plan_review().is_none_or(names_other);
+    // A reply to an earlier round never answers the current one.
+    if names_decided
+        && let Some(v) = ws
+            .last_plan_verdict()
+            .filter(|v| v.request_id == request_id)
+    {
+        return Err(plan_conflict(&v));
+    }
+    if names_decided
+        && let Some(p) = &node.persistence
+        && let Some(record) = p.approval(request_id).await
+        && record.state != turnstone_store::ApprovalState::Pending
+    {
+        return Err(ApiError::Conflict {
+            message: "Plan review already decided".into(),
+            detail: json!({"verdict": {
+                "request_id": record.request_id,
+                "decision": record.verdict,
+                "feedback": record.feedback,
+                "decided_by": record.decided_by,
+                "state": record.state.as_str(),
+            }}),
+        });
+    }
+    match ws.plan_feedback(&body.feedback) {
+        PlanOutcome::Resolved(_) | PlanOutcome::NotPending(None) => {
+            Ok(Json(json!({"status": "ok"})))
+        }
+        PlanOutcome::NotPending(Some(v)) => Err(plan_conflict(&v)),
+    }
+}
+
+/// The `409` of a reply to a plan review that was decided already (`state` as the durable
+/// record has it).
+fn plan_conflict(v: &turnstone_engine::PlanVerdict) -> ApiError {
+    ApiError::Conflict {
+        message: "Plan review already decided".into(),
+        detail: json!({"verdict": {
+            "request_id": v.request_id,
+            "decision": v.decision.as_str(),
+            "feedback": v.feedback,
+            "decided_by": v.decided_by,
+            "state": match (v.decision, v.decided_by) {
+                (turnstone_engine::PlanDecision::Accept, _) => "approved",
+                (_, "timeout") => "timed_out",
+                _ => "denied",
+            },
+        }}),
+    }
 }
 
 /// `POST /v1/api/command` — slash commands; output arrives as `info`/`error` events.

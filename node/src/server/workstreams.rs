@@ -199,20 +199,26 @@ fn valid_ws_id(id: &str) -> bool {
 }
 
 /// `GET /v1/api/approvals` (ours) — every pending approval on this node, as the
-/// `approve_request` events that announced them plus `ws_id`. The bridge re-reads this on
-/// start instead of keeping a copy of approval state.
+/// `approve_request` events that announced them plus `ws_id`, and every pending plan
+/// review as its `plan_review` event plus `ws_id`. The bridge re-reads this on start
+/// instead of keeping a copy of approval state.
 pub async fn pending_approvals(State(node): State<Arc<Node>>) -> Json<Value> {
     let rows: Vec<Value> = node
         .manager
         .list()
         .iter()
-        .filter_map(|w| {
-            let env = w.pending_approval()?;
-            let mut v = views::event_json(&env.event);
-            let o = v.as_object_mut()?;
-            o.insert("ws_id".into(), json!(w.id()));
-            o.insert("ws_seq".into(), json!(env.seq));
-            Some(v)
+        .flat_map(|w| {
+            [w.pending_approval(), w.pending_plan_review()]
+                .into_iter()
+                .flatten()
+                .filter_map(|env| {
+                    let mut v = views::event_json(&env.event);
+                    let o = v.as_object_mut()?;
+                    o.insert("ws_id".into(), json!(w.id()));
+                    o.insert("ws_seq".into(), json!(env.seq));
+                    Some(v)
+                })
+                .collect::<Vec<_>>()
         })
         .collect();
     Json(json!({ "approvals": rows }))

@@ -261,6 +261,33 @@ try {
     await page.locator("#ws-state-label[data-state=idle]").waitFor();
   });
 
+  await step("a plan is reviewed in its block, replayed on reload, and Accept resolves it", async () => {
+    await sendMessage('CALL:plan_agent {"goal": "Plan the **browser** release"}');
+    // The plan_agent call itself needs approval first.
+    const approval = page.locator(".pane:not([hidden]) .approval:not(.plan)").last();
+    await approval.waitFor();
+    await approval.locator("button[data-action=approve]").click();
+    const plan = page.locator(".pane:not([hidden]) .approval.plan");
+    await plan.waitFor();
+    await page.locator(".tab.active .state-dot[data-state=attention]").waitFor();
+    assert((await plan.locator(".md strong").textContent()) === "browser", "the plan is rendered markdown");
+    await shot("plan-review");
+    // A fresh attach replays the pending review once.
+    await page.reload();
+    await page.waitForFunction((d) => document.querySelector(".pane:not([hidden])")?.dataset.wsId === d, wsId);
+    await plan.waitFor();
+    assert((await plan.count()) === 1, "replayed once");
+    // Refine needs feedback text.
+    await plan.locator("button[data-action=refine]").click();
+    assert((await plan.count()) === 1, "nothing sent without feedback");
+    await plan.locator("button[data-action=accept]").click();
+    await page.locator(".pane:not([hidden]) .line.plan-outcome[data-decision=accept]").waitFor();
+    await plan.waitFor({ state: "detached" });
+    await page.waitForFunction(() =>
+      [...document.querySelectorAll(".pane:not([hidden]) .tool .tool-output")].some((e) => e.textContent.includes("[Plan saved to ")));
+    await page.locator("#ws-state-label[data-state=idle]").waitFor();
+  });
+
   await step("screenshots in light and dark", async () => {
     await page.locator("#input").fill("");
     await page.locator("#input").blur();
@@ -292,7 +319,7 @@ try {
     assert(loginCalls === 1, "tried the login endpoint first");
     await p2.locator("#global-conn[data-state=open]").waitFor();
     // The event stream authenticated too: the pane was rebuilt from history.
-    await p2.waitForFunction(() => document.querySelectorAll(".pane:not([hidden]) .msg.user").length === 5);
+    await p2.waitForFunction(() => document.querySelectorAll(".pane:not([hidden]) .msg.user").length === 6);
     await p2.locator("#logout").click();
     await p2.locator("#login-overlay").waitFor({ state: "visible" });
     await p2.close();

@@ -6,6 +6,7 @@ mod cancel;
 mod ctx;
 mod journal;
 mod manager;
+mod plan;
 mod resilience;
 mod skills;
 mod subagent;

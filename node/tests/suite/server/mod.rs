@@ -11,6 +11,7 @@ mod memories;
 mod metrics;
 mod openapi;
 mod persistence;
+mod plan;
 mod previews;
 mod ratelimit;
 mod skills;
@@ -159,6 +160,7 @@ impl TestNode {
         )
         .await;
         turnstone_engine::register_subagent(&engine).unwrap();
+        turnstone_engine::register_plan_agent(&engine, None).unwrap();
         let auth = auth.unwrap_or_else(|| {
             Authenticator::new(true, None, Self::test_tokens(), AUDIENCE_SERVER)
         });

@@ -6,4 +6,5 @@ pub mod harness;
 mod bridge_basics;
 mod bridge_faults;
 mod mq_client;
+mod plan_relay;
 mod python_mq;
