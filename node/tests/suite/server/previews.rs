@@ -193,7 +193,6 @@ async fn files_preview_unprompted_and_previews_go_with_their_workstream() {
 
 #[tokio::test]
 async fn a_real_browser_opens_closes_and_renders_previews() {
-
     let t = TestNode::start().await;
     std::fs::write(
         t.cwd().join("table.csv"),
