@@ -173,6 +173,8 @@ impl OutboundEvent {
             | WsEvent::ApproveRequest(_)
             | WsEvent::ApprovalResolved(_)
             | WsEvent::PlanReview(_)
+            | WsEvent::PlanResolved(_)
+            | WsEvent::Preview(_)
             | WsEvent::BusyError(_)
             | WsEvent::WsState(_)
             | WsEvent::ThinkingStart

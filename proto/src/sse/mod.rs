@@ -143,9 +143,33 @@ wire_struct! {
 }
 
 wire_struct! {
-    /// `plan_review`: a plan awaiting `/v1/api/plan` (node spec §2.2).
+    /// `plan_review`: a plan awaiting `/v1/api/plan` (node spec §2.2); `request_id` (ours,
+    /// additive) names the review as in `approve_request`.
     pub struct PlanReview {
+        #[serde(skip_serializing_if = "String::is_empty")]
+        pub request_id: String = String::new(),
         pub content: String = String::new(),
+    }
+}
+
+wire_struct! {
+    /// `plan_resolved` (ours, additive): how a plan review was decided. `decision` is
+    /// `accept`, `reject` or `refine`; `decided_by` is `user`, `cancel` or `timeout`.
+    pub struct PlanResolved {
+        pub request_id: String = String::new(),
+        pub decision: String = String::new(),
+        pub feedback: String = String::new(),
+        pub decided_by: String = String::new(),
+    }
+}
+
+wire_struct! {
+    /// `preview` (ours, additive): content `open_preview` stored for the preview pane.
+    pub struct Preview {
+        pub preview_id: String = String::new(),
+        pub kind: String = String::new(),
+        pub title: String = String::new(),
+        pub url: String = String::new(),
     }
 }
 
@@ -247,6 +271,10 @@ tagged_enum! {
         ToolResult(ToolResult) = "tool_result",
         Status(Status) = "status",
         PlanReview(PlanReview) = "plan_review",
+        /// Our addition.
+        PlanResolved(PlanResolved) = "plan_resolved",
+        /// Our addition.
+        Preview(Preview) = "preview",
         Info(Notice) = "info",
         Error(Notice) = "error",
         BusyError(Notice) = "busy_error",

@@ -284,6 +284,18 @@ pub const WS_EVENTS: &[(&str, &str)] = &[
         r#"{"type": "plan_review", "content": "1. Read the code\n2. Fix the bug"}"#,
     ),
     (
+        "plan_review_with_request_id",
+        r#"{"type": "plan_review", "request_id": "9f8e7d6c5b4a3928", "content": "1. Read the code"}"#,
+    ),
+    (
+        "plan_resolved",
+        r#"{"type": "plan_resolved", "request_id": "9f8e7d6c5b4a3928", "decision": "refine", "feedback": "Add tests", "decided_by": "user"}"#,
+    ),
+    (
+        "preview",
+        r#"{"type": "preview", "preview_id": "0123456789abcdef0123456789abcdef", "kind": "web", "title": "Report", "url": "/v1/api/previews/0123456789abcdef0123456789abcdef?ws_id=5f1c0e8a9b2d4c6e8f0a1b2c3d4e5f60"}"#,
+    ),
+    (
         "info_nudge",
         r#"{"type": "info", "message": "[metacognition: nudge injected \u2014 denial]"}"#,
     ),

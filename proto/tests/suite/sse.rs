@@ -6,8 +6,8 @@ use super::fixtures::{GLOBAL_EVENTS, WS_EVENTS, keys, value};
 
 #[test]
 fn every_ws_event_type_has_a_fixture() {
-    // 22 catalogue types + ws_state + turn_complete.
-    assert_eq!(WsEvent::TYPE_NAMES.len(), 24);
+    // 22 catalogue types + our ws_state, turn_complete, plan_resolved and preview.
+    assert_eq!(WsEvent::TYPE_NAMES.len(), 26);
     for ty in WsEvent::TYPE_NAMES {
         assert!(
             WS_EVENTS.iter().any(|(_, j)| value(j)["type"] == *ty),

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 use turnstone_engine::{ApproveOutcome, Envelope, Event, SendOutcome, StatusInfo, ToolItem};
 use turnstone_proto::sse::{self, WsEvent};
 use turnstone_testkit::Fault;
@@ -186,6 +186,42 @@ fn assert_same_fields(event: &Event, decoded: &WsEvent, json: &Value) {
         ) => {
             assert_eq!(&w.correlation_id, correlation_id);
             assert_eq!(&w.content, content);
+        }
+        (
+            Event::PlanReview {
+                request_id,
+                content,
+            },
+            WsEvent::PlanReview(w),
+        ) => {
+            assert_eq!((&w.request_id, &w.content), (request_id, content));
+        }
+        (
+            Event::PlanResolved {
+                request_id,
+                decision,
+                feedback,
+                decided_by,
+            },
+            WsEvent::PlanResolved(w),
+        ) => {
+            assert_eq!(&w.request_id, request_id);
+            assert_eq!(json!(w.decision), json!(decision));
+            assert_eq!((&w.feedback, &w.decided_by), (feedback, decided_by));
+        }
+        (
+            Event::Preview {
+                preview_id,
+                kind,
+                title,
+                url,
+            },
+            WsEvent::Preview(w),
+        ) => {
+            assert_eq!(
+                (&w.preview_id, &w.kind, &w.title, &w.url),
+                (preview_id, kind, title, url)
+            );
         }
         (e, d) => panic!("engine event {e:?} decoded as {d:?}"),
     }
@@ -553,4 +589,42 @@ fn variants_no_scripted_turn_emits_decode_too() {
         };
         assert!(decode_checked(&env).is_some());
     }
+}
+
+#[tokio::test]
+async fn a_plan_review_and_its_resolution_decode() {
+    let h = Harness::start().await;
+    turnstone_engine::register_plan_agent(h.manager.engine(), None).unwrap();
+    let ws = h.workstream();
+    ws.set_skip_permissions(false);
+    let mut sub = send(&ws, r#"CALL:plan_agent {"goal": "Tidy the imports"}"#);
+    let mut envelopes = read_until(&mut sub, |e| matches!(e, Event::ApproveRequest { .. })).await;
+    assert!(matches!(
+        ws.approve(true, None, false),
+        ApproveOutcome::Resolved(_)
+    ));
+    envelopes.extend(read_until(&mut sub, |e| matches!(e, Event::PlanReview { .. })).await);
+    ws.plan_feedback("");
+    envelopes.extend(read_turn(&mut sub).await);
+    let events = decode_all(&envelopes);
+    let review = events
+        .iter()
+        .find_map(|e| match e {
+            WsEvent::PlanReview(r) => Some(r),
+            _ => None,
+        })
+        .expect("a plan_review");
+    assert!(!review.request_id.is_empty() && !review.content.is_empty());
+    let resolved = events
+        .iter()
+        .find_map(|e| match e {
+            WsEvent::PlanResolved(r) => Some(r),
+            _ => None,
+        })
+        .expect("a plan_resolved");
+    assert_eq!(resolved.request_id, review.request_id);
+    assert_eq!(
+        (resolved.decision.as_str(), resolved.decided_by.as_str()),
+        ("accept", "user")
+    );
 }
