@@ -248,6 +248,9 @@ impl Turn<'_> {
                 }
                 Ok(StreamEvent::ToolCalls(c)) => calls = c,
                 Ok(StreamEvent::ProviderData(d)) => provider_data = Some(d),
+                Ok(StreamEvent::Notice(n)) => self.emit(Event::Info {
+                    message: n.trim_end().to_string(),
+                }),
                 Ok(StreamEvent::Usage(u)) => self.record_usage(u),
                 Ok(StreamEvent::Finish(f)) => finish = Some(f),
                 Err(e) => {

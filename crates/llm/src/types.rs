@@ -181,6 +181,10 @@ pub enum StreamEvent {
     /// What the response carried beyond text and calls; the caller keeps it on the assistant
     /// message ([`ChatMessage::provider_data`]) so a later request can replay it.
     ProviderData(ProviderData),
+    /// Something the provider did on its own that frontends should be told about (server-side
+    /// web searches and their results); the engine emits it as an `info` event, never as
+    /// conversation text.
+    Notice(String),
     Usage(Usage),
     Finish(FinishReason),
 }

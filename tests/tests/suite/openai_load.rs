@@ -74,7 +74,7 @@ async fn collect(mut stream: turnstone_llm::ChatStream) -> Assembled {
                 assert!(u.total_tokens > 0);
             }
             StreamEvent::Finish(f) => out.finish = Some(f),
-            StreamEvent::ProviderData(_) => {}
+            StreamEvent::ProviderData(_) | StreamEvent::Notice(_) => {}
         }
     }
     out

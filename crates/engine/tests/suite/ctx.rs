@@ -526,6 +526,7 @@ async fn without_a_registry_the_model_stays() {
 async fn anthropic_engine(fake: &FakeAnthropic, dir: &tempfile::TempDir) -> Arc<Engine> {
     let provider = AnthropicProvider::new(AnthropicConfig {
         thinking_budget: Some(2048),
+        web_search_max_uses: Some(2),
         ..AnthropicConfig::new(fake.base_url())
     })
     .unwrap();
@@ -544,6 +545,48 @@ async fn anthropic_engine(fake: &FakeAnthropic, dir: &tempfile::TempDir) -> Arc<
         },
     )
     .await
+}
+
+/// Anthropic's server-side web search is reported to frontends as `info` events, and never
+/// becomes conversation text or reasoning.
+#[tokio::test]
+async fn server_side_web_search_becomes_info_events() {
+    let fake = FakeAnthropic::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let manager = Manager::new(
+        anthropic_engine(&fake, &dir).await,
+        ManagerConfig::default(),
+    );
+    let (ws, _) = manager.create(CreateOptions::default()).unwrap();
+    let mut sub = send(&ws, "SEARCH: tokio runtime\nsummarise");
+    let events = read_turn(&mut sub).await;
+    let infos = infos(&events);
+    assert!(
+        infos.iter().any(|m| m == "[web search: \"tokio runtime\"]"),
+        "{infos:?}"
+    );
+    assert!(
+        infos
+            .iter()
+            .any(|m| m.starts_with("[web search: ") && m.contains("result(s)")),
+        "{infos:?}"
+    );
+    let reasoning: String = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Reasoning { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert!(!reasoning.contains("web search"), "{reasoning}");
+    let reply = ws
+        .history()
+        .last()
+        .unwrap()
+        .content
+        .clone()
+        .unwrap_or_default();
+    assert_eq!(reply, "summarise");
 }
 
 #[tokio::test]

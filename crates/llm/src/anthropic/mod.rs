@@ -340,7 +340,7 @@ impl Provider for AnthropicProvider {
                 StreamEvent::ToolCalls(calls) => completion.tool_calls = calls,
                 StreamEvent::Usage(u) => completion.usage = Some(u),
                 StreamEvent::Finish(f) => completion.finish_reason = Some(f),
-                StreamEvent::ProviderData(_) => {}
+                StreamEvent::ProviderData(_) | StreamEvent::Notice(_) => {}
             }
         }
         if completion.finish_reason.is_none() {

@@ -4,7 +4,7 @@
 //! ended. Text deltas become [`StreamEvent::Content`], thinking deltas
 //! [`StreamEvent::Reasoning`], client `tool_use` blocks (input streamed as partial JSON) one
 //! [`StreamEvent::ToolCalls`] at the end. Server-side web search (`server_tool_use`,
-//! `web_search_tool_result`) is reported as info lines on the reasoning channel (`[web search:
+//! `web_search_tool_result`) is reported as notices (info events; `[web search:
 //! …]`). At `message_stop` the turn's full block list (thinking with signature, server-tool
 //! blocks, citations) is emitted as [`StreamEvent::ProviderData`] (the caller keeps it on the
 //! assistant message) and also stored in the [`ReplayMemory`] for callers that keep only text
@@ -220,7 +220,7 @@ impl Assembler {
                 }) = self.blocks.get(&index)
                 {
                     let input = input_object(&Block::arguments(start_input, json));
-                    out.push(StreamEvent::Reasoning(info_for_server_call(name, &input)));
+                    out.push(StreamEvent::Notice(info_for_server_call(name, &input)));
                 }
             }
             WireEvent::MessageDelta { delta, usage } => {
@@ -475,7 +475,7 @@ fn info_for_result(block: &Value) -> Option<StreamEvent> {
             content["error_code"].as_str().unwrap_or("unknown error")
         ),
     };
-    Some(StreamEvent::Reasoning(line))
+    Some(StreamEvent::Notice(line))
 }
 
 /// Drives an SSE body into neutral events.

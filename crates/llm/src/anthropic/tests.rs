@@ -202,13 +202,11 @@ async fn server_web_search_becomes_info_and_is_replayed() {
     let items = ok(run(&memory, &events).await.unwrap());
     assert_eq!(
         items[0],
-        StreamEvent::Reasoning("[web search: \"rust\"]\n".into())
+        StreamEvent::Notice("[web search: \"rust\"]\n".into())
     );
     assert_eq!(
         items[1],
-        StreamEvent::Reasoning(
-            "[web search: 1 result(s)\n  - Rust <https://rust-lang.org>]\n".into()
-        )
+        StreamEvent::Notice("[web search: 1 result(s)\n  - Rust <https://rust-lang.org>]\n".into())
     );
     assert_eq!(items[2], StreamEvent::Content("Rust is a language.".into()));
     assert!(!items.iter().any(|e| matches!(e, StreamEvent::ToolCalls(_))));

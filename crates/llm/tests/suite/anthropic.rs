@@ -388,8 +388,18 @@ async fn server_web_search_is_reported_as_info_and_replayed() {
     .unwrap();
     let mut history = vec![ChatMessage::user("SEARCH: tokio runtime\nsummarise")];
     let items = ok(drain(&p, &ask(history.clone())).await);
-    let info = text_of(&items, true);
+    let info: String = items
+        .iter()
+        .filter_map(|e| match e {
+            StreamEvent::Notice(t) => Some(t.as_str()),
+            _ => None,
+        })
+        .collect();
     assert!(info.contains("[web search: \"tokio runtime\"]"), "{info}");
+    assert!(
+        text_of(&items, true).is_empty(),
+        "server searches are notices, not reasoning"
+    );
     assert!(
         info.contains("Result 1 for tokio runtime <https://example.invalid/1>"),
         "{info}"
