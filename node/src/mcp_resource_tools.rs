@@ -376,3 +376,55 @@ mod tests {
         assert_eq!(render_contents(&[]), "(empty resource)");
     }
 }
+
+/// Prompts listed in the system prompt's MCP catalog at most.
+pub const PROMPT_CATALOG_MAX: usize = 30;
+
+/// The `<mcp-prompts>` section of every workstream's system prompt: up to
+/// [`PROMPT_CATALOG_MAX`] prompts the MCP servers offer now (qualified name, description,
+/// arguments, `*` = required), so the model can find them for `use_prompt`. Read at each turn
+/// start (the engine freezes it for the turn).
+pub struct PromptCatalog(pub Arc<McpManager>);
+
+impl turnstone_engine::SystemSection for PromptCatalog {
+    fn section(&self) -> Option<String> {
+        let mut prompts = self.0.prompts();
+        if prompts.is_empty() {
+            return None;
+        }
+        prompts.sort_by(|a, b| a.qualified_name.cmp(&b.qualified_name));
+        let total = prompts.len();
+        let mut out = String::from(
+            "<mcp-prompts>\nPrompt templates from MCP servers; run one with the use_prompt tool \
+             (name, arguments).\n",
+        );
+        for p in prompts.iter().take(PROMPT_CATALOG_MAX) {
+            let args: Vec<String> = p
+                .arguments
+                .iter()
+                .map(|a| {
+                    if a.required {
+                        format!("{}*", a.name)
+                    } else {
+                        a.name.clone()
+                    }
+                })
+                .collect();
+            out.push_str("- ");
+            out.push_str(&p.qualified_name);
+            if !p.description.trim().is_empty() {
+                out.push_str(": ");
+                out.push_str(p.description.trim());
+            }
+            if !args.is_empty() {
+                out.push_str(&format!(" (arguments: {})", args.join(", ")));
+            }
+            out.push('\n');
+        }
+        if total > PROMPT_CATALOG_MAX {
+            out.push_str(&format!("(and {} more)\n", total - PROMPT_CATALOG_MAX));
+        }
+        out.push_str("</mcp-prompts>");
+        Some(out)
+    }
+}

@@ -56,6 +56,7 @@ pub use plan::{
 };
 pub use subagent::{AgentModel, TaskAgentTool, register_subagent, register_subagent_with};
 pub use title::TitleHook;
+
 pub use workstream::{
     ActiveSkill, ApproveOutcome, Decision, EventHook, Journal, PreparedTools, RequestOverrides,
     SendOutcome, TOOL_LOADED_CONFIG_KEY, Verdict, WorkstreamHandle,
@@ -74,6 +75,17 @@ pub struct Engine {
     context_window: AtomicU32,
     /// Clients of registry aliases workstreams switched to (see `models.rs`).
     routes: std::sync::Mutex<std::collections::HashMap<String, Resilient>>,
+    /// Sections the embedder adds to every workstream's system prompt.
+    sections: std::sync::RwLock<Vec<Arc<dyn SystemSection>>>,
+}
+
+/// A section the embedder adds to every workstream's system prompt, after the engine's
+/// prompt and the active skill (e.g. the node's catalog of MCP prompts). It is read once at
+/// the start of each turn and frozen for the turn, like the tool array, so the prompt stays
+/// byte-identical within a turn.
+pub trait SystemSection: Send + Sync {
+    /// The text, or `None` for nothing now.
+    fn section(&self) -> Option<String>;
 }
 
 impl std::fmt::Debug for Engine {
@@ -112,7 +124,27 @@ impl Engine {
             config,
             context_window: AtomicU32::new(window),
             routes: std::sync::Mutex::default(),
+            sections: std::sync::RwLock::default(),
         })
+    }
+
+    /// Adds a section to every workstream's system prompt from the next turn on.
+    pub fn add_system_section(&self, section: Arc<dyn SystemSection>) {
+        self.sections
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(section);
+    }
+
+    /// The embedder's sections as of now, joined by blank lines (`None` when all are empty).
+    pub(crate) fn system_sections(&self) -> Option<String> {
+        let sections = self.sections.read().unwrap_or_else(|e| e.into_inner());
+        let texts: Vec<String> = sections
+            .iter()
+            .filter_map(|s| s.section())
+            .filter(|t| !t.trim().is_empty())
+            .collect();
+        (!texts.is_empty()).then(|| texts.join("\n\n"))
     }
 
     pub fn provider(&self) -> &Resilient {

@@ -186,6 +186,8 @@ pub(crate) fn sub_engine(
         config,
         context_window: AtomicU32::new(parent.context_window()),
         routes: std::sync::Mutex::default(),
+        // Sub-agents get their own prompt only.
+        sections: std::sync::RwLock::default(),
     }
 }
 

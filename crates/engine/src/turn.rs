@@ -45,6 +45,8 @@ struct TurnTools {
     surface: ToolSurface,
     specs: Vec<ToolSpec>,
     payload: Arc<ToolPayload>,
+    /// The embedder's system-prompt sections, read at the turn's start.
+    sections: Option<String>,
     turn: u64,
     step: u32,
 }
@@ -66,6 +68,7 @@ impl TurnTools {
             surface,
             specs,
             payload,
+            sections: engine.system_sections(),
             turn: shared.turn_count.load(Ordering::Relaxed),
             step: 0,
         }
@@ -318,6 +321,11 @@ impl Turn<'_> {
         // The engine's prompt, the active skill (read now: a skill loaded mid-turn applies to
         // the next request), then the turn's frozen tool catalog.
         let base = self.shared.system_base(config.system_prompt.as_deref());
+        let base = match (base, self.tools.sections.as_deref()) {
+            (b, None) => b,
+            (None, Some(s)) => Some(s.to_string()),
+            (Some(b), Some(s)) => Some(format!("{b}\n\n{s}")),
+        };
         if let Some(system) = self.tools.surface.system_prompt(base.as_deref()) {
             messages.push(ChatMessage::system(system));
         }

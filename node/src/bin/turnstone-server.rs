@@ -325,6 +325,9 @@ async fn main() -> anyhow::Result<()> {
         if let Err(e) = turnstone_node::mcp_resource_tools::register(m, registry) {
             tracing::warn!(error = %e, "read_resource and use_prompt not registered");
         }
+        node.manager.engine().add_system_section(Arc::new(
+            turnstone_node::mcp_resource_tools::PromptCatalog(m.clone()),
+        ));
         turnstone_node::mcp_tools::spawn_sync(m.clone(), registry.clone())
     });
 

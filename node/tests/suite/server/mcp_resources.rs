@@ -51,6 +51,10 @@ async fn node_with_everything() -> (TestNode, Arc<McpManager>) {
     t.node.set_mcp(mcp.clone());
     let registry = t.node.manager.engine().registry();
     mcp_resource_tools::register(&mcp, registry).unwrap();
+    t.node
+        .manager
+        .engine()
+        .add_system_section(Arc::new(mcp_resource_tools::PromptCatalog(mcp.clone())));
     let _sync = mcp_tools::spawn_sync(mcp.clone(), registry.clone());
     turnstone_testkit::assert_eventually!(
         mcp.server_state("every") == Some(ServerState::Ready),
@@ -228,4 +232,42 @@ async fn resources_and_prompts_of_a_real_server_through_turns() {
         "{results:?}"
     );
     mcp.shutdown().await;
+}
+
+/// The system prompt lists the servers' prompts (`<mcp-prompts>`, qualified names, required
+/// arguments starred) so the model can find them for `use_prompt`.
+#[tokio::test]
+async fn the_system_prompt_carries_the_mcp_prompt_catalog() {
+    let (t, mcp) = node_with_everything().await;
+    let mut events = t
+        .sse(&format!("/v1/api/events?ws_id={}", t.default_ws), None)
+        .await;
+    events.until("connected").await;
+    turn(&t, &mut events, "hello").await;
+    let request = t.llm.last_request().expect("a model request");
+    let system = request["messages"][0]["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert_eq!(request["messages"][0]["role"], "system");
+    let catalog = system
+        .split("<mcp-prompts>")
+        .nth(1)
+        .and_then(|rest| rest.split("</mcp-prompts>").next())
+        .unwrap_or_else(|| panic!("no <mcp-prompts> section in {system}"));
+    let prompts = mcp.prompts();
+    assert!(!prompts.is_empty());
+    for p in prompts.iter().take(mcp_resource_tools::PROMPT_CATALOG_MAX) {
+        assert!(
+            catalog.contains(&format!("- {}", p.qualified_name)),
+            "{} missing from {catalog}",
+            p.qualified_name
+        );
+        if let Some(required) = p.arguments.iter().find(|a| a.required) {
+            assert!(
+                catalog.contains(&format!("{}*", required.name)),
+                "{catalog}"
+            );
+        }
+    }
 }
