@@ -350,33 +350,6 @@ fn required_string(args: &Value, key: &str) -> Result<String, String> {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn schemas_parse_with_task_agent_metadata() {
-        for schema in [READ_RESOURCE_SCHEMA, USE_PROMPT_SCHEMA] {
-            let def = parse_definition(schema).unwrap_or_else(|e| panic!("{e}"));
-            assert!(def.meta.task_agent && !def.meta.auto_approve && !def.meta.agent);
-        }
-    }
-
-    #[test]
-    fn binary_contents_are_described() {
-        let contents = vec![
-            json!({"uri": "a", "text": "hello"}),
-            json!({"uri": "b", "mimeType": "image/png", "blob": "aGVsbG8="}),
-            json!({"uri": "c", "blob": "AAAA"}),
-        ];
-        assert_eq!(
-            render_contents(&contents),
-            "hello\n[binary image/png, 5 bytes]\n[binary application/octet-stream, 3 bytes]"
-        );
-        assert_eq!(render_contents(&[]), "(empty resource)");
-    }
-}
-
 /// Prompts listed in the system prompt's MCP catalog at most.
 pub const PROMPT_CATALOG_MAX: usize = 30;
 
@@ -426,5 +399,32 @@ impl turnstone_engine::SystemSection for PromptCatalog {
         }
         out.push_str("</mcp-prompts>");
         Some(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schemas_parse_with_task_agent_metadata() {
+        for schema in [READ_RESOURCE_SCHEMA, USE_PROMPT_SCHEMA] {
+            let def = parse_definition(schema).unwrap_or_else(|e| panic!("{e}"));
+            assert!(def.meta.task_agent && !def.meta.auto_approve && !def.meta.agent);
+        }
+    }
+
+    #[test]
+    fn binary_contents_are_described() {
+        let contents = vec![
+            json!({"uri": "a", "text": "hello"}),
+            json!({"uri": "b", "mimeType": "image/png", "blob": "aGVsbG8="}),
+            json!({"uri": "c", "blob": "AAAA"}),
+        ];
+        assert_eq!(
+            render_contents(&contents),
+            "hello\n[binary image/png, 5 bytes]\n[binary application/octet-stream, 3 bytes]"
+        );
+        assert_eq!(render_contents(&[]), "(empty resource)");
     }
 }
