@@ -13,6 +13,7 @@
 //!   registered into the live tool registry when the node persists.
 //! * [`mcp_search`] — `web_search` answered by an MCP tool (`search_backend =
 //!   "mcp:server:tool"`).
+//! * [`mcp_skills`] — MCP prompts mirrored into the store as read-only skills.
 //!
 //! It must not know Redis (the bridge talks to a node over HTTP only) and, for now, nothing
 //! about persistence: sessions are not saved yet.
@@ -24,6 +25,7 @@ pub mod demo;
 pub mod error;
 pub mod mcp_resource_tools;
 pub mod mcp_search;
+pub mod mcp_skills;
 pub mod mcp_tools;
 pub mod page_answerer;
 pub mod persist;

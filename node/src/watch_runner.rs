@@ -21,6 +21,19 @@
 //! the watch against its old baseline and regenerates the notice instead of losing it. Once
 //! delivered, the poll is recorded and the watch deactivated. A watch whose workstream no
 //! longer exists is deactivated.
+//!
+//! # The depth guard
+//! A watch turn can create another watch that fires at once, whose turn creates another, and
+//! so on, with no human involved. So at most
+//! [`WatchRunnerConfig::max_consecutive_dispatches`] (the original's 5) watch-triggered turns
+//! run in a row on a workstream: before a delivery the runner counts the watch notices at
+//! the end of the workstream's user messages ([`consecutive_watch_turns`]); at the limit the
+//! notice is **held**, not lost — it stays pending (the watch active, nothing written), the
+//! workstream gets one `info` event saying so, and it is delivered at the first tick after a
+//! human message (any user message that is not a watch notice, e.g. from `/v1/api/send`)
+//! ends the run. A held watch can still be cancelled, which drops its notice. The count
+//! comes from the history, so it survives an eviction and a restart (a compaction that
+//! rewrites the history starts it again).
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
@@ -143,6 +156,30 @@ pub struct WatchRunnerConfig {
     pub max_concurrent_polls: usize,
     /// Most due watches fetched per tick (the rest stay due for the next one).
     pub batch: usize,
+    /// Watch-triggered turns allowed in a row on a workstream without a human message (the
+    /// depth guard); the next notice is held until one arrives.
+    pub max_consecutive_dispatches: usize,
+}
+
+/// The original's depth guard: 5 consecutive watch dispatches.
+pub const MAX_CONSECUTIVE_WATCH_DISPATCHES: usize = 5;
+
+/// Whether a user message is a watch notice (as [`notice`] writes them: a first line
+/// `[watch '<name>' triggered: <why>]`).
+pub fn is_watch_notice(text: &str) -> bool {
+    let first = text.lines().next().unwrap_or_default();
+    first.starts_with("[watch '") && first.contains("' triggered: ") && first.ends_with(']')
+}
+
+/// How many watch notices end the workstream's user messages: the watch-triggered turns
+/// run in a row since the last human message.
+pub fn consecutive_watch_turns(history: &[turnstone_llm::ChatMessage]) -> usize {
+    history
+        .iter()
+        .rev()
+        .filter(|m| m.role() == turnstone_llm::Role::User)
+        .take_while(|m| is_watch_notice(m.content.as_deref().unwrap_or_default()))
+        .count()
 }
 
 impl Default for WatchRunnerConfig {
@@ -152,6 +189,7 @@ impl Default for WatchRunnerConfig {
             command_timeout: Duration::from_secs(120),
             max_concurrent_polls: 4,
             batch: 64,
+            max_consecutive_dispatches: MAX_CONSECUTIVE_WATCH_DISPATCHES,
         }
     }
 }
@@ -233,6 +271,8 @@ enum Pending {
         trigger: String,
         notice: String,
         poll: WatchPoll,
+        /// Held by the depth guard, and the workstream was told.
+        guard_noted: bool,
     },
     /// Delivered; the final row update failed and is retried (never the delivery).
     Finish { poll: WatchPoll },
@@ -243,6 +283,8 @@ enum Delivery {
     Delivered,
     /// Try again at the next tick.
     Later(String),
+    /// The depth guard holds it until a human message; try again at the next tick.
+    Guarded,
     /// The workstream is gone for good: end the watch.
     Gone(String),
 }
@@ -389,6 +431,7 @@ impl Runner {
                 poll_count,
                 next_poll: None,
             },
+            guard_noted: false,
         };
         if let Some(left) = self.advance(&watch.watch_id, pending).await {
             lock(&self.pending).insert(watch.watch_id, left);
@@ -433,7 +476,11 @@ impl Runner {
                 trigger,
                 notice,
                 poll,
-            } => match self.deliver(&ws_id, &name, &trigger, &notice).await {
+                guard_noted,
+            } => match self
+                .deliver(&ws_id, &name, &trigger, &notice, guard_noted)
+                .await
+            {
                 Delivery::Delivered => {
                     tracing::info!(watch_id, %ws_id, "watch notice delivered");
                     poll
@@ -446,6 +493,17 @@ impl Runner {
                         trigger,
                         notice,
                         poll,
+                        guard_noted,
+                    });
+                }
+                Delivery::Guarded => {
+                    return Some(Pending::Deliver {
+                        ws_id,
+                        name,
+                        trigger,
+                        notice,
+                        poll,
+                        guard_noted: true,
                     });
                 }
                 Delivery::Gone(reason) => {
@@ -472,8 +530,16 @@ impl Runner {
         }
     }
 
-    /// Sends the notice to the workstream as a user message (starting a turn).
-    async fn deliver(&self, ws_id: &str, name: &str, trigger: &str, notice: &str) -> Delivery {
+    /// Sends the notice to the workstream as a user message (starting a turn), unless the
+    /// depth guard holds it (`guard_noted`: the workstream was already told).
+    async fn deliver(
+        &self,
+        ws_id: &str,
+        name: &str,
+        trigger: &str,
+        notice: &str,
+        guard_noted: bool,
+    ) -> Delivery {
         let handle = match self.node.workstream(ws_id) {
             Some(handle) => handle,
             None => match self.resume(ws_id).await {
@@ -486,6 +552,18 @@ impl Runner {
         }
         if handle.is_busy() {
             return Delivery::Later("the workstream is busy".into());
+        }
+        let limit = self.config.max_consecutive_dispatches;
+        let consecutive = consecutive_watch_turns(&handle.history());
+        if consecutive >= limit {
+            if !guard_noted {
+                tracing::warn!(%ws_id, watch = name, consecutive, limit, "watch notice held by the depth guard");
+                handle.emit_info(format!(
+                    "[watch '{name}' held: {consecutive} watch-triggered turns in a row without \
+                     a user message (limit {limit}); it is delivered after your next message]"
+                ));
+            }
+            return Delivery::Guarded;
         }
         handle.emit_info(format!("[watch '{name}' triggered: {trigger}]"));
         match handle.send(notice.to_string(), None) {
@@ -532,5 +610,44 @@ impl Runner {
         }
         tracing::info!(%ws_id, "workstream resumed for a watch notice");
         Ok(handle)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use turnstone_llm::ChatMessage;
+
+    #[test]
+    fn watch_notices_are_recognised_by_their_first_line() {
+        assert!(is_watch_notice(
+            "[watch 'build' triggered: condition met]\ncommand: make\n"
+        ));
+        assert!(is_watch_notice(
+            "[watch 'a]b' triggered: max polls reached]"
+        ));
+        assert!(!is_watch_notice("hello"));
+        assert!(!is_watch_notice("[watch 'build' held: 5 ...]"));
+        assert!(!is_watch_notice(
+            "please look at\n[watch 'build' triggered: condition met]"
+        ));
+    }
+
+    #[test]
+    fn the_run_of_watch_turns_ends_at_a_human_message() {
+        let notice = |n: u32| ChatMessage::user(format!("[watch 'w{n}' triggered: condition met]"));
+        let mut history = vec![ChatMessage::user("start"), notice(1)];
+        history.push(ChatMessage::assistant(Some("ok".into()), Vec::new()));
+        history.push(ChatMessage::tool(
+            "call_0",
+            "[watch 'x' triggered: condition met]",
+        ));
+        history.push(notice(2));
+        assert_eq!(consecutive_watch_turns(&history), 2);
+        history.push(ChatMessage::user("a human"));
+        assert_eq!(consecutive_watch_turns(&history), 0);
+        history.push(notice(3));
+        assert_eq!(consecutive_watch_turns(&history), 1);
+        assert_eq!(consecutive_watch_turns(&[]), 0);
     }
 }

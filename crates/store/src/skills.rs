@@ -168,6 +168,14 @@ pub trait SkillStore: Send + Sync {
     async fn list_skills(&self, enabled_only: bool) -> Result<Vec<Skill>>;
     /// Deletes the skill of this name; `false` when there was none.
     async fn delete_skill(&self, name: &str) -> Result<bool>;
+    /// Inserts, or replaces every column of, the MCP-synced skill `spec` (origin `mcp`, its
+    /// `mcp_server` set) — in one statement, so a skill of the same name that is not the
+    /// `mcp` skill of the same server (a manual one) is never overwritten: then nothing
+    /// changes and `None` is returned.
+    async fn upsert_mcp_skill(&self, spec: SkillSpec) -> Result<Option<Skill>>;
+    /// Deletes the skill of this name only when it is the `mcp` skill of `server`; `false`
+    /// otherwise (no such skill, or another origin or server holds the name).
+    async fn delete_mcp_skill(&self, name: &str, server: &str) -> Result<bool>;
     /// Enabled skills whose name, description, tags or category contain any word of
     /// `query` (case-insensitive), at most `limit`, highest `priority` first; every enabled
     /// skill (up to `limit`) for a query without words. The caller ranks them (BM25).
@@ -248,7 +256,33 @@ macro_rules! skill_insert {
         )
     };
 }
-pub(crate) use {skill_columns, skill_insert};
+/// The `SET` list of an upsert: every column but the id, the name and `created`.
+macro_rules! skill_update_set {
+    () => {
+        "category = excluded.category, \
+         content = excluded.content, variables = excluded.variables, \
+         is_default = excluded.is_default, org_id = excluded.org_id, \
+         created_by = excluded.created_by, origin = excluded.origin, \
+         mcp_server = excluded.mcp_server, readonly = excluded.readonly, \
+         description = excluded.description, tags = excluded.tags, \
+         source_url = excluded.source_url, version = excluded.version, \
+         author = excluded.author, activation = excluded.activation, \
+         token_estimate = excluded.token_estimate, \
+         allowed_tools = excluded.allowed_tools, license = excluded.license, \
+         compatibility = excluded.compatibility, scan_status = excluded.scan_status, \
+         scan_report = excluded.scan_report, installed_at = excluded.installed_at, \
+         installed_by = excluded.installed_by, scan_version = excluded.scan_version, \
+         model = excluded.model, auto_approve = excluded.auto_approve, \
+         temperature = excluded.temperature, \
+         reasoning_effort = excluded.reasoning_effort, \
+         max_tokens = excluded.max_tokens, token_budget = excluded.token_budget, \
+         agent_max_turns = excluded.agent_max_turns, \
+         notify_on_complete = excluded.notify_on_complete, \
+         enabled = excluded.enabled, priority = excluded.priority, \
+         updated = excluded.updated"
+    };
+}
+pub(crate) use {skill_columns, skill_insert, skill_update_set};
 
 /// Implements [`SkillStore`] for a backend type with a `pool` field of database `$db`.
 macro_rules! impl_skill_store {
@@ -259,9 +293,8 @@ macro_rules! impl_skill_store {
             ) -> $crate::error::Result<$crate::skills::Skill> {
                 use sqlx::Row as _;
                 use $crate::skills::parse_json;
-                let flag = |c: &str| -> $crate::error::Result<bool> {
-                    Ok(row.try_get::<i32, _>(c)? != 0)
-                };
+                let flag =
+                    |c: &str| -> $crate::error::Result<bool> { Ok(row.try_get::<i32, _>(c)? != 0) };
                 let int = |c: &str| -> $crate::error::Result<i64> {
                     Ok(i64::from(row.try_get::<i32, _>(c)?))
                 };
@@ -325,7 +358,8 @@ macro_rules! impl_skill_store {
             ) -> sqlx::query::Query<'q, $db, <$db as sqlx::Database>::Arguments> {
                 use $crate::skills::json_text;
                 // Integer columns are INTEGER (32-bit on PostgreSQL): clamp what does not fit.
-                let int = |v: i64| i32::try_from(v).unwrap_or(if v < 0 { i32::MIN } else { i32::MAX });
+                let int =
+                    |v: i64| i32::try_from(v).unwrap_or(if v < 0 { i32::MIN } else { i32::MAX });
                 query
                     .bind(id)
                     .bind(s.name.as_str())
@@ -386,11 +420,18 @@ macro_rules! impl_skill_store {
                     &spec,
                     $crate::timestamp::now(),
                 );
-                match query.fetch_one(&self.pool).await.map_err($crate::error::StoreError::from) {
+                match query
+                    .fetch_one(&self.pool)
+                    .await
+                    .map_err($crate::error::StoreError::from)
+                {
                     Ok(row) => Self::skill_from_row(&row),
-                    Err(e) if e.is_unique_violation() => Err($crate::error::StoreError::InvalidInput(
-                        format!("skill {:?} already exists", spec.name),
-                    )),
+                    Err(e) if e.is_unique_violation() => {
+                        Err($crate::error::StoreError::InvalidInput(format!(
+                            "skill {:?} already exists",
+                            spec.name
+                        )))
+                    }
                     Err(e) => Err(e),
                 }
             }
@@ -402,27 +443,9 @@ macro_rules! impl_skill_store {
                 spec.validate()?;
                 const SQL: &str = concat!(
                     $crate::skills::skill_insert!(),
-                    " ON CONFLICT (name) DO UPDATE SET category = excluded.category, \
-                     content = excluded.content, variables = excluded.variables, \
-                     is_default = excluded.is_default, org_id = excluded.org_id, \
-                     created_by = excluded.created_by, origin = excluded.origin, \
-                     mcp_server = excluded.mcp_server, readonly = excluded.readonly, \
-                     description = excluded.description, tags = excluded.tags, \
-                     source_url = excluded.source_url, version = excluded.version, \
-                     author = excluded.author, activation = excluded.activation, \
-                     token_estimate = excluded.token_estimate, \
-                     allowed_tools = excluded.allowed_tools, license = excluded.license, \
-                     compatibility = excluded.compatibility, scan_status = excluded.scan_status, \
-                     scan_report = excluded.scan_report, installed_at = excluded.installed_at, \
-                     installed_by = excluded.installed_by, scan_version = excluded.scan_version, \
-                     model = excluded.model, auto_approve = excluded.auto_approve, \
-                     temperature = excluded.temperature, \
-                     reasoning_effort = excluded.reasoning_effort, \
-                     max_tokens = excluded.max_tokens, token_budget = excluded.token_budget, \
-                     agent_max_turns = excluded.agent_max_turns, \
-                     notify_on_complete = excluded.notify_on_complete, \
-                     enabled = excluded.enabled, priority = excluded.priority, \
-                     updated = excluded.updated RETURNING ",
+                    " ON CONFLICT (name) DO UPDATE SET ",
+                    $crate::skills::skill_update_set!(),
+                    " RETURNING ",
                     $crate::skills::skill_columns!()
                 );
                 let row = Self::bind_skill(
@@ -445,7 +468,10 @@ macro_rules! impl_skill_store {
                     $crate::skills::skill_columns!(),
                     " FROM prompt_templates WHERE name = $1"
                 );
-                let row = sqlx::query(SQL).bind(name).fetch_optional(&self.pool).await?;
+                let row = sqlx::query(SQL)
+                    .bind(name)
+                    .fetch_optional(&self.pool)
+                    .await?;
                 row.as_ref().map(Self::skill_from_row).transpose()
             }
 
@@ -471,6 +497,52 @@ macro_rules! impl_skill_store {
                     .bind(name)
                     .execute(&self.pool)
                     .await?;
+                Ok(done.rows_affected() > 0)
+            }
+
+            async fn upsert_mcp_skill(
+                &self,
+                spec: $crate::skills::SkillSpec,
+            ) -> $crate::error::Result<Option<$crate::skills::Skill>> {
+                spec.validate()?;
+                if spec.origin != "mcp" || spec.mcp_server.is_empty() {
+                    return Err($crate::error::StoreError::InvalidInput(format!(
+                        "skill {:?} is not an MCP skill (origin {:?}, server {:?})",
+                        spec.name, spec.origin, spec.mcp_server
+                    )));
+                }
+                const SQL: &str = concat!(
+                    $crate::skills::skill_insert!(),
+                    " ON CONFLICT (name) DO UPDATE SET ",
+                    $crate::skills::skill_update_set!(),
+                    " WHERE prompt_templates.origin = 'mcp' \
+                     AND prompt_templates.mcp_server = excluded.mcp_server RETURNING ",
+                    $crate::skills::skill_columns!()
+                );
+                let row = Self::bind_skill(
+                    sqlx::query(SQL),
+                    $crate::ids::new_uuid(),
+                    &spec,
+                    $crate::timestamp::now(),
+                )
+                .fetch_optional(&self.pool)
+                .await?;
+                row.as_ref().map(Self::skill_from_row).transpose()
+            }
+
+            async fn delete_mcp_skill(
+                &self,
+                name: &str,
+                server: &str,
+            ) -> $crate::error::Result<bool> {
+                let done = sqlx::query(
+                    "DELETE FROM prompt_templates \
+                     WHERE name = $1 AND origin = 'mcp' AND mcp_server = $2",
+                )
+                .bind(name)
+                .bind(server)
+                .execute(&self.pool)
+                .await?;
                 Ok(done.rows_affected() > 0)
             }
 

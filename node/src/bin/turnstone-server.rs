@@ -330,6 +330,11 @@ async fn main() -> anyhow::Result<()> {
         ));
         turnstone_node::mcp_tools::spawn_sync(m.clone(), registry.clone())
     });
+    // MCP prompts become read-only skills in the store (only with persistence).
+    let mcp_skill_sync = mcp
+        .as_ref()
+        .zip(persistence.as_ref())
+        .map(|(m, p)| turnstone_node::mcp_skills::spawn_sync(m.clone(), p.store.clone()));
 
     // Watches: the tool and the runner that polls them (only with persistence).
     let watch_runner = turnstone_node::watch_runner::WatchRunner::install(
@@ -359,6 +364,9 @@ async fn main() -> anyhow::Result<()> {
         runner.stop().await;
     }
     if let Some(task) = mcp_sync {
+        task.abort();
+    }
+    if let Some(task) = mcp_skill_sync {
         task.abort();
     }
     if let Some(p) = persistence {

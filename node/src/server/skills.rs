@@ -4,7 +4,9 @@
 //!   storage.
 //! * `/v1/api/admin/skills` — operators' CRUD (GET list, POST create, PUT `/{name}` update,
 //!   DELETE `/{name}`); the auth layer requires the approve scope for every `/api/admin/`
-//!   path. MCP-synced skills (`readonly`) are refused with 403, as the original.
+//!   path. MCP-synced skills (`readonly`) are refused with 403, as the original; creating a
+//!   manual skill with the name of an MCP-synced one replaces it (the manual skill wins, and
+//!   [`crate::mcp_skills`] then skips that prompt).
 //! * Activation: [`activate`], [`clear`] and [`restore`] make a stored skill the active skill
 //!   of a live workstream (the engine renders it into the system prompt) and persist the
 //!   choice as the session config key `skill`, so a resumed session gets it back. Used by
@@ -226,7 +228,8 @@ pub async fn admin_list(State(node): State<Arc<Node>>) -> Result<Json<Value>, Ap
     Ok(Json(json!({ "skills": skills })))
 }
 
-/// `POST /v1/api/admin/skills`: 201 with the row; 409 when the name is taken.
+/// `POST /v1/api/admin/skills`: 201 with the row; 409 when the name is taken — except by an
+/// MCP-synced skill, which a manual skill replaces.
 pub async fn admin_create(
     State(node): State<Arc<Node>>,
     identity: Option<Extension<Identity>>,
@@ -247,12 +250,17 @@ pub async fn admin_create(
         spec.created_by = identity.user_id.clone();
     }
     let spec = validated(spec)?;
-    if store
-        .get_skill(&spec.name)
-        .await
-        .map_err(storage_failed)?
-        .is_some()
-    {
+    if let Some(existing) = store.get_skill(&spec.name).await.map_err(storage_failed)? {
+        // A manual skill wins over an MCP-synced one of the same name: it takes the row
+        // (the MCP sync then skips that prompt).
+        if existing.spec.origin == "mcp" && spec.origin != "mcp" {
+            let skill = store.upsert_skill(spec).await.map_err(|e| match e {
+                StoreError::InvalidInput(m) => ApiError::BadRequest(format!("Invalid skill: {m}")),
+                other => storage_failed(other),
+            })?;
+            tracing::info!(skill = %skill.spec.name, mcp_server = %existing.spec.mcp_server, "manual skill replaces the MCP-synced skill of the same name");
+            return Ok((StatusCode::CREATED, Json(skill)).into_response());
+        }
         return Err(already_exists(&spec.name));
     }
     let name = spec.name.clone();

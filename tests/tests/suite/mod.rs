@@ -3,6 +3,7 @@ mod harness;
 mod binaries;
 mod cluster;
 mod mcp_node;
+mod mcp_skills_node;
 mod openai_load;
 mod otel;
 mod python_sdk;

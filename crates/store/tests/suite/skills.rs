@@ -8,7 +8,8 @@ use crate::support::{Backend, TestDb};
 both_backends!(
     skill_crud_and_defaults,
     skill_candidates_and_enabled_filter,
-    general_memories_become_project
+    general_memories_become_project,
+    mcp_skills_never_touch_other_rows
 );
 
 fn spec(name: &str, description: &str, tags: &[&str], category: &str) -> SkillSpec {
@@ -151,6 +152,104 @@ async fn skill_candidates_and_enabled_filter(db: TestDb) {
 }
 
 /// A database written before migration 0003 (type `general`) reads as `project` after it.
+fn mcp_spec(name: &str, server: &str, content: &str) -> SkillSpec {
+    SkillSpec {
+        origin: "mcp".into(),
+        mcp_server: server.into(),
+        readonly: true,
+        ..SkillSpec::new(name, content)
+    }
+}
+
+async fn mcp_skills_never_touch_other_rows(db: TestDb) {
+    let store = db.open().await;
+    // Inserted, then replaced in place (same id, new content).
+    let first = store
+        .upsert_mcp_skill(mcp_spec("mcp__docs__intro", "docs", "Hello."))
+        .await
+        .unwrap()
+        .expect("inserted");
+    assert_eq!(first.spec.origin, "mcp");
+    assert!(first.spec.readonly);
+    let again = store
+        .upsert_mcp_skill(mcp_spec("mcp__docs__intro", "docs", "Hello again."))
+        .await
+        .unwrap()
+        .expect("updated");
+    assert_eq!(again.template_id, first.template_id);
+    assert_eq!(again.spec.content, "Hello again.");
+
+    // A manual skill of the name is never overwritten, nor the row of another server.
+    store
+        .create_skill(SkillSpec::new("shared", "Manual text."))
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .upsert_mcp_skill(mcp_spec("shared", "docs", "From MCP."))
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(
+        store
+            .upsert_mcp_skill(mcp_spec("mcp__docs__intro", "other", "Hijack."))
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(
+        store
+            .get_skill("shared")
+            .await
+            .unwrap()
+            .unwrap()
+            .spec
+            .content,
+        "Manual text."
+    );
+    assert_eq!(
+        store
+            .get_skill("mcp__docs__intro")
+            .await
+            .unwrap()
+            .unwrap()
+            .spec
+            .content,
+        "Hello again."
+    );
+    // Only MCP specs with a server are accepted.
+    assert!(matches!(
+        store
+            .upsert_mcp_skill(SkillSpec::new("plain", "Manual."))
+            .await,
+        Err(StoreError::InvalidInput(_))
+    ));
+
+    // Deletion only removes the MCP row of that server.
+    assert!(!store.delete_mcp_skill("shared", "docs").await.unwrap());
+    assert!(
+        !store
+            .delete_mcp_skill("mcp__docs__intro", "other")
+            .await
+            .unwrap()
+    );
+    assert!(store.get_skill("shared").await.unwrap().is_some());
+    assert!(
+        store
+            .delete_mcp_skill("mcp__docs__intro", "docs")
+            .await
+            .unwrap()
+    );
+    assert!(store.get_skill("mcp__docs__intro").await.unwrap().is_none());
+    assert!(
+        !store
+            .delete_mcp_skill("mcp__docs__intro", "docs")
+            .await
+            .unwrap()
+    );
+}
+
 async fn general_memories_become_project(db: TestDb) {
     // Apply only migration 0001 from a copy of the backend's migration directory.
     let dir = tempfile::tempdir().unwrap();

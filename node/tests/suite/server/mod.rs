@@ -7,6 +7,7 @@ mod ctx;
 mod login;
 mod mcp_resources;
 mod mcp_search;
+mod mcp_skills;
 mod memories;
 mod metrics;
 mod openapi;

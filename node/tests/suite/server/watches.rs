@@ -524,3 +524,111 @@ async fn the_api_lists_this_nodes_watches_and_cancels_with_write_scope() {
     );
     assert!(bare.node.manager.engine().registry().get("watch").is_none());
 }
+
+/// Each poll prints the call that makes the model create the next watch of the chain (a new
+/// name each time), until the file `stop` exists.
+const CHAIN: &str = r#"if [ -f stop ]; then echo stopped; exit 0; fi
+n=$(( $(cat n 2>/dev/null || echo 0) + 1 ))
+echo "$n" > n
+printf 'CALL:watch {"action": "create", "command": "bash chain.sh", "name": "link%s", "poll_every": "10s", "stop_on": "exit_code == 0"}\n' "$n"
+"#;
+
+#[tokio::test]
+async fn a_chain_of_watch_turns_is_held_after_five_until_a_human_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = watching_node(&dir.path().join("node.db")).await;
+    let (_, created) = t
+        .post(
+            "/v1/api/workstreams/new",
+            json!({"name": "chain", "auto_approve": true}),
+        )
+        .await;
+    let ws = created["ws_id"].as_str().unwrap().to_string();
+    let cwd = t.node.manager.engine().config().cwd.clone();
+    std::fs::write(cwd.join("chain.sh"), CHAIN).unwrap();
+    let mut events = t.sse(&format!("/v1/api/events?ws_id={ws}"), None).await;
+    let mut seen = Vec::new();
+
+    // A human starts the chain: every watch's notice makes the model create the next one.
+    let first = call_watch(json!({
+        "action": "create", "command": "bash chain.sh", "name": "link0",
+        "poll_every": "10s", "stop_on": "exit_code == 0"
+    }));
+    t.post("/v1/api/send", json!({"ws_id": ws, "message": first}))
+        .await;
+    let held = loop {
+        let event = events.next().await;
+        seen.push(event.clone());
+        if event.kind() == "info"
+            && event.data["message"]
+                .as_str()
+                .is_some_and(|m| m.contains(" held: "))
+        {
+            break event;
+        }
+    };
+    assert_eq!(
+        held.data["message"],
+        "[watch 'link5' held: 5 watch-triggered turns in a row without a user message \
+         (limit 5); it is delivered after your next message]"
+    );
+    // Five watch turns ran after the human's message; the sixth notice was not delivered…
+    let handle = t.node.workstream(&ws).unwrap();
+    let users = user_texts(&handle.history());
+    assert_eq!(users.len(), 6, "{users:?}");
+    for (i, notice) in users[1..].iter().enumerate() {
+        assert!(
+            notice.starts_with(&format!("[watch 'link{i}' triggered: condition met]")),
+            "{users:?}"
+        );
+    }
+    // …and is not lost: its watch is still active, its notice pending.
+    let active = store(&t)
+        .list_active_watches(Some(ws.as_str()), None)
+        .await
+        .unwrap();
+    assert_eq!(
+        active.iter().map(|w| w.name.as_str()).collect::<Vec<_>>(),
+        ["link5"]
+    );
+
+    // A human message ends the run: the held notice is delivered right after its turn,
+    // and the chain (now told to stop) runs on until it ends by itself.
+    std::fs::write(cwd.join("stop"), "").unwrap();
+    t.post("/v1/api/send", json!({"ws_id": ws, "message": "carry on"}))
+        .await;
+    for _ in 0..3 {
+        seen.extend(events.until("turn_complete").await);
+    }
+    let users = user_texts(&handle.history());
+    assert_eq!(users.len(), 9, "{users:?}");
+    assert_eq!(users[6], "carry on");
+    assert!(
+        users[7].starts_with("[watch 'link5' triggered: condition met]"),
+        "the held notice came right after the human message: {users:?}"
+    );
+    assert!(
+        users[8].starts_with("[watch 'link6' triggered: condition met]")
+            && users[8].ends_with("\n\nstopped\n"),
+        "{users:?}"
+    );
+    // The workstream was told once, not at every tick it waited.
+    let held_infos = seen
+        .iter()
+        .filter(|e| {
+            e.kind() == "info"
+                && e.data["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains(" held: "))
+        })
+        .count();
+    assert_eq!(held_infos, 1);
+    assert_eventually!(
+        store(&t)
+            .list_active_watches(Some(ws.as_str()), None)
+            .await
+            .unwrap()
+            .is_empty(),
+        "the last watches were not ended"
+    );
+}
