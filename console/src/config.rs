@@ -38,6 +38,11 @@ pub struct ConsoleConfig {
     pub proxy_connect_timeout: Duration,
     /// Total timeout of proxied non-streaming requests.
     pub proxy_timeout: Duration,
+    /// Most node requests in flight at once across every admin fan-out
+    /// (`cluster.node_fan_out_limit`, cluster spec §6.5).
+    pub node_fan_out_limit: usize,
+    /// Per-node timeout of the admin fan-outs that have no fixed one (watches, models).
+    pub fan_out_timeout: Duration,
 }
 
 impl Default for ConsoleConfig {
@@ -55,6 +60,8 @@ impl Default for ConsoleConfig {
             sse_ping: Duration::from_secs(5),
             proxy_connect_timeout: Duration::from_secs(10),
             proxy_timeout: Duration::from_secs(30),
+            node_fan_out_limit: 200,
+            fan_out_timeout: Duration::from_secs(10),
         }
     }
 }

@@ -13,6 +13,7 @@
 //! * [`api`] — the `/v1/api/cluster/*` JSON API and workstream creation through Redis
 //!   (`pool`, `auto`, or a named node);
 //! * [`events`] — the cluster SSE stream (snapshot first, then incremental events);
+//! * [`admin`] — the admin fan-out: watches, MCP servers and models across every node;
 //! * [`proxy`] — `/node/{id}/…`, a streaming reverse proxy to each node's UI and API with a
 //!   per-request short-lived JWT;
 //! * [`login`] — the node's auth scheme (tokens, JWT, cookie) on every console route;
@@ -24,6 +25,7 @@
 //!
 //! [`start`] binds everything on a listener, so tests run a console in-process on port 0.
 
+pub mod admin;
 pub mod api;
 pub mod collector;
 pub mod config;
@@ -87,6 +89,14 @@ pub fn router(console: Arc<Console>) -> Router {
         .route("/v1/api/cluster/node/{*node_id}", get(api::node_detail))
         .route("/v1/api/cluster/snapshot", get(api::snapshot))
         .route("/v1/api/cluster/events", get(events::cluster_events))
+        .route("/v1/api/admin/watches", get(admin::watches))
+        .route(
+            "/v1/api/admin/watches/{watch_id}/cancel",
+            post(admin::cancel_watch),
+        )
+        .route("/v1/api/admin/mcp-servers", get(admin::mcp_servers))
+        .route("/v1/api/admin/mcp-servers/reload", post(admin::reload_mcp))
+        .route("/v1/api/admin/models", get(admin::models))
         .route("/v1/api/auth/login", post(login::login))
         .route("/v1/api/auth/logout", post(login::logout))
         .route("/v1/api/auth/status", get(login::status))

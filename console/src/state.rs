@@ -37,6 +37,8 @@ pub struct Console {
     pub login_limiter: crate::login::LoginLimiter,
     /// Fired at shutdown: open event streams (cluster and proxied) end.
     pub shutdown: CancellationToken,
+    /// Bounds the node requests of every admin fan-out ([`crate::admin`]).
+    pub fan_out: tokio::sync::Semaphore,
     redis: AsyncMutex<Option<redis::aio::MultiplexedConnection>>,
 }
 
@@ -59,6 +61,7 @@ impl Console {
             // A node's redirect goes back to the browser (rewritten), never followed here.
             .redirect(reqwest::redirect::Policy::none())
             .build()?;
+        let fan_out_limit = collector.config.node_fan_out_limit.max(1);
         Ok(Arc::new(Self {
             collector,
             auth,
@@ -67,6 +70,7 @@ impl Console {
             started: Instant::now(),
             login_limiter: crate::login::LoginLimiter::default(),
             shutdown,
+            fan_out: tokio::sync::Semaphore::new(fan_out_limit),
             redis: AsyncMutex::new(None),
         }))
     }

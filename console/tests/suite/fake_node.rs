@@ -29,6 +29,12 @@ pub struct FakeState {
     pub seen: Mutex<Vec<Seen>>,
     /// Releases the second frame of `/v1/api/events`.
     pub release: Notify,
+    /// Rows of `GET /v1/api/watches`; a cancel deactivates one (else 404).
+    pub watches: Mutex<Vec<Value>>,
+    /// `{name: status}` of `_internal/mcp-status`.
+    pub mcp_status: Mutex<Value>,
+    /// `{alias: info}` of `_internal/model-status`.
+    pub models: Mutex<Value>,
 }
 
 pub struct FakeNode {
@@ -155,6 +161,46 @@ async fn echo(headers: HeaderMap, body: Bytes) -> axum::Json<Value> {
     }))
 }
 
+async fn watches(State(s): State<Arc<FakeState>>) -> axum::Json<Value> {
+    axum::Json(json!({"watches": *s.watches.lock().unwrap()}))
+}
+
+async fn cancel_watch(
+    State(s): State<Arc<FakeState>>,
+    axum::extract::Path(id): axum::extract::Path<String>,
+) -> Response {
+    let mut rows = s.watches.lock().unwrap();
+    match rows.iter_mut().find(|w| w["watch_id"] == id.as_str()) {
+        Some(w) => {
+            w["active"] = json!(0);
+            axum::Json(json!({"status": "ok", "watch_id": id})).into_response()
+        }
+        None => (
+            StatusCode::NOT_FOUND,
+            axum::Json(json!({"error": "Watch not found"})),
+        )
+            .into_response(),
+    }
+}
+
+async fn mcp_status(State(s): State<Arc<FakeState>>) -> axum::Json<Value> {
+    axum::Json(json!({"servers": *s.mcp_status.lock().unwrap()}))
+}
+
+async fn mcp_reload(State(s): State<Arc<FakeState>>) -> axum::Json<Value> {
+    let n = s
+        .mcp_status
+        .lock()
+        .unwrap()
+        .as_object()
+        .map_or(0, |m| m.len());
+    axum::Json(json!({"status": "ok", "servers": n}))
+}
+
+async fn model_status(State(s): State<Arc<FakeState>>) -> axum::Json<Value> {
+    axum::Json(json!({"models": *s.models.lock().unwrap()}))
+}
+
 impl FakeNode {
     pub async fn start(node_id: &str, version: &str) -> Self {
         let state = Arc::new(FakeState {
@@ -170,6 +216,9 @@ impl FakeNode {
             dashboard_status: Mutex::new(200),
             seen: Mutex::new(Vec::new()),
             release: Notify::new(),
+            watches: Mutex::new(Vec::new()),
+            mcp_status: Mutex::new(json!({})),
+            models: Mutex::new(json!({})),
         });
         let app = Router::new()
             .route("/health", get(health))
@@ -177,6 +226,11 @@ impl FakeNode {
             .route("/", get(page))
             .route("/v1/api/events", get(events))
             .route("/v1/api/send", post(echo))
+            .route("/v1/api/watches", get(watches))
+            .route("/v1/api/watches/{id}/cancel", post(cancel_watch))
+            .route("/v1/api/_internal/mcp-status", get(mcp_status))
+            .route("/v1/api/_internal/mcp-reload", post(mcp_reload))
+            .route("/v1/api/_internal/model-status", get(model_status))
             .route(
                 "/static/style.css",
                 get(|| async { ([("content-type", "text/css")], "p{color:red}") }),

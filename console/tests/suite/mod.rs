@@ -1,6 +1,7 @@
 //! Shared fixtures: in-process nodes, a console on port 0, heartbeats and cluster events
 //! written to the real Redis under a per-test prefix, an SSE reader.
 
+mod admin;
 mod api;
 mod browser;
 mod cluster;

@@ -1,0 +1,402 @@
+//! The admin fan-out (cluster spec §6.5): console routes under `/v1/api/admin/…` (scope
+//! approve, enforced by the auth layer) that call every known node, or one, and merge the
+//! answers.
+//!
+//! * `GET /v1/api/admin/watches` — every node's `/v1/api/watches`; a watch without a
+//!   `node_id` gets the node's id; sorted active first, then newest `created`.
+//! * `POST /v1/api/admin/watches/{watch_id}/cancel` (`node_id` in the JSON body or the
+//!   query) — relayed to that node; its status and body come back unchanged.
+//! * `GET /v1/api/admin/mcp-servers` — every node's `_internal/mcp-status` (10 s), merged
+//!   per server: `{"servers": {name: {"nodes": {node_id: status}}}}`.
+//! * `POST /v1/api/admin/mcp-servers/reload` — every node's `_internal/mcp-reload` (30 s):
+//!   `{"status": "ok", "results": {node_id: response | {"error": ...}}}`.
+//! * `GET /v1/api/admin/models` — every node's `_internal/model-status`:
+//!   `{"nodes": {node_id: {alias: info}}}`.
+//!
+//! Node requests use the proxy's client and credentials (§6.6: a fresh JWT with the
+//! caller's identity when the console has the secret), and all fan-outs share one
+//! semaphore of [`crate::ConsoleConfig::node_fan_out_limit`] permits. A node that cannot
+//! be reached, times out or answers non-2xx is skipped by the listings and named in an
+//! additional `"errors": {node_id: message}` field (ours; the original only logs it).
+
+use std::cmp::Ordering;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::{Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
+use serde_json::{Map, Value, json};
+use turnstone_runtime::auth::Identity;
+
+use crate::api::valid_node_id;
+use crate::error::ApiError;
+use crate::state::Console;
+
+/// Timeout of one node's `_internal/mcp-status`.
+pub const MCP_STATUS_TIMEOUT: Duration = Duration::from_secs(10);
+/// Timeout of one node's `_internal/mcp-reload`.
+pub const MCP_RELOAD_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A node a fan-out calls.
+#[derive(Debug, Clone)]
+struct Target {
+    node_id: String,
+    base: String,
+}
+
+/// Every known node with a usable URL (the collector's node list).
+fn targets(console: &Console) -> Vec<Target> {
+    console.collector.read(|c| {
+        c.nodes
+            .iter()
+            .filter(|(_, n)| {
+                n.server_url.starts_with("http://") || n.server_url.starts_with("https://")
+            })
+            .map(|(id, n)| Target {
+                node_id: id.clone(),
+                base: n.server_url.clone(),
+            })
+            .collect()
+    })
+}
+
+fn auth_header(console: &Console, identity: Option<&Identity>) -> Result<Option<String>, ApiError> {
+    console
+        .collector
+        .credentials
+        .proxy_header(identity)
+        .map_err(|e| ApiError::Internal(format!("cannot mint the node token: {e}")))
+}
+
+/// One node request under the fan-out semaphore: `(status, JSON body)` or a transport
+/// failure's message. A non-JSON body is `null`.
+async fn call(
+    console: &Console,
+    auth: Option<&str>,
+    method: Method,
+    url: &str,
+    timeout: Duration,
+    body: Option<&Value>,
+) -> Result<(StatusCode, Value), String> {
+    let _permit = console
+        .fan_out
+        .acquire()
+        .await
+        .map_err(|_| "console shutting down".to_string())?;
+    let mut req = console
+        .proxy_http
+        .request(method, url)
+        .timeout(timeout)
+        .header(header::ACCEPT, "application/json");
+    if let Some(a) = auth {
+        req = req.header(header::AUTHORIZATION, a);
+    }
+    if let Some(b) = body {
+        req = req.json(b);
+    }
+    let resp = req.send().await.map_err(describe)?;
+    let status = resp.status();
+    let bytes = resp.bytes().await.map_err(describe)?;
+    let value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    Ok((status, value))
+}
+
+fn describe(e: reqwest::Error) -> String {
+    if e.is_timeout() {
+        "timed out".into()
+    } else if e.is_connect() {
+        "unreachable".into()
+    } else {
+        format!("request failed: {e}")
+    }
+}
+
+/// The message of a node's non-2xx answer.
+fn http_error(status: StatusCode, body: &Value) -> String {
+    match body.get("error").and_then(Value::as_str) {
+        Some(m) => format!("HTTP {}: {m}", status.as_u16()),
+        None => format!("HTTP {}", status.as_u16()),
+    }
+}
+
+/// Calls `path` on every node concurrently; per node its 2xx JSON body or an error message.
+async fn fan_out(
+    console: &Console,
+    identity: Option<&Identity>,
+    method: Method,
+    path: &str,
+    timeout: Duration,
+) -> Result<Vec<(String, Result<Value, String>)>, ApiError> {
+    let auth = auth_header(console, identity)?;
+    let targets = targets(console);
+    let calls = targets.into_iter().map(|t| {
+        let auth = auth.clone();
+        let method = method.clone();
+        async move {
+            let url = format!("{}{path}", t.base);
+            let result = match call(console, auth.as_deref(), method, &url, timeout, None).await
+            {
+                Ok((status, body)) if status.is_success() => Ok(body),
+                Ok((status, body)) => Err(http_error(status, &body)),
+                Err(e) => Err(e),
+            };
+            if let Err(e) = &result {
+                tracing::warn!(node_id = %t.node_id, path, error = %e, "admin fan-out: node failed");
+            }
+            (t.node_id, result)
+        }
+    });
+    Ok(futures::future::join_all(calls).await)
+}
+
+fn is_active(w: &Value) -> bool {
+    match w.get("active") {
+        Some(Value::Bool(b)) => *b,
+        Some(Value::Number(n)) => n.as_f64().is_some_and(|x| x != 0.0),
+        Some(Value::String(s)) => !matches!(s.as_str(), "" | "0" | "false"),
+        _ => false,
+    }
+}
+
+fn created(w: &Value) -> &str {
+    w.get("created").and_then(Value::as_str).unwrap_or_default()
+}
+
+/// Active watches first, then newest `created` first (ISO timestamps sort as text).
+pub fn sort_watches(watches: &mut [Value]) {
+    watches.sort_by(|a, b| match is_active(b).cmp(&is_active(a)) {
+        Ordering::Equal => created(b).cmp(created(a)),
+        other => other,
+    });
+}
+
+/// `GET /v1/api/admin/watches`.
+#[tracing::instrument(skip_all)]
+pub async fn watches(
+    State(console): State<Arc<Console>>,
+    identity: Option<Extension<Identity>>,
+) -> Result<Json<Value>, ApiError> {
+    let results = fan_out(
+        &console,
+        identity.as_ref().map(|e| &e.0),
+        Method::GET,
+        "/v1/api/watches",
+        console.collector.config.fan_out_timeout,
+    )
+    .await?;
+    let mut all = Vec::new();
+    let mut errors = Map::new();
+    for (node_id, result) in results {
+        match result {
+            Ok(body) => {
+                let Some(rows) = body.get("watches").and_then(Value::as_array) else {
+                    errors.insert(node_id, json!("malformed watches response"));
+                    continue;
+                };
+                for row in rows {
+                    let mut row = row.clone();
+                    if let Some(obj) = row.as_object_mut() {
+                        let missing = obj
+                            .get("node_id")
+                            .is_none_or(|v| v.as_str().is_none_or(str::is_empty));
+                        if missing {
+                            obj.insert("node_id".into(), json!(node_id));
+                        }
+                        all.push(row);
+                    }
+                }
+            }
+            Err(e) => {
+                errors.insert(node_id, json!(e));
+            }
+        }
+    }
+    sort_watches(&mut all);
+    Ok(Json(json!({"watches": all, "errors": errors})))
+}
+
+/// Watch ids are hex at v0.9.6; anything URL-safe is passed on, nothing else.
+fn valid_watch_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 128
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_'))
+}
+
+/// `POST /v1/api/admin/watches/{watch_id}/cancel`.
+#[tracing::instrument(skip_all, fields(watch_id = %watch_id))]
+pub async fn cancel_watch(
+    State(console): State<Arc<Console>>,
+    Path(watch_id): Path<String>,
+    Query(query): Query<HashMap<String, String>>,
+    identity: Option<Extension<Identity>>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    if !valid_watch_id(&watch_id) {
+        return Err(ApiError::BadRequest("Invalid watch id".into()));
+    }
+    let from_body = if body.iter().all(u8::is_ascii_whitespace) {
+        None
+    } else {
+        let v: Value = serde_json::from_slice(&body)
+            .map_err(|_| ApiError::BadRequest("Invalid JSON body".into()))?;
+        v.get("node_id")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+    };
+    let node_id = from_body
+        .or_else(|| query.get("node_id").filter(|s| !s.is_empty()).cloned())
+        .ok_or_else(|| ApiError::BadRequest("node_id is required".into()))?;
+    let target = valid_node_id(&node_id)
+        .then(|| targets(&console).into_iter().find(|t| t.node_id == node_id))
+        .flatten()
+        .ok_or_else(|| ApiError::NotFound(format!("Unknown node: {node_id}")))?;
+    let auth = auth_header(&console, identity.as_ref().map(|e| &e.0))?;
+    let url = format!("{}/v1/api/watches/{watch_id}/cancel", target.base);
+    let (status, body) = call(
+        &console,
+        auth.as_deref(),
+        Method::POST,
+        &url,
+        console.collector.config.proxy_timeout,
+        Some(&json!({})),
+    )
+    .await
+    .map_err(|e| {
+        tracing::warn!(node_id = %node_id, error = %e, "watch cancel: node unreachable");
+        ApiError::BadGateway("Node unreachable".into())
+    })?;
+    tracing::info!(node_id = %node_id, status = status.as_u16(), "watch cancel relayed");
+    let body = if body.is_null() {
+        json!({"error": http_error(status, &body)})
+    } else {
+        body
+    };
+    Ok((status, Json(body)).into_response())
+}
+
+/// `GET /v1/api/admin/mcp-servers`.
+#[tracing::instrument(skip_all)]
+pub async fn mcp_servers(
+    State(console): State<Arc<Console>>,
+    identity: Option<Extension<Identity>>,
+) -> Result<Json<Value>, ApiError> {
+    let results = fan_out(
+        &console,
+        identity.as_ref().map(|e| &e.0),
+        Method::GET,
+        "/v1/api/_internal/mcp-status",
+        MCP_STATUS_TIMEOUT,
+    )
+    .await?;
+    let mut servers = Map::new();
+    let mut errors = Map::new();
+    for (node_id, result) in results {
+        match result {
+            Ok(body) => {
+                let Some(per_node) = body.get("servers").and_then(Value::as_object) else {
+                    errors.insert(node_id, json!("malformed mcp-status response"));
+                    continue;
+                };
+                for (name, status) in per_node {
+                    let entry = servers
+                        .entry(name.clone())
+                        .or_insert_with(|| json!({"nodes": {}}));
+                    if let Some(nodes) = entry.get_mut("nodes").and_then(Value::as_object_mut) {
+                        nodes.insert(node_id.clone(), status.clone());
+                    }
+                }
+            }
+            Err(e) => {
+                errors.insert(node_id, json!(e));
+            }
+        }
+    }
+    Ok(Json(json!({"servers": servers, "errors": errors})))
+}
+
+/// `POST /v1/api/admin/mcp-servers/reload`.
+#[tracing::instrument(skip_all)]
+pub async fn reload_mcp(
+    State(console): State<Arc<Console>>,
+    identity: Option<Extension<Identity>>,
+) -> Result<Json<Value>, ApiError> {
+    let results = fan_out(
+        &console,
+        identity.as_ref().map(|e| &e.0),
+        Method::POST,
+        "/v1/api/_internal/mcp-reload",
+        MCP_RELOAD_TIMEOUT,
+    )
+    .await?;
+    let results: Map<String, Value> = results
+        .into_iter()
+        .map(|(node_id, r)| (node_id, r.unwrap_or_else(|e| json!({"error": e}))))
+        .collect();
+    tracing::info!(nodes = results.len(), "MCP reload fanned out");
+    Ok(Json(json!({"status": "ok", "results": results})))
+}
+
+/// `GET /v1/api/admin/models`.
+#[tracing::instrument(skip_all)]
+pub async fn models(
+    State(console): State<Arc<Console>>,
+    identity: Option<Extension<Identity>>,
+) -> Result<Json<Value>, ApiError> {
+    let results = fan_out(
+        &console,
+        identity.as_ref().map(|e| &e.0),
+        Method::GET,
+        "/v1/api/_internal/model-status",
+        console.collector.config.fan_out_timeout,
+    )
+    .await?;
+    let mut nodes = Map::new();
+    let mut errors = Map::new();
+    for (node_id, result) in results {
+        match result.map(|mut b| b.get_mut("models").map(Value::take)) {
+            Ok(Some(models)) if models.is_object() => {
+                nodes.insert(node_id, models);
+            }
+            Ok(_) => {
+                errors.insert(node_id, json!("malformed model-status response"));
+            }
+            Err(e) => {
+                errors.insert(node_id, json!(e));
+            }
+        }
+    }
+    Ok(Json(json!({"nodes": nodes, "errors": errors})))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn active_first_then_newest() {
+        let mut w = vec![
+            json!({"watch_id": "a", "active": 0, "created": "2026-01-03T00:00:00"}),
+            json!({"watch_id": "b", "active": 1, "created": "2026-01-01T00:00:00"}),
+            json!({"watch_id": "c", "active": true, "created": "2026-01-02T00:00:00"}),
+            json!({"watch_id": "d", "created": "2026-01-04T00:00:00"}),
+        ];
+        sort_watches(&mut w);
+        let ids: Vec<&str> = w.iter().map(|v| v["watch_id"].as_str().unwrap()).collect();
+        assert_eq!(ids, ["c", "b", "d", "a"]);
+    }
+
+    #[test]
+    fn watch_ids_cannot_escape_the_path() {
+        assert!(valid_watch_id("0a1b2c"));
+        assert!(!valid_watch_id("../x"));
+        assert!(!valid_watch_id(""));
+        assert!(!valid_watch_id("a?b"));
+    }
+}
