@@ -229,3 +229,31 @@ async fn the_admin_fan_out_needs_the_approve_scope() {
         a.seen_proxied()
     );
 }
+
+#[tokio::test]
+async fn a_real_node_answers_every_fan_out() {
+    let p = prefix();
+    let a = NodeServer::start("node-a", CONSOLE_VERSION, 10).await;
+    heartbeat(&p, "node-a", &a.url, 10).await;
+    let console = TestConsole::start(&p).await;
+    console.wait_for_nodes(&["node-a"]).await;
+
+    // The node accepts the minted JWT (approve scope) on its watches and _internal routes.
+    let (status, v) = console.get("/v1/api/admin/watches").await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["errors"], json!({}), "{v}");
+    assert!(v["watches"].is_array(), "{v}");
+    let (status, v) = console.get("/v1/api/admin/mcp-servers").await;
+    assert_eq!((status, &v["errors"]), (200, &json!({})), "{v}");
+    let (status, v) = console.get("/v1/api/admin/models").await;
+    assert_eq!((status, &v["errors"]), (200, &json!({})), "{v}");
+    assert!(v["nodes"]["node-a"].is_object(), "{v}");
+    let (status, v) = console.post("/v1/api/admin/mcp-servers/reload", "").await;
+    assert_eq!(status, 200, "{v}");
+    assert!(v["results"]["node-a"].get("error").is_none(), "{v}");
+    // A cancel on a node without storage: the node's own refusal comes back unchanged.
+    let (status, v) = console
+        .post("/v1/api/admin/watches/00ff/cancel?node_id=node-a", "")
+        .await;
+    assert_eq!((status, v), (500, json!({"error": "Storage unavailable"})));
+}
