@@ -54,6 +54,12 @@ struct Args {
     /// Event-loop lag (ms) above which a node counts as a zombie.
     #[arg(long, default_value_t = 2000)]
     max_event_loop_lag_ms: u64,
+    /// Most node calls of one admin fan-out in flight at once (`cluster.node_fan_out_limit`).
+    #[arg(long, default_value_t = 200)]
+    node_fan_out_limit: usize,
+    /// Timeout of one node call of an admin fan-out (watches, models), seconds.
+    #[arg(long, default_value_t = 10.0)]
+    fan_out_timeout: f64,
     /// A static token: accepted by the console (full access) and sent to the nodes.
     #[arg(long, env = "TURNSTONE_AUTH_TOKEN", hide_env_values = true)]
     auth_token: Option<String>,
@@ -131,6 +137,8 @@ async fn main() -> anyhow::Result<()> {
         poll_concurrency: args.poll_concurrency.max(1),
         stall_after: seconds("stall-after", args.stall_after)?,
         max_event_loop_lag: Duration::from_millis(args.max_event_loop_lag_ms),
+        node_fan_out_limit: args.node_fan_out_limit.max(1),
+        fan_out_timeout: seconds("fan-out-timeout", args.fan_out_timeout)?,
         ..ConsoleConfig::default()
     };
     let listener = tokio::net::TcpListener::bind(SocketAddr::new(args.host, args.port)).await?;
