@@ -55,6 +55,7 @@ pub mod eventually;
 pub mod fake_anthropic;
 pub mod fake_llm;
 mod openai_wire;
+pub mod process;
 pub mod script;
 pub mod scripted_provider;
 
@@ -62,6 +63,7 @@ pub use error::TestkitError;
 pub use eventually::eventually;
 pub use fake_anthropic::{AnthropicFault, FakeAnthropic, FakeAnthropicConfig, RecordedHeaders};
 pub use fake_llm::{FakeLlm, FakeLlmConfig, Fault};
+pub use process::process_running;
 pub use script::{ScriptMessage, ScriptReply, reply_for};
 pub use scripted_provider::{ProviderFault, ScriptedProvider};
 

@@ -167,15 +167,19 @@ async fn cancelling_the_parent_kills_the_sub_agents_tools() {
         .unwrap()
         .trim()
         .to_string();
-    let proc_dir = std::path::PathBuf::from(format!("/proc/{pid}"));
-    assert!(proc_dir.exists());
+    let pid: u32 = pid.trim().parse().unwrap();
+    assert!(turnstone_testkit::process_running(pid));
     let requests_before = h.llm.request_count();
 
     assert!(ws.cancel());
     let events = read_turn(&mut sub).await;
     assert!(types(&events).contains(&"cancelled"));
     assert_eq!(ws.state(), WsState::Idle);
-    turnstone_testkit::assert_eventually!(!proc_dir.exists(), "the sub-agent's command still runs");
+    // Killed (a zombie until tokio reaps it) or gone: either way it no longer runs.
+    turnstone_testkit::assert_eventually!(
+        !turnstone_testkit::process_running(pid),
+        "the sub-agent's command still runs"
+    );
     assert!(!marker.exists());
     let history = ws.history();
     assert_provider_acceptable(&history);

@@ -157,11 +157,5 @@ impl FastMcp {
 
 /// Whether a process exists (and is not a zombie).
 pub fn alive(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => !stat
-            .rsplit(')')
-            .next()
-            .is_some_and(|rest| rest.trim_start().starts_with('Z')),
-        Err(_) => false,
-    }
+    turnstone_testkit::process_running(pid)
 }

@@ -227,7 +227,8 @@ async fn timeout_kills_and_reports() {
     assert!(!marker.exists());
 }
 
-fn process_gone(pid: u32) -> bool {
+/// Gone, or a zombie nobody has reaped yet: either way no longer running.
+pub(super) fn process_gone(pid: u32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         Err(_) => true,
         // A zombie waiting for its reaper has stopped running.

@@ -333,19 +333,9 @@ async fn a_poll_is_bounded_in_size_and_time() {
     assert_eq!(poll.exit_code, -1);
     assert_eq!(poll.output, "[command timed out after 0.5s]");
     let pid = std::fs::read_to_string(dir.path().join("sleeper.pid")).unwrap();
-    let stat = format!("/proc/{}/stat", pid.trim());
-    let gone = || {
-        // Gone, or a zombie nobody has reaped yet: either way no longer running.
-        std::fs::read_to_string(&stat)
-            .map(|s| {
-                s.rsplit(')')
-                    .next()
-                    .is_some_and(|rest| rest.trim_start().starts_with('Z'))
-            })
-            .unwrap_or(true)
-    };
+    let pid: u32 = pid.trim().parse().unwrap();
     assert!(
-        super::eventually(gone).await,
+        super::eventually(|| super::bash::process_gone(pid)).await,
         "the background sleeper survived the timeout"
     );
 }
