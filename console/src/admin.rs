@@ -162,6 +162,29 @@ fn is_active(w: &Value) -> bool {
     }
 }
 
+/// Splits a fan-out's answers: each node's `body[key]` when it `is_ok` by `shape`, and an
+/// `errors` map (node id → why) for nodes that failed or answered without it.
+fn split_answers(
+    results: Vec<(String, Result<Value, String>)>,
+    key: &str,
+    shape: fn(&Value) -> bool,
+) -> (Vec<(String, Value)>, Map<String, Value>) {
+    let mut answers = Vec::new();
+    let mut errors = Map::new();
+    for (node_id, result) in results {
+        match result.map(|mut body| body.get_mut(key).map(Value::take)) {
+            Ok(Some(value)) if shape(&value) => answers.push((node_id, value)),
+            Ok(_) => {
+                errors.insert(node_id, json!(format!("malformed response: no '{key}'")));
+            }
+            Err(e) => {
+                errors.insert(node_id, json!(e));
+            }
+        }
+    }
+    (answers, errors)
+}
+
 fn created(w: &Value) -> &str {
     w.get("created").and_then(Value::as_str).unwrap_or_default()
 }
@@ -188,30 +211,19 @@ pub async fn watches(
         console.collector.config.fan_out_timeout,
     )
     .await?;
+    let (answers, errors) = split_answers(results, "watches", Value::is_array);
     let mut all = Vec::new();
-    let mut errors = Map::new();
-    for (node_id, result) in results {
-        match result {
-            Ok(body) => {
-                let Some(rows) = body.get("watches").and_then(Value::as_array) else {
-                    errors.insert(node_id, json!("malformed watches response"));
-                    continue;
-                };
-                for row in rows {
-                    let mut row = row.clone();
-                    if let Some(obj) = row.as_object_mut() {
-                        let missing = obj
-                            .get("node_id")
-                            .is_none_or(|v| v.as_str().is_none_or(str::is_empty));
-                        if missing {
-                            obj.insert("node_id".into(), json!(node_id));
-                        }
-                        all.push(row);
-                    }
+    for (node_id, rows) in answers {
+        let Value::Array(rows) = rows else { continue };
+        for mut row in rows {
+            if let Some(obj) = row.as_object_mut() {
+                let missing = obj
+                    .get("node_id")
+                    .is_none_or(|v| v.as_str().is_none_or(str::is_empty));
+                if missing {
+                    obj.insert("node_id".into(), json!(node_id));
                 }
-            }
-            Err(e) => {
-                errors.insert(node_id, json!(e));
+                all.push(row);
             }
         }
     }
@@ -295,26 +307,16 @@ pub async fn mcp_servers(
         MCP_STATUS_TIMEOUT,
     )
     .await?;
+    let (answers, errors) = split_answers(results, "servers", Value::is_object);
     let mut servers = Map::new();
-    let mut errors = Map::new();
-    for (node_id, result) in results {
-        match result {
-            Ok(body) => {
-                let Some(per_node) = body.get("servers").and_then(Value::as_object) else {
-                    errors.insert(node_id, json!("malformed mcp-status response"));
-                    continue;
-                };
-                for (name, status) in per_node {
-                    let entry = servers
-                        .entry(name.clone())
-                        .or_insert_with(|| json!({"nodes": {}}));
-                    if let Some(nodes) = entry.get_mut("nodes").and_then(Value::as_object_mut) {
-                        nodes.insert(node_id.clone(), status.clone());
-                    }
-                }
-            }
-            Err(e) => {
-                errors.insert(node_id, json!(e));
+    for (node_id, per_node) in answers {
+        let Value::Object(per_node) = per_node else {
+            continue;
+        };
+        for (name, status) in per_node {
+            let entry = servers.entry(name).or_insert_with(|| json!({"nodes": {}}));
+            if let Some(nodes) = entry.get_mut("nodes").and_then(Value::as_object_mut) {
+                nodes.insert(node_id.clone(), status);
             }
         }
     }
@@ -357,21 +359,8 @@ pub async fn models(
         console.collector.config.fan_out_timeout,
     )
     .await?;
-    let mut nodes = Map::new();
-    let mut errors = Map::new();
-    for (node_id, result) in results {
-        match result.map(|mut b| b.get_mut("models").map(Value::take)) {
-            Ok(Some(models)) if models.is_object() => {
-                nodes.insert(node_id, models);
-            }
-            Ok(_) => {
-                errors.insert(node_id, json!("malformed model-status response"));
-            }
-            Err(e) => {
-                errors.insert(node_id, json!(e));
-            }
-        }
-    }
+    let (answers, errors) = split_answers(results, "models", Value::is_object);
+    let nodes: Map<String, Value> = answers.into_iter().collect();
     Ok(Json(json!({"nodes": nodes, "errors": errors})))
 }
 

@@ -305,30 +305,8 @@ impl Tool for PlanAgentTool {
     }
 
     fn prepare(&self, args: Value, _ctx: &ToolContext) -> Result<Prepared, String> {
-        let Some(map) = args.as_object() else {
-            return Err("Error: arguments must be a JSON object".into());
-        };
-        let goal = match map.get("goal") {
-            Some(Value::String(g)) if !g.trim().is_empty() => g.trim().to_string(),
-            Some(Value::String(_)) => return Err("Error: argument 'goal' must not be empty".into()),
-            None | Some(Value::Null) => {
-                return Err("Error: missing required argument 'goal'".into());
-            }
-            Some(_) => return Err("Error: argument 'goal' must be a string".into()),
-        };
-        let first = goal.lines().next().unwrap_or_default();
-        let mut summary: String = first.chars().take(120).collect();
-        if first.chars().count() > 120 || goal.lines().nth(1).is_some() {
-            summary.push_str(" \u{2026}");
-        }
-        Ok(Prepared {
-            header: format!("\u{2699} {PLAN_AGENT}: {summary}"),
-            preview: goal.clone(),
-            needs_approval: true,
-            approval_label: PLAN_AGENT.to_string(),
-            // Only the goal: what a refinement adds is set by `review`, never by the model.
-            args: json!({ "goal": goal }),
-        })
+        // Only the goal: what a refinement adds is set by `review`, never by the model.
+        crate::subagent::prepare_agent_call(&args, PLAN_AGENT, "goal")
     }
 
     async fn execute(

@@ -260,31 +260,7 @@ impl Tool for TaskAgentTool {
     }
 
     fn prepare(&self, args: Value, _ctx: &ToolContext) -> Result<Prepared, String> {
-        let Some(map) = args.as_object() else {
-            return Err("Error: arguments must be a JSON object".into());
-        };
-        let prompt = match map.get("prompt") {
-            Some(Value::String(p)) if !p.trim().is_empty() => p.trim().to_string(),
-            Some(Value::String(_)) => {
-                return Err("Error: argument 'prompt' must not be empty".into());
-            }
-            None | Some(Value::Null) => {
-                return Err("Error: missing required argument 'prompt'".into());
-            }
-            Some(_) => return Err("Error: argument 'prompt' must be a string".into()),
-        };
-        let first = prompt.lines().next().unwrap_or_default();
-        let mut summary: String = first.chars().take(120).collect();
-        if first.chars().count() > 120 || prompt.lines().nth(1).is_some() {
-            summary.push_str(" \u{2026}");
-        }
-        Ok(Prepared {
-            header: format!("\u{2699} {TASK_AGENT}: {summary}"),
-            preview: prompt.clone(),
-            needs_approval: true,
-            approval_label: TASK_AGENT.to_string(),
-            args: json!({ "prompt": prompt }),
-        })
+        prepare_agent_call(&args, TASK_AGENT, "prompt")
     }
 
     async fn execute(
@@ -345,6 +321,37 @@ fn finish(end: TurnEnd, history: &[ChatMessage], ctx: &ToolContext) -> ToolOutpu
 }
 
 /// The text of the last assistant message that has some.
+/// The `prepare` of a sub-agent tool (`task_agent`, `plan_agent`): its one text argument
+/// `key`, required and non-empty, a one-line header and the whole text as preview; always
+/// needs approval (label = the tool's name). The prepared args hold only that argument.
+pub(crate) fn prepare_agent_call(args: &Value, tool: &str, key: &str) -> Result<Prepared, String> {
+    let Some(map) = args.as_object() else {
+        return Err("Error: arguments must be a JSON object".into());
+    };
+    let text = match map.get(key) {
+        Some(Value::String(t)) if !t.trim().is_empty() => t.trim().to_string(),
+        Some(Value::String(_)) => {
+            return Err(format!("Error: argument '{key}' must not be empty"));
+        }
+        None | Some(Value::Null) => {
+            return Err(format!("Error: missing required argument '{key}'"));
+        }
+        Some(_) => return Err(format!("Error: argument '{key}' must be a string")),
+    };
+    let first = text.lines().next().unwrap_or_default();
+    let mut summary: String = first.chars().take(120).collect();
+    if first.chars().count() > 120 || text.lines().nth(1).is_some() {
+        summary.push_str(" \u{2026}");
+    }
+    Ok(Prepared {
+        header: format!("\u{2699} {tool}: {summary}"),
+        preview: text.clone(),
+        needs_approval: true,
+        approval_label: tool.to_string(),
+        args: json!({ key: text }),
+    })
+}
+
 pub(crate) fn last_text(history: &[ChatMessage]) -> Option<String> {
     history
         .iter()
