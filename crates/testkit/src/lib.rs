@@ -54,6 +54,7 @@ pub mod error;
 pub mod eventually;
 pub mod fake_anthropic;
 pub mod fake_llm;
+pub mod mcp_fixtures;
 mod openai_wire;
 pub mod process;
 pub mod script;

@@ -9,14 +9,11 @@ use serde_json::{Value, json};
 use super::cluster::harness::{NodeProc, eventually};
 
 fn fixtures() -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../crates/mcp/tests/fixtures")
+    turnstone_testkit::mcp_fixtures::dir()
 }
 
 fn python() -> String {
-    let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
-    let venv = std::env::var("TURNSTONE_MCP_VENV")
-        .unwrap_or_else(|_| format!("{home}/.cache/turnstone-mcp-venv"));
-    format!("{venv}/bin/python")
+    turnstone_testkit::mcp_fixtures::python()
 }
 
 #[tokio::test]

@@ -5,12 +5,7 @@ mod http;
 mod startup;
 mod stdio;
 
-use std::{
-    path::PathBuf,
-    process::Stdio,
-    sync::{Arc, OnceLock},
-    time::Duration,
-};
+use std::{process::Stdio, sync::Arc, time::Duration};
 
 use tokio::io::{AsyncBufReadExt, BufReader};
 use turnstone_mcp::{McpManager, McpOptions, McpServerConfig, McpTransportConfig, ServerState};
@@ -19,38 +14,16 @@ use turnstone_testkit::assert_eventually;
 /// Node servers start slowly on a loaded two-core machine: waits are bounded but generous.
 pub const READY_TIMEOUT: Duration = Duration::from_secs(90);
 
-pub fn fixtures() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
+pub fn fixtures() -> std::path::PathBuf {
+    turnstone_testkit::mcp_fixtures::dir()
 }
 
-/// Runs `setup.sh` once per process, under a file lock (nextest runs tests in parallel
-/// processes).
 pub fn ensure_fixtures() {
-    static DONE: OnceLock<()> = OnceLock::new();
-    DONE.get_or_init(|| {
-        let lock = std::env::temp_dir().join("turnstone-mcp-fixtures.lock");
-        let out = std::process::Command::new("flock")
-            .arg(&lock)
-            .arg(fixtures().join("setup.sh"))
-            .output()
-            .expect("run flock + setup.sh");
-        assert!(
-            out.status.success(),
-            "tests/fixtures/setup.sh failed:\n{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    });
+    turnstone_testkit::mcp_fixtures::ensure()
 }
 
 pub fn python() -> String {
-    let venv = std::env::var("TURNSTONE_MCP_VENV").unwrap_or_else(|_| {
-        format!(
-            "{}/.cache/turnstone-mcp-venv",
-            std::env::var("HOME").unwrap_or_else(|_| "/root".into())
-        )
-    });
-    format!("{venv}/bin/python")
+    turnstone_testkit::mcp_fixtures::python()
 }
 
 /// A stdio server config with test-friendly timeouts.

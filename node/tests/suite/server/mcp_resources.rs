@@ -2,8 +2,7 @@
 //! `@modelcontextprotocol/server-everything` over stdio (installed by the MCP crate's
 //! `tests/fixtures/setup.sh`), driven by turns of the fake model.
 
-use std::path::PathBuf;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -12,28 +11,12 @@ use turnstone_node::{mcp_resource_tools, mcp_tools};
 
 use super::*;
 
-fn fixtures() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../crates/mcp/tests/fixtures")
+fn fixtures() -> std::path::PathBuf {
+    turnstone_testkit::mcp_fixtures::dir()
 }
 
-/// Runs the MCP fixtures' `setup.sh` once per process, under the same file lock as the MCP
-/// crate's tests.
 fn ensure_fixtures() {
-    static DONE: OnceLock<()> = OnceLock::new();
-    DONE.get_or_init(|| {
-        let lock = std::env::temp_dir().join("turnstone-mcp-fixtures.lock");
-        let out = std::process::Command::new("flock")
-            .arg(&lock)
-            .arg(fixtures().join("setup.sh"))
-            .output()
-            .expect("run flock + setup.sh");
-        assert!(
-            out.status.success(),
-            "setup.sh failed:\n{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    });
+    turnstone_testkit::mcp_fixtures::ensure()
 }
 
 /// A node with server-everything connected as `every` and the resource/prompt tools

@@ -4,8 +4,8 @@
 //! `notifications/prompts/list_changed` (both installed by the MCP crate's
 //! `tests/fixtures/setup.sh`).
 
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -16,37 +16,16 @@ use turnstone_testkit::assert_eventually;
 
 use super::*;
 
-fn fixtures() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../crates/mcp/tests/fixtures")
+fn fixtures() -> std::path::PathBuf {
+    turnstone_testkit::mcp_fixtures::dir()
 }
 
-/// Runs the MCP fixtures' `setup.sh` once per process, under the MCP crate's file lock.
 fn ensure_fixtures() {
-    static DONE: OnceLock<()> = OnceLock::new();
-    DONE.get_or_init(|| {
-        let lock = std::env::temp_dir().join("turnstone-mcp-fixtures.lock");
-        let out = std::process::Command::new("flock")
-            .arg(&lock)
-            .arg(fixtures().join("setup.sh"))
-            .output()
-            .expect("run flock + setup.sh");
-        assert!(
-            out.status.success(),
-            "setup.sh failed:\n{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    });
+    turnstone_testkit::mcp_fixtures::ensure()
 }
 
 fn python() -> String {
-    let venv = std::env::var("TURNSTONE_MCP_VENV").unwrap_or_else(|_| {
-        format!(
-            "{}/.cache/turnstone-mcp-venv",
-            std::env::var("HOME").unwrap_or_else(|_| "/root".into())
-        )
-    });
-    format!("{venv}/bin/python")
+    turnstone_testkit::mcp_fixtures::python()
 }
 
 fn timeouts(mut config: McpServerConfig) -> McpServerConfig {
