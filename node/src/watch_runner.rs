@@ -230,7 +230,7 @@ impl WatchRunner {
     /// Starts the runner alone (the tool registered elsewhere, or a restart of the runner on
     /// the same store). `None` without persistence.
     pub fn start(node: Arc<Node>, config: WatchRunnerConfig) -> Option<Self> {
-        let store = node.persistence.as_ref()?.store.clone();
+        let store = node.store()?;
         let node_id = node.options.node_id.clone();
         let cwd = node.manager.engine().config().cwd.clone();
         let shutdown = Arc::new(Notify::new());

@@ -325,9 +325,7 @@ struct ScopeFilter {
 
 /// The node's store, or 503 `Storage not available`.
 pub(crate) fn store(node: &Node) -> Result<Arc<dyn Store>, ApiError> {
-    node.persistence
-        .as_ref()
-        .map(|p| p.store.clone())
+    node.store()
         .ok_or_else(|| ApiError::Unavailable("Storage not available".to_string()))
 }
 

@@ -199,14 +199,6 @@ pub fn routes() -> Router<Arc<Node>> {
         )
 }
 
-fn store_of(node: &Node) -> Option<Arc<dyn Store>> {
-    node.persistence.as_ref().map(|p| p.store.clone())
-}
-
-fn require_store(node: &Node) -> Result<Arc<dyn Store>, ApiError> {
-    store_of(node).ok_or_else(|| ApiError::Unavailable("Storage not available".to_string()))
-}
-
 fn storage_failed(e: StoreError) -> ApiError {
     tracing::warn!(error = %e, "skill storage failed");
     ApiError::Internal("Storage error".to_string())
@@ -214,7 +206,7 @@ fn storage_failed(e: StoreError) -> ApiError {
 
 /// `GET /v1/api/skills`.
 pub async fn list(State(node): State<Arc<Node>>) -> Result<Json<SkillList>, ApiError> {
-    let store = require_store(&node)?;
+    let store = super::memories::store(&node)?;
     let skills = store.list_skills(true).await.map_err(storage_failed)?;
     Ok(Json(SkillList {
         skills: skills.iter().map(SkillInfo::from).collect(),
@@ -223,7 +215,7 @@ pub async fn list(State(node): State<Arc<Node>>) -> Result<Json<SkillList>, ApiE
 
 /// `GET /v1/api/admin/skills`.
 pub async fn admin_list(State(node): State<Arc<Node>>) -> Result<Json<Value>, ApiError> {
-    let store = require_store(&node)?;
+    let store = super::memories::store(&node)?;
     let skills = store.list_skills(false).await.map_err(storage_failed)?;
     Ok(Json(json!({ "skills": skills })))
 }
@@ -235,7 +227,7 @@ pub async fn admin_create(
     identity: Option<Extension<Identity>>,
     WireJson(body): WireJson<Value>,
 ) -> Result<Response, ApiError> {
-    let store = require_store(&node)?;
+    let store = super::memories::store(&node)?;
     let mut spec = merged(&SkillSpec::default(), &body)?;
     spec.name = spec.name.trim().to_string();
     if spec.name.is_empty() {
@@ -279,7 +271,7 @@ pub async fn admin_update(
     Path(name): Path<String>,
     WireJson(body): WireJson<Value>,
 ) -> Result<Json<Skill>, ApiError> {
-    let store = require_store(&node)?;
+    let store = super::memories::store(&node)?;
     let existing = editable(store.as_ref(), &name).await?;
     let spec = validated(merged(&existing.spec, &body)?)?;
     if spec.name != existing.spec.name {
@@ -300,7 +292,7 @@ pub async fn admin_delete(
     State(node): State<Arc<Node>>,
     Path(name): Path<String>,
 ) -> Result<Json<DeleteSkillReply>, ApiError> {
-    let store = require_store(&node)?;
+    let store = super::memories::store(&node)?;
     let existing = editable(store.as_ref(), &name).await?;
     if !store
         .delete_skill(&existing.spec.name)
@@ -387,7 +379,7 @@ fn validated(spec: SkillSpec) -> Result<SkillSpec, ApiError> {
 
 /// The enabled skill of this name.
 pub async fn find_enabled(node: &Node, name: &str) -> Result<Skill, SkillError> {
-    let store = store_of(node).ok_or(SkillError::NoStorage)?;
+    let store = node.store().ok_or(SkillError::NoStorage)?;
     store
         .get_skill(name.trim())
         .await
@@ -398,7 +390,7 @@ pub async fn find_enabled(node: &Node, name: &str) -> Result<Skill, SkillError> 
 
 /// Makes `skill` the active skill of `ws` and persists the choice (config key `skill`).
 pub async fn apply(node: &Node, ws: &WorkstreamHandle, skill: &Skill) -> Result<(), SkillError> {
-    let store = store_of(node).ok_or(SkillError::NoStorage)?;
+    let store = node.store().ok_or(SkillError::NoStorage)?;
     store
         .set_config(ws.id(), SKILL_CONFIG_KEY, Some(&skill.spec.name))
         .await
@@ -430,7 +422,7 @@ pub async fn activate(node: &Node, ws: &WorkstreamHandle, name: &str) -> Result<
 /// Clears the active skill of `ws` (and its persisted name); returns the one it had.
 pub async fn clear(node: &Node, ws: &WorkstreamHandle) -> Result<Option<String>, SkillError> {
     let previous = ws.skill().map(|s| s.name);
-    if let Some(store) = store_of(node) {
+    if let Some(store) = node.store() {
         store
             .set_config(ws.id(), SKILL_CONFIG_KEY, None)
             .await

@@ -259,6 +259,11 @@ impl Node {
         let _ = self.mcp.set(mcp);
     }
 
+    /// The store, when the node persists.
+    pub fn store(&self) -> Option<Arc<dyn turnstone_store::Store>> {
+        self.persistence.as_ref().map(|p| p.store.clone())
+    }
+
     pub fn mcp(&self) -> Option<&Arc<turnstone_mcp::McpManager>> {
         self.mcp.get()
     }
