@@ -358,3 +358,23 @@ pub fn text_of(events: &[SseEvent]) -> String {
         .filter_map(|e| e.data["text"].as_str())
         .collect()
 }
+
+/// A request with any method, `token` as bearer and an optional JSON body: status and JSON
+/// reply (`null` when the reply is not JSON).
+pub async fn call(
+    t: &TestNode,
+    method: reqwest::Method,
+    path: &str,
+    token: &str,
+    body: Option<Value>,
+) -> (u16, Value) {
+    let mut req = t.http.request(method, t.url(path)).bearer_auth(token);
+    if let Some(body) = body {
+        req = req
+            .header("content-type", "application/json")
+            .body(body.to_string());
+    }
+    let resp = req.send().await.unwrap();
+    let status = resp.status().as_u16();
+    (status, resp.json().await.unwrap_or(Value::Null))
+}

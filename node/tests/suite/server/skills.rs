@@ -17,24 +17,6 @@ async fn skill_node() -> SkillNode {
     SkillNode { t, _db: db }
 }
 
-async fn call(
-    t: &TestNode,
-    method: reqwest::Method,
-    path: &str,
-    token: &str,
-    body: Option<Value>,
-) -> (u16, Value) {
-    let mut req = t.http.request(method, t.url(path)).bearer_auth(token);
-    if let Some(body) = body {
-        req = req
-            .header("content-type", "application/json")
-            .body(body.to_string());
-    }
-    let resp = req.send().await.unwrap();
-    let status = resp.status().as_u16();
-    (status, resp.json().await.unwrap_or(Value::Null))
-}
-
 async fn create_skill(t: &TestNode, body: Value) -> (u16, Value) {
     call(
         t,
