@@ -536,7 +536,7 @@ impl Turn<'_> {
             },
             Err(message) => {
                 // Tools word their own errors; add the prefix only where they did not.
-                let message = if message.starts_with("Error") {
+                let message = if message.starts_with("Error:") {
                     message
                 } else {
                     format!("Error: {message}")

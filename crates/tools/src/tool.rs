@@ -148,7 +148,9 @@ pub trait Tool: Send + Sync + 'static {
     fn definition(&self) -> &ToolDefinition;
 
     /// Validates arguments and builds the header/preview. An `Err` is the text of a
-    /// tool error fed back to the model; the call is then never executed.
+    /// tool error fed back to the model; the call is then never executed. The built-in
+    /// tools word it as `Error: …` (as the crate's argument checks do); the engine adds that
+    /// prefix only to a text without one, so every tool's errors read alike.
     fn prepare(&self, args: Value, ctx: &ToolContext) -> Result<Prepared, String>;
 
     /// Runs the call. Failures are `ToolOutput { is_error: true, .. }`, never panics.
