@@ -150,6 +150,8 @@ mod tests {
             source: "password".into(),
             permissions: Permissions::parse("read"),
             kind: CredentialKind::Jwt,
+            generation: None,
+            expires_at: None,
         };
         let header = creds.proxy_header(Some(&user)).unwrap().unwrap();
         let token = header.strip_prefix("Bearer ").unwrap();

@@ -68,6 +68,7 @@
     required: Boolean(sessionStorage.getItem(TOKEN_KEY)),
     waiting: [], // streams to restart after a login
     hasUsers: false, // the node has stored users: offer username and password first
+    setupRequired: false, // no user yet: offer the first-user setup (needs the setup code)
     mode: "token", // which sign-in form is shown: "token" or "password"
   };
 
@@ -135,22 +136,51 @@
     if (!overlay.hidden) return;
     overlay.hidden = false;
     $("login-error").textContent = "";
-    setLoginMode(auth.hasUsers ? "password" : "token");
+    setLoginMode(auth.setupRequired ? "setup" : auth.hasUsers ? "password" : "token");
   }
 
-  // Token or username/password: one form, two sets of fields.
+  // Token, username/password, or first-user setup: one form, three sets of fields.
   function setLoginMode(mode) {
     auth.mode = mode;
     const password = mode === "password";
-    $("login-token-fields").hidden = password;
+    const setup = mode === "setup";
+    $("login-token-fields").hidden = password || setup;
     $("login-password-fields").hidden = !password;
-    $("login-hint").textContent = password
-      ? "Sign in with your username and password."
-      : "This node requires an API token.";
-    $("login-mode").textContent = password
+    $("login-setup-fields").hidden = !setup;
+    $("login-hint").textContent = setup
+      ? "Create the first admin user. Paste the setup code the node printed at start, or its full-access token."
+      : password
+        ? "Sign in with your username and password."
+        : "This node requires an API token.";
+    $("login-submit").textContent = setup ? "Create admin" : "Sign in";
+    $("login-mode").textContent = password || setup
       ? "Sign in with a token instead"
       : "Sign in with a username and password";
-    setTimeout(() => $(password ? "login-username" : "login-token").focus(), 0);
+    setTimeout(() => $(setup ? "setup-code" : password ? "login-username" : "login-token").focus(), 0);
+  }
+
+  // First-user setup with the bootstrap credential: the setup code (body) or a full-access
+  // token (bearer); the node sets the session cookie.
+  async function setupFirstUser(code, user) {
+    const resp = await fetch("/v1/api/auth/setup", {
+      method: "POST",
+      headers: { "Content-Type": "application/json", Authorization: "Bearer " + code },
+      body: JSON.stringify({ ...user, setup_code: code }),
+      credentials: "same-origin",
+    });
+    let body = null;
+    try {
+      body = await resp.json();
+    } catch (e) {
+      body = null;
+    }
+    if (!resp.ok) {
+      if (resp.status === 401) throw new Error("That setup code or token is not right");
+      throw new Error((body && body.error) || "Setup failed");
+    }
+    auth.setupRequired = false;
+    auth.hasUsers = true;
+    setBearer("");
   }
 
   // `credentials` is `{token}` or `{username, password}`.
@@ -1312,7 +1342,19 @@
     $("login-form").addEventListener("submit", async (e) => {
       e.preventDefault();
       let credentials;
-      if (auth.mode === "password") {
+      if (auth.mode === "setup") {
+        const code = $("setup-code").value.trim();
+        const user = {
+          username: $("setup-username").value.trim(),
+          display_name: $("setup-display-name").value.trim(),
+          password: $("setup-password").value,
+        };
+        if (!code || !user.username || !user.display_name || !user.password) {
+          $("login-error").textContent = "Fill in the setup code, username, display name and password";
+          return;
+        }
+        credentials = { setup: { code, user } };
+      } else if (auth.mode === "password") {
         const username = $("login-username").value.trim();
         const password = $("login-password").value;
         if (!username || !password) {
@@ -1332,10 +1374,16 @@
       submit.disabled = true;
       $("login-error").textContent = "";
       try {
-        await login(credentials);
+        if (credentials.setup) {
+          await setupFirstUser(credentials.setup.code, credentials.setup.user);
+        } else {
+          await login(credentials);
+        }
         $("login-overlay").hidden = true;
         $("login-token").value = "";
         $("login-password").value = "";
+        $("setup-code").value = "";
+        $("setup-password").value = "";
         await afterLogin();
       } catch (err) {
         $("login-error").textContent = err.message || "Sign-in failed";
@@ -1345,7 +1393,7 @@
     });
     $("login-mode").addEventListener("click", () => {
       $("login-error").textContent = "";
-      setLoginMode(auth.mode === "password" ? "token" : "password");
+      setLoginMode(auth.mode === "token" ? "password" : "token");
     });
     window.addEventListener("online", () => {
       for (const s of allStreams()) s.retryNow();
@@ -1369,6 +1417,7 @@
         const body = await resp.json();
         if (body && body.auth_enabled) auth.required = true;
         auth.hasUsers = Boolean(body && body.has_users);
+        auth.setupRequired = Boolean(body && body.setup_required);
       }
     } catch (e) {
       // Unknown: a 401 later still shows the login form.

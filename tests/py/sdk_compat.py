@@ -181,6 +181,21 @@ def main() -> None:
             except TurnstoneAPIError as e:
                 check("auth.rejects_bad_token", e.status_code == 401, e)
 
+            # First-user setup needs the bootstrap credential: a stranger's is refused...
+            try:
+                intruder.setup("intruder", "Intruder", "a long password")
+                check("setup.rejects_bad_token", False, "a bad token created the first user")
+            except TurnstoneAPIError as e:
+                check("setup.rejects_bad_token", e.status_code == 401, e)
+
+        # ...the node's full-access token (sent as the bearer) is accepted.
+        setup = client.setup("sdk-admin", "SDK Admin", "a long password")
+        check(
+            "setup.with_token",
+            setup.status == "ok" and setup.username == "sdk-admin" and setup.role == "full",
+            setup,
+        )
+
         before = client.list_workstreams().workstreams
         check("list_workstreams", len(before) >= 1, [(w.name, w.state) for w in before])
 

@@ -178,6 +178,7 @@ fn store() -> FakeTokenStore {
             scopes: Scopes::parse("write"),
             expires_at: Some(SystemTime::now() + Duration::from_secs(3600)),
             permissions: Permissions::parse("read,write,workstreams.create"),
+            generation: None,
         },
     );
     rows.insert(
@@ -187,6 +188,7 @@ fn store() -> FakeTokenStore {
             scopes: Scopes::full(),
             expires_at: Some(SystemTime::now() - Duration::from_secs(1)),
             permissions: Permissions::new(),
+            generation: None,
         },
     );
     FakeTokenStore {

@@ -96,11 +96,18 @@ pub trait AuthStore: Send + Sync {
     async fn delete_user(&self, user_id: &str) -> Result<bool>;
     /// The union of the user's roles' permissions, sorted and deduplicated.
     async fn user_permissions(&self, user_id: &str) -> Result<Vec<String>>;
+    /// The user's session generation (the `gen` claim of the JWTs minted for them); `None`
+    /// when the user does not exist.
+    async fn session_generation(&self, user_id: &str) -> Result<Option<i64>>;
+    /// Ends every session of the user (their JWTs carry an older generation from now on);
+    /// the new generation, `None` when the user does not exist.
+    async fn bump_session_generation(&self, user_id: &str) -> Result<Option<i64>>;
     async fn create_api_token(&self, token: NewApiToken) -> Result<ApiToken>;
     /// The token whose hash this is (expired ones too: the caller judges `expires`).
     async fn api_token_by_hash(&self, token_hash: &str) -> Result<Option<ApiToken>>;
     /// Tokens of one user, or of everyone; newest first.
     async fn list_api_tokens(&self, user_id: Option<&str>) -> Result<Vec<ApiToken>>;
+    /// Deletes the token and ends the sessions of its owner (JWTs minted from it included).
     async fn delete_api_token(&self, token_id: &str) -> Result<bool>;
 }
 
@@ -341,6 +348,31 @@ macro_rules! impl_auth_store {
                 Ok($crate::auth::merge_permissions(&lists))
             }
 
+            async fn session_generation(
+                &self,
+                user_id: &str,
+            ) -> $crate::error::Result<Option<i64>> {
+                Ok(sqlx::query_scalar(
+                    "SELECT session_generation FROM users WHERE user_id = $1",
+                )
+                .bind(user_id)
+                .fetch_optional(&self.pool)
+                .await?)
+            }
+
+            async fn bump_session_generation(
+                &self,
+                user_id: &str,
+            ) -> $crate::error::Result<Option<i64>> {
+                Ok(sqlx::query_scalar(
+                    "UPDATE users SET session_generation = session_generation + 1 \
+                     WHERE user_id = $1 RETURNING session_generation",
+                )
+                .bind(user_id)
+                .fetch_optional(&self.pool)
+                .await?)
+            }
+
             async fn create_api_token(
                 &self,
                 token: $crate::auth::NewApiToken,
@@ -413,10 +445,19 @@ macro_rules! impl_auth_store {
             }
 
             async fn delete_api_token(&self, token_id: &str) -> $crate::error::Result<bool> {
+                let mut tx = self.pool.begin().await?;
+                sqlx::query(
+                    "UPDATE users SET session_generation = session_generation + 1 \
+                     WHERE user_id = (SELECT user_id FROM api_tokens WHERE token_id = $1)",
+                )
+                .bind(token_id)
+                .execute(&mut *tx)
+                .await?;
                 let done = sqlx::query("DELETE FROM api_tokens WHERE token_id = $1")
                     .bind(token_id)
-                    .execute(&self.pool)
+                    .execute(&mut *tx)
                     .await?;
+                tx.commit().await?;
                 Ok(done.rows_affected() > 0)
             }
         }

@@ -106,9 +106,23 @@ struct Args {
     /// Bucket capacity (burst).
     #[arg(long, env = "TURNSTONE_RATELIMIT_BURST", default_value_t = 20)]
     ratelimit_burst: u32,
-    /// Proxies whose `X-Forwarded-For` is believed: comma-separated CIDRs or addresses.
-    #[arg(long, env = "TURNSTONE_RATELIMIT_TRUSTED_PROXIES", default_value = "")]
-    ratelimit_trusted_proxies: String,
+    /// Proxies whose `X-Forwarded-For` (client address: rate and login limits) and
+    /// `X-Forwarded-Proto` (the cookie's `Secure`) are believed: comma-separated CIDRs or
+    /// addresses. `TURNSTONE_RATELIMIT_TRUSTED_PROXIES` / `--ratelimit-trusted-proxies` are
+    /// the old names.
+    #[arg(
+        long,
+        env = "TURNSTONE_TRUSTED_PROXIES",
+        alias = "ratelimit-trusted-proxies",
+        default_value = ""
+    )]
+    trusted_proxy: String,
+    /// `/metrics` needs a `read` credential (it is public by default, like `/health`).
+    #[arg(long, env = "TURNSTONE_METRICS_AUTH")]
+    metrics_auth: bool,
+    /// Most event streams (SSE) one identity may hold open at once; more are refused (429).
+    #[arg(long, env = "TURNSTONE_SSE_PER_IDENTITY", default_value_t = 32)]
+    sse_per_identity: usize,
     /// `task_agent`: model requests a sub-agent may make before it is stopped. Default:
     /// `[tools] agent_max_turns`, else 20.
     #[arg(long, env = "TURNSTONE_AGENT_MAX_TURNS")]
@@ -132,6 +146,22 @@ impl Args {
             subagent_auto_approve_all: self.subagent_auto_approve_all,
             watch_tick_secs: self.watch_tick_secs,
         }
+    }
+}
+
+/// `--trusted-proxy`, else the old `TURNSTONE_RATELIMIT_TRUSTED_PROXIES` (with a warning).
+fn trusted_proxies(args: &Args) -> String {
+    if !args.trusted_proxy.trim().is_empty() {
+        return args.trusted_proxy.clone();
+    }
+    match std::env::var("TURNSTONE_RATELIMIT_TRUSTED_PROXIES") {
+        Ok(old) if !old.trim().is_empty() => {
+            tracing::warn!(
+                "TURNSTONE_RATELIMIT_TRUSTED_PROXIES is an old name: use TURNSTONE_TRUSTED_PROXIES"
+            );
+            old
+        }
+        _ => String::new(),
     }
 }
 
@@ -252,7 +282,7 @@ async fn main() -> anyhow::Result<()> {
         enabled: args.ratelimit_enabled,
         requests_per_second: args.ratelimit_rps,
         burst: args.ratelimit_burst,
-        trusted_proxies: server::ratelimit::Cidr::parse_list(&args.ratelimit_trusted_proxies)?,
+        trusted_proxies: server::ratelimit::Cidr::parse_list(&trusted_proxies(&args))?,
     };
     ratelimit.validate()?;
     let options = NodeOptions {
@@ -270,6 +300,8 @@ async fn main() -> anyhow::Result<()> {
             .ok()
             .filter(|v| !v.trim().is_empty())
             .unwrap_or_else(|| env!("CARGO_PKG_VERSION").to_string()),
+        metrics_auth: args.metrics_auth,
+        sse_per_identity: args.sse_per_identity.max(1),
         ..NodeOptions::default()
     };
     let persistence = if args.no_persistence {
@@ -350,6 +382,13 @@ async fn main() -> anyhow::Result<()> {
     println!("turnstone-server {node_id} listening on http://{addr}");
     if let Some(token) = printed_token {
         println!("login token (full access, this run only): {token}");
+    }
+    if node.auth.is_enabled() && !server::users::has_users(&node).await && persistence.is_some() {
+        // Setup needs a bootstrap credential: this code, or a full-access token.
+        println!(
+            "setup code (one-time, creates the first user): {}",
+            node.setup_code.expose()
+        );
     }
     use std::io::Write;
     std::io::stdout().flush()?;

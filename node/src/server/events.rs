@@ -207,17 +207,10 @@ fn global_frames(node: &Node, item: Item<NodeEvent>) -> Vec<Frame> {
 /// `GET /v1/api/events/global` — live state of every workstream (no initial frame).
 pub async fn global_events(State(node): State<Arc<Node>>, headers: HeaderMap) -> Response {
     let resume = sse::last_event_id(&headers);
-    let mut sub = node.node_log.subscribe(resume);
-    let first: Vec<Frame> = if resume.is_some() {
-        sub.backlog()
-            .into_iter()
-            .flat_map(|i| global_frames(&node, i))
-            .collect()
-    } else {
-        Vec::new()
-    };
+    // A resuming client's backlog streams from the ring as it reads (see `node_events`).
+    let sub = node.node_log.subscribe(resume);
     let n = node.clone();
-    sse::response(follow(first, sub, None, move |item| {
+    sse::response(follow(Vec::new(), sub, None, move |item| {
         global_frames(&n, item)
     }))
 }
@@ -260,7 +253,7 @@ pub async fn node_events(
     } else {
         sse::last_event_id(&headers).or(from)
     };
-    let mut sub = node.node_log.subscribe(resume);
+    let sub = node.node_log.subscribe(resume);
     let hello = json!({
         "type": "node_hello",
         "node_id": node.options.node_id,
@@ -268,8 +261,9 @@ pub async fn node_events(
         "node_seq": node.node_log.last_seq(),
         "reset": reset,
     });
-    let mut first = vec![Frame::event(None, hello)];
-    first.extend(sub.backlog().into_iter().flat_map(node_frames));
+    // The retained entries are read from the ring one at a time as the client takes them
+    // (`Subscription::next`), never copied per connection.
+    let first = vec![Frame::event(None, hello)];
     Ok(sse::response(follow(first, sub, None, node_frames)))
 }
 

@@ -55,8 +55,12 @@ pub const TURN_BUCKETS: &[f64] = &[
 pub const LAG_PROBE_PERIOD: Duration = Duration::from_millis(100);
 
 /// Most distinct `(method, endpoint)` series kept; requests beyond it are recorded under
-/// the endpoint [`OVERFLOW_ENDPOINT`] (the endpoint is the raw path, so clients choose it).
-pub const MAX_HTTP_SERIES: usize = 10_000;
+/// the endpoint [`OVERFLOW_ENDPOINT`]. The endpoint is the matched route template, so the
+/// node's routes fit many times over; the cap guards against methods clients make up.
+pub const MAX_HTTP_SERIES: usize = 512;
+
+/// Endpoint label of requests that matched no route (whatever their path).
+pub const UNMATCHED_ENDPOINT: &str = "__unmatched__";
 
 /// Distinct `tool` label values; further names are counted under [`OVERFLOW_ENDPOINT`].
 pub const MAX_TOOL_LABELS: usize = 256;
@@ -105,14 +109,14 @@ impl Histogram {
     }
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct HttpSeries {
     statuses: BTreeMap<u16, u64>,
     duration: Histogram,
 }
 
 /// Per-workstream tallies folded from its events.
-#[derive(Debug, Default)]
+#[derive(Debug, Clone, Default)]
 struct WsTally {
     prompt_tokens: u64,
     completion_tokens: u64,
@@ -128,7 +132,7 @@ struct WsTally {
 type WsCounter = (&'static str, &'static str, fn(&WsTally) -> u64);
 
 /// What the event feeder has folded so far.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Folded {
     messages_sent: u64,
     tokens: [u64; 4],
@@ -430,12 +434,14 @@ impl Metrics {
             );
         }
 
+        // Snapshots: no lock is held while the text is written.
+        let http = lock(&self.http).clone();
+        let f = lock(&self.folded).clone();
         {
-            let http = lock(&self.http);
             x.family(
                 "turnstone_http_requests_total",
                 "counter",
-                "HTTP requests by method, raw path and status.",
+                "HTTP requests by method, route template and status.",
             );
             for ((method, endpoint), series) in http.iter() {
                 for (status, n) in &series.statuses {
@@ -465,7 +471,6 @@ impl Metrics {
         }
 
         let dropped = self.dropped_events(node);
-        let f = lock(&self.folded);
         x.counter(
             "turnstone_messages_sent_total",
             "Accepted sends.",
@@ -542,9 +547,17 @@ impl Metrics {
         x.sample("turnstone_judge_enabled", &[], "0");
 
         if !workstreams.is_empty() {
+            // Names only behind `--metrics-auth`: a public scrape shows ids alone.
             let ids: Vec<(String, String)> = workstreams
                 .iter()
-                .map(|w| (w.id().to_string(), w.name()))
+                .map(|w| {
+                    let name = if node.options.metrics_auth {
+                        w.name()
+                    } else {
+                        String::new()
+                    };
+                    (w.id().to_string(), name)
+                })
                 .collect();
             let empty = WsTally::default();
             let tally = |id: &str| f.per_ws.get(id).unwrap_or(&empty);
@@ -627,7 +640,6 @@ impl Metrics {
             "Time from the start of a model request to its first content or reasoning.",
         );
         x.histogram("turnstone_provider_first_byte_seconds", &[], &f.first_byte);
-        drop(f);
         x.counter(
             "turnstone_sse_events_dropped_total",
             "Times a subscriber was told that events it wanted are gone.",
@@ -700,12 +712,17 @@ impl Drop for SseGuard {
     }
 }
 
-/// The HTTP metrics middleware: method, raw path (no query), status, latency. An SSE
-/// response counts as an open connection until its body is dropped, and is recorded then.
+/// The HTTP metrics middleware: method, matched route template (unmatched paths share one
+/// label), status, latency. An SSE response counts as an open connection until its body is
+/// dropped, and is recorded then.
 pub async fn track_http(State(node): State<Arc<Node>>, req: Request, next: Next) -> Response {
     let started = Instant::now();
     let method = req.method().as_str().to_string();
-    let endpoint = req.uri().path().to_string();
+    let endpoint = req
+        .extensions()
+        .get::<axum::extract::MatchedPath>()
+        .map_or(UNMATCHED_ENDPOINT, |m| m.as_str())
+        .to_string();
     let response = next.run(req).await;
     let status = response.status().as_u16();
     let is_sse = response

@@ -14,6 +14,7 @@ pub mod login;
 pub mod memories;
 pub mod metrics;
 pub mod openapi;
+pub mod permissions;
 pub mod previews;
 pub mod ratelimit;
 pub mod skills;
@@ -87,12 +88,16 @@ pub fn router(node: Arc<Node>) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(
+            node.clone(),
+            sse::limit_streams,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
             limiter,
             ratelimit::limit,
         ))
         .layer(axum::middleware::from_fn_with_state(
             node.clone(),
-            auth::require_scope,
+            auth::require_access,
         ))
         .layer(DefaultBodyLimit::max(body::BODY_LIMIT))
         .layer(tower::util::option_layer(cors_layer(

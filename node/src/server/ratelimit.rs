@@ -4,8 +4,9 @@
 //!
 //! The client address is the socket peer, or — when the peer is a trusted proxy — the
 //! right-most `X-Forwarded-For` entry that is not itself a trusted proxy. IPv4-mapped IPv6
-//! addresses count as their IPv4 address. Buckets idle for an hour are forgotten; past
-//! [`MAX_TRACKED`] addresses, new ones are refused until some are forgotten.
+//! addresses count as their IPv4 address, and IPv6 addresses count per /64 (one host
+//! usually holds a whole /64). Buckets idle for an hour are forgotten; past [`MAX_TRACKED`]
+//! addresses, a new one evicts the least recently used of a small sample (never refused).
 //!
 //! This module knows HTTP requests and peers; it knows nothing of workstreams.
 
@@ -123,6 +124,17 @@ pub fn normalize(ip: IpAddr) -> IpAddr {
     }
 }
 
+/// The key an address is limited under: IPv4 as is, IPv6 by its /64 network.
+pub fn limit_key(ip: IpAddr) -> IpAddr {
+    match normalize(ip) {
+        IpAddr::V6(v6) => IpAddr::V6((u128::from(v6) & !u128::from(u64::MAX)).into()),
+        v4 => v4,
+    }
+}
+
+/// How many buckets a full limiter looks at to pick the one to evict.
+const EVICTION_SAMPLE: usize = 64;
+
 /// Rate-limit settings (`ratelimit.*`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct RateLimitConfig {
@@ -157,7 +169,9 @@ impl RateLimitConfig {
         Ok(())
     }
 
-    fn is_trusted(&self, ip: IpAddr) -> bool {
+    /// Whether `ip` is a trusted proxy (`--trusted-proxy`): its `X-Forwarded-For` and
+    /// `X-Forwarded-Proto` are believed.
+    pub fn is_trusted(&self, ip: IpAddr) -> bool {
         self.trusted_proxies.iter().any(|c| c.contains(ip))
     }
 
@@ -262,8 +276,20 @@ impl RateLimiter {
                 .retain(|_, bucket| now.saturating_duration_since(bucket.updated) <= IDLE_PURGE);
             b.swept = now;
         }
+        let ip = limit_key(ip);
         if !b.by_ip.contains_key(&ip) && b.by_ip.len() >= self.max_tracked {
-            return Decision::Reject { retry_after: 1.0 };
+            // Full: make room by evicting the least recently used bucket of a sample
+            // (approximately LRU at O(sample) cost), so a flood of new addresses cannot lock
+            // every other new client out.
+            let victim = b
+                .by_ip
+                .iter()
+                .take(EVICTION_SAMPLE)
+                .min_by_key(|(_, bucket)| bucket.updated)
+                .map(|(ip, _)| *ip);
+            if let Some(victim) = victim {
+                b.by_ip.remove(&victim);
+            }
         }
         let bucket = b.by_ip.entry(ip).or_insert(Bucket {
             tokens: burst,
@@ -448,23 +474,36 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn too_many_addresses_refuse_new_ones_until_idle_ones_are_purged() {
+    async fn a_full_limiter_evicts_the_least_recent_instead_of_refusing() {
         let l = limiter(1.0, 5, 2);
         let t0 = Instant::now();
         assert_eq!(l.check(ip("1.0.0.1"), t0), Decision::Allow);
-        assert_eq!(l.check(ip("1.0.0.2"), t0), Decision::Allow);
-        assert_eq!(
-            l.check(ip("1.0.0.3"), t0),
-            Decision::Reject { retry_after: 1.0 }
-        );
-        // Known addresses still pass.
-        assert_eq!(l.check(ip("1.0.0.1"), t0), Decision::Allow);
+        let t1 = t0 + Duration::from_millis(10);
+        assert_eq!(l.check(ip("1.0.0.2"), t1), Decision::Allow);
+        // A new address is served; the least recently used bucket (1.0.0.1) made room.
+        assert_eq!(l.check(ip("1.0.0.3"), t1), Decision::Allow);
+        assert_eq!(l.tracked(), 2);
+        assert!(!l.buckets().by_ip.contains_key(&ip("1.0.0.1")));
         // After an idle hour the buckets are swept on the next request.
         let later = t0 + IDLE_PURGE + Duration::from_secs(61);
-        assert_eq!(l.check(ip("1.0.0.3"), later), Decision::Allow);
+        assert_eq!(l.check(ip("1.0.0.4"), later), Decision::Allow);
         assert_eq!(l.tracked(), 1);
         assert_eq!(l.purge_idle(later + IDLE_PURGE * 2), 1);
         assert_eq!(l.tracked(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn ipv6_addresses_share_a_bucket_per_64() {
+        let l = limiter(1.0, 2, 100);
+        let t0 = Instant::now();
+        assert_eq!(l.check(ip("2001:db8:1:2::1"), t0), Decision::Allow);
+        assert_eq!(l.check(ip("2001:db8:1:2:ffff::9"), t0), Decision::Allow);
+        assert!(matches!(
+            l.check(ip("2001:db8:1:2:abcd::7"), t0),
+            Decision::Reject { .. }
+        ));
+        assert_eq!(l.check(ip("2001:db8:1:3::1"), t0), Decision::Allow);
+        assert_eq!(limit_key(ip("10.1.2.3")), ip("10.1.2.3"));
     }
 
     #[test]

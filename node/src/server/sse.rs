@@ -76,6 +76,100 @@ pub fn response(frames: impl Stream<Item = Frame> + Send + 'static) -> Response 
     response
 }
 
+/// The routes that answer with an event stream (their open connections are capped).
+pub const STREAM_ROUTES: &[&str] = &[
+    "/v1/api/events",
+    "/v1/api/events/global",
+    "/v1/api/events/node",
+];
+
+/// Open event streams per identity: each takes a slot for as long as its body lives.
+#[derive(Debug, Default)]
+pub struct StreamSlots {
+    open: std::sync::Mutex<std::collections::HashMap<String, usize>>,
+}
+
+/// One open stream's slot; gives it back when dropped.
+pub struct StreamSlot {
+    slots: std::sync::Arc<StreamSlots>,
+    key: String,
+}
+
+impl Drop for StreamSlot {
+    fn drop(&mut self) {
+        let mut open = self.slots.lock();
+        if let Some(n) = open.get_mut(&self.key) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                open.remove(&self.key);
+            }
+        }
+    }
+}
+
+impl StreamSlots {
+    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, usize>> {
+        self.open.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A slot for `key`, or `None` when it already holds `max` open streams.
+    pub fn acquire(self: &std::sync::Arc<Self>, key: &str, max: usize) -> Option<StreamSlot> {
+        let mut open = self.lock();
+        let n = open.entry(key.to_string()).or_insert(0);
+        if *n >= max {
+            return None;
+        }
+        *n += 1;
+        Some(StreamSlot {
+            slots: self.clone(),
+            key: key.to_string(),
+        })
+    }
+}
+
+/// Middleware (inside auth): an event stream takes a slot of the caller's identity for as
+/// long as it is open; past the node's `sse_per_identity` it is `429` with a clear error.
+pub async fn limit_streams(
+    axum::extract::State(node): axum::extract::State<std::sync::Arc<super::state::Node>>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let is_stream = req
+        .extensions()
+        .get::<axum::extract::MatchedPath>()
+        .is_some_and(|m| STREAM_ROUTES.contains(&m.as_str()));
+    if !is_stream {
+        return next.run(req).await;
+    }
+    let key = req
+        .extensions()
+        .get::<turnstone_runtime::auth::Identity>()
+        .map_or_else(
+            || "anonymous".to_string(),
+            |i| format!("{}/{}", i.source, i.user_id),
+        );
+    let max = node.options.sse_per_identity;
+    let Some(slot) = node.stream_slots.acquire(&key, max) else {
+        return (
+            axum::http::StatusCode::TOO_MANY_REQUESTS,
+            axum::Json(serde_json::json!({
+                "error": format!(
+                    "Too many open event streams for this identity (at most {max}); close one first"
+                )
+            })),
+        )
+            .into_response();
+    };
+    let response = next.run(req).await;
+    let (parts, body) = response.into_parts();
+    use futures::StreamExt;
+    let body = Body::from_stream(body.into_data_stream().map(move |chunk| {
+        let _open = &slot;
+        chunk
+    }));
+    Response::from_parts(parts, body)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

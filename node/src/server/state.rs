@@ -107,6 +107,10 @@ pub struct NodeOptions {
     /// The version `/health` reports (`TURNSTONE_ADVERTISED_VERSION` overrides the build's;
     /// lets an operator or a test stage a version drift).
     pub version: String,
+    /// `/metrics` needs a `read` credential (`--metrics-auth`); public by default.
+    pub metrics_auth: bool,
+    /// Most event streams one identity may hold open at once.
+    pub sse_per_identity: usize,
 }
 
 impl Default for NodeOptions {
@@ -121,6 +125,8 @@ impl Default for NodeOptions {
             ratelimit: super::ratelimit::RateLimitConfig::default(),
             cors_origins: Vec::new(),
             version: env!("CARGO_PKG_VERSION").to_string(),
+            metrics_auth: false,
+            sse_per_identity: 32,
         }
     }
 }
@@ -131,6 +137,32 @@ pub struct RememberedSend {
     pub ws_id: String,
     pub status: &'static str,
     at: SystemTime,
+}
+
+/// Longest `correlation_id` / `Idempotency-Key` accepted (bytes); they are remembered per
+/// node, so their size is bounded.
+pub const MAX_IDEMPOTENCY_KEY_BYTES: usize = 256;
+
+/// The idempotency key of a request: the body's `correlation_id` if non-empty, else the
+/// `Idempotency-Key` header. `400` when it is longer than [`MAX_IDEMPOTENCY_KEY_BYTES`].
+pub fn idempotency_key(
+    correlation_id: Option<&str>,
+    headers: &axum::http::HeaderMap,
+) -> Result<Option<String>, super::ApiError> {
+    let key = correlation_id
+        .filter(|c| !c.is_empty())
+        .or_else(|| headers.get("idempotency-key").and_then(|v| v.to_str().ok()))
+        .map(str::to_string);
+    match key {
+        Some(k) if k.len() > MAX_IDEMPOTENCY_KEY_BYTES => {
+            Err(super::ApiError::BadRequest(format!(
+                "correlation_id / Idempotency-Key is too long ({} bytes; at most \
+                 {MAX_IDEMPOTENCY_KEY_BYTES})",
+                k.len()
+            )))
+        }
+        other => Ok(other),
+    }
 }
 
 #[derive(Debug, Default)]
@@ -161,6 +193,10 @@ pub struct Node {
     mcp: std::sync::OnceLock<Arc<turnstone_mcp::McpManager>>,
     /// Content `open_preview` stored, per workstream (forgotten when it closes).
     pub previews: super::previews::PreviewStore,
+    /// The one-time code that authorises first-user setup (printed at start).
+    pub setup_code: super::login::SetupCode,
+    /// Open event streams per identity.
+    pub stream_slots: Arc<super::sse::StreamSlots>,
 }
 
 impl std::fmt::Debug for Node {
@@ -251,6 +287,8 @@ impl Node {
             create_memo: tokio::sync::Mutex::default(),
             mcp: std::sync::OnceLock::new(),
             previews: super::previews::PreviewStore::default(),
+            setup_code: super::login::SetupCode::generate(),
+            stream_slots: Arc::default(),
         })
     }
 

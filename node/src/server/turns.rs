@@ -40,6 +40,7 @@ pub async fn send(
 ) -> Result<Response, ApiError> {
     let body: SendBody = turnstone_proto::api::decode_value("SendBody", &raw)?;
     let extras: Extras = turnstone_proto::api::decode_value("SendBody", &raw)?;
+    let key = super::state::idempotency_key(extras.correlation_id.as_deref(), &headers)?;
     let message = body.message.trim();
     if message.is_empty() {
         return Err(ApiError::BadRequest("Empty message".into()));
@@ -53,12 +54,6 @@ pub async fn send(
     if let Some(tools) = extras.auto_approve_tools.filter(|t| !t.is_empty()) {
         ws.set_always_approved(tools.into_iter().collect());
     }
-    let key = extras.correlation_id.filter(|c| !c.is_empty()).or_else(|| {
-        headers
-            .get("idempotency-key")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string)
-    });
     let (outcome, replayed) = node.send_once(key.as_deref(), ws.id(), || {
         match ws.send(message, key.clone()) {
             SendOutcome::Started { .. } => "ok",

@@ -59,12 +59,25 @@ impl ApiTokenLookup for StoreApiTokens {
             .user_permissions(&row.user_id)
             .await
             .map_err(failed)?;
+        let generation = self
+            .0
+            .session_generation(&row.user_id)
+            .await
+            .map_err(failed)?;
         Ok(Some(ApiTokenRecord {
             user_id: row.user_id,
             scopes: Scopes::parse(&row.scopes),
             expires_at,
             permissions: Permissions::parse(&permissions.join(",")),
+            generation,
         }))
+    }
+
+    async fn session_generation(&self, user_id: &str) -> Result<Option<i64>, ApiTokenLookupError> {
+        self.0
+            .session_generation(user_id)
+            .await
+            .map_err(|e| ApiTokenLookupError(e.to_string()))
     }
 }
 
@@ -127,12 +140,18 @@ async fn identity_of_user(store: &Arc<dyn Store>, user_id: &str) -> Result<Ident
         .user_permissions(user_id)
         .await
         .map_err(|e| ApiError::Internal(format!("role lookup failed: {e}")))?;
+    let generation = store
+        .session_generation(user_id)
+        .await
+        .map_err(|e| ApiError::Internal(format!("session lookup failed: {e}")))?;
     Ok(Identity {
         user_id: user_id.to_string(),
         scopes: Scopes::from_permissions(permissions.iter().map(String::as_str)),
         source: "password".to_string(),
         permissions: Permissions::parse(&permissions.join(",")),
         kind: CredentialKind::Password,
+        generation,
+        expires_at: None,
     })
 }
 
@@ -153,6 +172,9 @@ pub struct NewUserBody {
     pub password: String,
     /// Admin route only: `admin`, `operator` or `viewer` (default `viewer`).
     pub role: Option<String>,
+    /// Setup only: the one-time setup code the node printed at start (the alternative to a
+    /// full-access bearer token).
+    pub setup_code: Option<String>,
 }
 
 fn validate_new_user(body: &NewUserBody) -> Result<(), ApiError> {
@@ -508,6 +530,7 @@ mod tests {
             display_name: "Ada".into(),
             password: "correct horse".into(),
             role: None,
+            setup_code: None,
         };
         assert!(validate_new_user(&ok).is_ok());
         let bad_name = NewUserBody {
@@ -526,6 +549,7 @@ mod tests {
             display_name: "Ada".into(),
             password: "short".into(),
             role: None,
+            setup_code: None,
         };
         assert!(
             matches!(validate_new_user(&short), Err(ApiError::BadRequest(m)) if m.contains("at least 8"))

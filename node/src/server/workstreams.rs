@@ -80,14 +80,7 @@ pub async fn create(
     headers: HeaderMap,
     WireJson(body): WireJson<CreateWorkstreamBody>,
 ) -> Result<Response, ApiError> {
-    let key = Some(body.correlation_id.clone())
-        .filter(|c| !c.is_empty())
-        .or_else(|| {
-            headers
-                .get("idempotency-key")
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_string)
-        });
+    let key = super::state::idempotency_key(Some(&body.correlation_id), &headers)?;
     let Some(key) = key else {
         return Ok(Json(create_now(&node, &body).await?).into_response());
     };

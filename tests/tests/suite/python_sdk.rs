@@ -20,6 +20,8 @@ const PROCESS_DEADLINE: Duration = Duration::from_secs(60);
 const CHECKS: &[&str] = &[
     "health",
     "auth.rejects_bad_token",
+    "setup.rejects_bad_token",
+    "setup.with_token",
     "list_workstreams",
     "create_workstream",
     "list_workstreams.includes_new",

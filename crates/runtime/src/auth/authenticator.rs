@@ -4,7 +4,7 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
@@ -211,11 +211,19 @@ impl Authenticator {
         authorization: Option<&str>,
         cookie: Option<&str>,
     ) -> Result<Option<Identity>, AuthError> {
-        if !self.enabled {
-            return Ok(None);
-        }
-        let access = policy::required_scope(method, path);
-        if access == Access::Public {
+        self.check_access(policy::required_scope(method, path), authorization, cookie)
+            .await
+    }
+
+    /// [`Authenticator::check_request`] for a request whose access the caller decided (e.g.
+    /// from a route table).
+    pub async fn check_access(
+        &self,
+        access: Access,
+        authorization: Option<&str>,
+        cookie: Option<&str>,
+    ) -> Result<Option<Identity>, AuthError> {
+        if !self.enabled || access == Access::Public {
             return Ok(None);
         }
         let identity = self.authenticate(authorization, cookie).await?;
@@ -257,14 +265,22 @@ impl Authenticator {
             && token.contains('.')
         {
             match jwt::verify_at(token, secret, &self.audience, now, self.leeway) {
-                Ok(claims) => {
+                Ok(claims) if self.session_is_current(&claims).await => {
+                    let expires_at = u64::try_from(claims.exp)
+                        .ok()
+                        .map(|secs| UNIX_EPOCH + Duration::from_secs(secs));
                     return Ok(Identity {
                         user_id: claims.sub,
                         scopes: claims.scopes,
                         source: claims.src,
                         permissions: claims.permissions,
                         kind: CredentialKind::Jwt,
+                        generation: claims.generation,
+                        expires_at,
                     });
+                }
+                Ok(_) => {
+                    tracing::debug!("JWT of an ended session (user deleted, logged out or revoked)")
                 }
                 Err(e) => tracing::debug!(reason = %e, "JWT rejected; trying other token kinds"),
             }
@@ -281,6 +297,8 @@ impl Authenticator {
                         source: "database".to_string(),
                         permissions: record.permissions,
                         kind: CredentialKind::ApiToken,
+                        generation: record.generation,
+                        expires_at: record.expires_at,
                     });
                 }
                 Ok(Some(_)) => tracing::debug!("API token expired"),
@@ -296,6 +314,8 @@ impl Authenticator {
                 source: "config".to_string(),
                 permissions: Default::default(),
                 kind: CredentialKind::ConfigToken,
+                generation: None,
+                expires_at: None,
             });
         }
 
@@ -323,8 +343,35 @@ impl Authenticator {
             identity.source.clone(),
             self.audience.clone(),
         )
-        .with_permissions(identity.permissions.clone());
-        jwt::mint(&claims, secret, ttl).map(Some)
+        .with_permissions(identity.permissions.clone())
+        .with_generation(identity.generation);
+        // Never beyond the credential it was minted from: a re-login with a JWT or an
+        // expiring API token does not extend it.
+        let now = SystemTime::now();
+        let ttl = match identity.expires_at {
+            Some(end) => ttl.min(end.duration_since(now).unwrap_or(Duration::ZERO)),
+            None => ttl,
+        };
+        jwt::mint_at(&claims, secret, ttl, now).map(Some)
+    }
+
+    /// Whether the session a JWT belongs to still stands: a token without a `gen` claim
+    /// (identity-less, or minted by another service) does; one with it needs its user to
+    /// exist with that very generation (logout, token revocation and deletion move it on).
+    async fn session_is_current(&self, claims: &jwt::Claims) -> bool {
+        let Some(generation) = claims.generation else {
+            return true;
+        };
+        let Some(lookup) = &self.api_tokens else {
+            return false;
+        };
+        match lookup.session_generation(&claims.sub).await {
+            Ok(current) => current == Some(generation),
+            Err(e) => {
+                tracing::warn!(error = %e, "session lookup failed; JWT refused");
+                false
+            }
+        }
     }
 }
 

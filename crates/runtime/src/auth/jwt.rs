@@ -127,6 +127,9 @@ pub struct NewClaims {
     pub permissions: Permissions,
     /// The `aud` claim, e.g. [`AUDIENCE_SERVER`].
     pub audience: String,
+    /// The `gen` claim: the user's session generation when the token was minted (a node
+    /// refuses the token once the user's generation moved on); omitted when `None`.
+    pub generation: Option<i64>,
 }
 
 impl NewClaims {
@@ -142,7 +145,13 @@ impl NewClaims {
             src: src.into(),
             permissions: Permissions::new(),
             audience: audience.into(),
+            generation: None,
         }
+    }
+
+    pub fn with_generation(mut self, generation: Option<i64>) -> Self {
+        self.generation = generation;
+        self
     }
 
     pub fn with_permissions(mut self, permissions: Permissions) -> Self {
@@ -190,6 +199,8 @@ pub struct Claims {
     pub exp: i64,
     pub aud: Vec<String>,
     pub permissions: Permissions,
+    /// The `gen` claim (see [`NewClaims::generation`]).
+    pub generation: Option<i64>,
 }
 
 #[derive(Serialize)]
@@ -203,6 +214,8 @@ struct WireClaims<'a> {
     aud: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     permissions: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    r#gen: Option<i64>,
 }
 
 /// Seconds since the Unix epoch (0 for a clock before 1970).
@@ -235,6 +248,7 @@ pub fn mint_at(
         exp: iat.saturating_add(ttl),
         aud: &claims.audience,
         permissions: (!claims.permissions.is_empty()).then(|| claims.permissions.to_string()),
+        r#gen: claims.generation,
     };
     let payload =
         serde_json::to_vec(&wire).map_err(|e| AuthError::Jwt(JwtError::Encode(e.to_string())))?;
@@ -338,6 +352,7 @@ fn verify_inner(
         exp,
         aud,
         permissions,
+        generation: numeric_claim(&payload, "gen")?,
     })
 }
 

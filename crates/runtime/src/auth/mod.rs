@@ -43,6 +43,8 @@ pub use tokens::{
     generate_api_token, hash_api_token, looks_like_api_token, match_config_token, secrets_equal,
 };
 
+use std::time::SystemTime;
+
 /// Body text of every 401 the auth layer produces.
 pub const UNAUTHORIZED_MESSAGE: &str = "Unauthorized: missing or invalid token";
 
@@ -124,13 +126,23 @@ pub struct Identity {
     pub source: String,
     pub permissions: Permissions,
     pub kind: CredentialKind,
+    /// The user's session generation the credential was issued under (JWTs minted for this
+    /// identity carry it, and are refused once it moves on); `None` for identity-less and
+    /// service credentials.
+    pub generation: Option<i64>,
+    /// When the credential stops being valid (a JWT's `exp`, an API token's expiry): a JWT
+    /// minted for this identity never outlives it.
+    pub expires_at: Option<SystemTime>,
 }
 
 impl Identity {
     /// Whether this identity holds `permission`. Identity-less credentials (config tokens,
-    /// no user id) count as full access, as in the original.
+    /// no user id) and the services (`src` `console` or `bridge`, which act for users the
+    /// console authorised) count as full access, as in the original.
     pub fn has_permission(&self, permission: &str) -> bool {
-        self.user_id.is_empty() || self.permissions.contains(permission)
+        self.user_id.is_empty()
+            || self.may_act_for_other_users()
+            || self.permissions.contains(permission)
     }
 
     /// Only service callers (`src` `console` or `bridge`) may create workstreams on behalf of
@@ -165,6 +177,8 @@ mod tests {
             source: source.into(),
             permissions: Permissions::parse("read"),
             kind: CredentialKind::Jwt,
+            generation: None,
+            expires_at: None,
         }
     }
 

@@ -137,6 +137,8 @@ pub struct ApiTokenRecord {
     pub expires_at: Option<SystemTime>,
     /// Union of the owner's roles' permissions.
     pub permissions: Permissions,
+    /// The owner's session generation (carried by JWTs minted from this token).
+    pub generation: Option<i64>,
 }
 
 /// A lookup backend that failed (as opposed to a token that does not exist).
@@ -144,7 +146,8 @@ pub struct ApiTokenRecord {
 #[error("API token lookup failed: {0}")]
 pub struct ApiTokenLookupError(pub String);
 
-/// Finds an API token by its hash ([`hash_api_token`]); the store implements it.
+/// Finds an API token by its hash ([`hash_api_token`]) and a user's session generation; the
+/// store implements it.
 #[async_trait::async_trait]
 pub trait ApiTokenLookup: Send + Sync {
     /// `Ok(None)` if no row has this hash.
@@ -152,6 +155,12 @@ pub trait ApiTokenLookup: Send + Sync {
         &self,
         token_hash: &str,
     ) -> Result<Option<ApiTokenRecord>, ApiTokenLookupError>;
+
+    /// The current session generation of `user_id`; `Ok(None)` when the user does not exist
+    /// (a JWT carrying a generation is then refused). The default knows no users.
+    async fn session_generation(&self, _user_id: &str) -> Result<Option<i64>, ApiTokenLookupError> {
+        Ok(None)
+    }
 }
 
 #[cfg(test)]

@@ -254,3 +254,38 @@ async fn a_real_browser_signs_in_with_a_username_and_password() {
     )
     .await;
 }
+
+/// A node with storage and no user: the web UI's setup form asks for the bootstrap
+/// credential, refuses a wrong code and creates the first admin with the printed one.
+#[tokio::test]
+async fn a_real_browser_sets_up_the_first_user_with_the_setup_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let auth = turnstone_runtime::auth::Authenticator::new(
+        true,
+        Some(turnstone_runtime::auth::JwtSecret::new(
+            "a-test-secret-that-is-long-enough-for-hs256",
+        )),
+        TestNode::test_tokens(),
+        turnstone_runtime::auth::AUDIENCE_SERVER,
+    );
+    let t = TestNode::spawn(Spec {
+        db: Some(dir.path().join("setup.db")),
+        auth: Some(auth),
+        ..Spec::default()
+    })
+    .await;
+    run_browser_script(
+        "setup.test.mjs",
+        "setup test: all steps passed",
+        &t.base,
+        FULL,
+        &[(
+            "TURNSTONE_SETUP_CODE",
+            t.node.setup_code.expose().to_string(),
+        )],
+    )
+    .await;
+    let (status, users) = t.get("/v1/api/admin/users", Some(FULL)).await;
+    assert_eq!(status, 200);
+    assert_eq!(users["users"][0]["username"], "grace", "{users}");
+}

@@ -97,12 +97,35 @@ async fn login_with_config_tokens_reports_role_and_scopes_and_sets_the_cookie() 
         .unwrap();
     assert_eq!(resp.status(), 200);
 
-    // Secure only behind HTTPS.
+    // `X-Forwarded-Proto` from a peer that is not a trusted proxy is not believed.
+    let https = login(&t, &token_body(FULL), Some(("x-forwarded-proto", "https"))).await;
+    assert_eq!(
+        https.header("set-cookie"),
+        Some(format!("turnstone_auth={FULL}; {COOKIE_ATTRS}").as_str())
+    );
+}
+
+#[tokio::test]
+async fn the_cookie_is_secure_behind_a_trusted_https_proxy() {
+    let t = TestNode::spawn(Spec {
+        options: NodeOptions {
+            ratelimit: turnstone_node::server::ratelimit::RateLimitConfig {
+                trusted_proxies: turnstone_node::server::ratelimit::Cidr::parse_list("127.0.0.1")
+                    .unwrap(),
+                ..Default::default()
+            },
+            ..NodeOptions::default()
+        },
+        ..Spec::default()
+    })
+    .await;
     let https = login(&t, &token_body(FULL), Some(("x-forwarded-proto", "https"))).await;
     assert_eq!(
         https.header("set-cookie"),
         Some(format!("turnstone_auth={FULL}; {COOKIE_ATTRS}; Secure").as_str())
     );
+    let plain = login(&t, &token_body(FULL), None).await;
+    assert!(!plain.header("set-cookie").unwrap().contains("Secure"));
 }
 
 #[tokio::test]
@@ -214,12 +237,13 @@ async fn logout_clears_the_cookie_without_credentials() {
 
 #[tokio::test]
 async fn status_tells_the_login_ui_whether_setup_is_needed() {
+    // Without storage there can be no users, so no setup either (it would answer 503).
     let t = TestNode::start().await;
     let (status, body) = t.get("/v1/api/auth/status", None).await;
     assert_eq!(status, 200);
     assert_eq!(
         body,
-        json!({"auth_enabled": true, "has_users": false, "setup_required": true})
+        json!({"auth_enabled": true, "has_users": false, "setup_required": false})
     );
 
     let open = without_auth().await;

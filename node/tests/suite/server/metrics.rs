@@ -47,7 +47,14 @@ const KNOWN_LINT: &str =
     "turnstone_workstreams_active_total non-counter metrics should not have \"_total\" suffix";
 
 pub async fn scrape(t: &TestNode) -> String {
-    let resp = t.http.get(t.url("/metrics")).send().await.unwrap();
+    // The token matters only on a node with `metrics_auth`.
+    let resp = t
+        .http
+        .get(t.url("/metrics"))
+        .bearer_auth(FULL)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(resp.status(), 200);
     assert_eq!(
         resp.headers()["content-type"],
@@ -129,7 +136,15 @@ async fn create_ws(t: &TestNode, name: &str, auto_approve: bool) -> String {
 
 #[tokio::test]
 async fn metrics_have_the_original_names_types_labels_and_order_after_a_tool_turn() {
-    let t = TestNode::start().await;
+    // Workstream names are labels only behind `--metrics-auth`.
+    let t = TestNode::spawn(Spec {
+        options: NodeOptions {
+            metrics_auth: true,
+            ..NodeOptions::default()
+        },
+        ..Spec::default()
+    })
+    .await;
     let name = "we\"ird\nname\\x";
     let ws = create_ws(&t, name, true).await;
     let mut sse = t.sse(&format!("/v1/api/events?ws_id={ws}"), None).await;
@@ -294,7 +309,7 @@ async fn metrics_have_the_original_names_types_labels_and_order_after_a_tool_tur
 async fn promtool_accepts_metrics_after_varied_traffic() {
     let t = TestNode::start().await;
     create_ws(&t, "quote \" and \\ and\nnewline", false).await;
-    // Odd raw paths become endpoint labels; they must stay valid.
+    // Requests are labelled by route template; unmatched paths share one label.
     for path in [
         "/nope",
         "/v1/api/x\"y",
@@ -315,10 +330,13 @@ async fn promtool_accepts_metrics_after_varied_traffic() {
     assert_eq!(
         sample(
             &text,
-            "turnstone_http_requests_total{method=\"GET\",endpoint=\"/nope\",status_code=\"404\"}"
+            "turnstone_http_requests_total{method=\"GET\",endpoint=\"__unmatched__\",status_code=\"404\"}"
         ),
-        Some(1.0)
+        Some(3.0)
     );
+    assert!(!text.contains("/nope"), "{text}");
+    // Public metrics name no workstream.
+    assert!(!text.contains("newline"), "{text}");
     promtool_check(&text);
 }
 

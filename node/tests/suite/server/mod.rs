@@ -11,6 +11,7 @@ mod mcp_skills;
 mod memories;
 mod metrics;
 mod openapi;
+mod permissions;
 mod persistence;
 mod plan;
 mod previews;

@@ -58,11 +58,31 @@ async fn setup_login_tokens_scopes_expiry_and_revocation() {
 
     // Setup validates as the original, then creates the admin once.
     let admin = json!({"username": "ada", "display_name": "Ada L", "password": "correct horse"});
+    // Without the bootstrap credential (a full-access token or the setup code) it is refused.
+    for (token, body) in [
+        (None, admin.clone()),
+        (Some(READ), admin.clone()),
+        (
+            None,
+            json!({"username": "ada", "display_name": "Ada", "password": "correct horse",
+                      "setup_code": "ts_not-the-code"}),
+        ),
+    ] {
+        let (code, body, _) = send(&t, Method::POST, "/v1/api/auth/setup", token, Some(body)).await;
+        assert_eq!(code, 401, "{body}");
+        assert!(
+            body["error"]
+                .as_str()
+                .unwrap()
+                .contains("bootstrap credential"),
+            "{body}"
+        );
+    }
     let (code, body, _) = send(
         &t,
         Method::POST,
         "/v1/api/auth/setup",
-        None,
+        Some(FULL),
         Some(json!({"username": "bad name", "display_name": "x", "password": "12345678"})),
     )
     .await;
@@ -77,7 +97,7 @@ async fn setup_login_tokens_scopes_expiry_and_revocation() {
         &t,
         Method::POST,
         "/v1/api/auth/setup",
-        None,
+        Some(FULL),
         Some(json!({"username": "ada", "display_name": "Ada", "password": "short"})),
     )
     .await;
@@ -89,7 +109,7 @@ async fn setup_login_tokens_scopes_expiry_and_revocation() {
         &t,
         Method::POST,
         "/v1/api/auth/setup",
-        None,
+        Some(FULL),
         Some(admin.clone()),
     )
     .await;
@@ -116,7 +136,7 @@ async fn setup_login_tokens_scopes_expiry_and_revocation() {
         &t,
         Method::POST,
         "/v1/api/auth/setup",
-        None,
+        Some(FULL),
         Some(admin.clone()),
     )
     .await;
