@@ -8,5 +8,6 @@ mod openai_load;
 mod otel;
 mod python_sdk;
 mod schemathesis;
+mod security;
 mod turn_order;
 mod wire_contract;
