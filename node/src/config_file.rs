@@ -36,7 +36,8 @@
 //! searxng_url = "http://127.0.0.1:8888"
 //! search_backend = "mcp:brave:brave_web_search"   # or web_search_backend; default SearxNG
 //! agent_max_turns = 20          # model requests of one task_agent sub-agent
-//! subagent_auto_approve_all = true
+//! subagent_auto_approve_all = false
+//! env_passthrough = ["GOPATH"]  # node env vars children get beyond PATH, HOME, LANG, …
 //! [tools.notify.ops]
 //! url = "https://hooks.example/notify"
 //! ```
