@@ -33,6 +33,19 @@ fn delegate(prompt: &str) -> String {
     format!("CALL:task_agent {}", json!({ "prompt": prompt }))
 }
 
+/// The tool results the sub-agent's second model request carries, in order.
+fn second_sub_request_tool_results(h: &Harness) -> Vec<String> {
+    let requests = h.llm.requests();
+    let second = requests.iter().filter(|r| is_sub(r)).nth(1).unwrap();
+    second["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap().to_string())
+        .collect()
+}
+
 fn chunks(events: &[Event]) -> String {
     events
         .iter()
@@ -221,15 +234,7 @@ async fn without_auto_approve_all_only_auto_approve_tools_run() {
     );
     // The sub-agent's second request carries both results: the file (read_file is
     // auto-approve) and the denial with its reason.
-    let requests = h.llm.requests();
-    let second = requests.iter().filter(|r| is_sub(r)).nth(1).unwrap();
-    let tools: Vec<&str> = second["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|m| m["role"] == "tool")
-        .map(|m| m["content"].as_str().unwrap())
-        .collect();
+    let tools = second_sub_request_tool_results(&h);
     assert_eq!(tools.len(), 2, "{tools:?}");
     assert!(tools[0].contains("alpha line"), "{tools:?}");
     assert!(
@@ -301,15 +306,7 @@ async fn by_default_a_sub_agent_runs_only_what_needs_no_approval() {
     assert!(matches!(events.last(), Some(Event::ApproveRequest { .. })));
     ws.approve(true, None, false);
     read_turn(&mut sub).await;
-    let requests = h.llm.requests();
-    let second = requests.iter().filter(|r| is_sub(r)).nth(1).unwrap();
-    let tools: Vec<&str> = second["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|m| m["role"] == "tool")
-        .map(|m| m["content"].as_str().unwrap())
-        .collect();
+    let tools = second_sub_request_tool_results(&h);
     assert_eq!(tools.len(), 2, "{tools:?}");
     assert!(tools[0].contains("inside line"), "{tools:?}");
     assert!(
