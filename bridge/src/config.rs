@@ -83,6 +83,18 @@ pub struct Args {
     /// Serve `/metrics` and `/health` of the bridge on this address (off when absent).
     #[arg(long, env = "TURNSTONE_BRIDGE_METRICS_ADDR")]
     pub metrics_addr: Option<SocketAddr>,
+    /// Relay a producer's `auto_approve` / `auto_approve_tools` to the node (switching its
+    /// approvals off). Off by default: such messages are refused with an error event and a
+    /// dead letter, and the bridge's token does not carry `tools.approve`.
+    #[arg(
+        long,
+        env = "TURNSTONE_BRIDGE_ALLOW_PRODUCER_AUTO_APPROVE",
+        default_value_t = false,
+        action = clap::ArgAction::Set,
+        num_args = 0..=1,
+        default_missing_value = "true"
+    )]
+    pub allow_producer_auto_approve: bool,
 }
 
 /// Validated settings.
@@ -102,6 +114,11 @@ pub struct BridgeConfig {
     pub pop_timeout: Duration,
     pub auth: NodeAuth,
     pub metrics_addr: Option<SocketAddr>,
+    /// Relay producers' `auto_approve` / `auto_approve_tools` (`--allow-producer-auto-approve`).
+    pub allow_producer_auto_approve: bool,
+    /// The cluster's JWT secret (`TURNSTONE_JWT_SECRET`), which signs the heartbeats so the
+    /// console trusts their `server_url`; unsigned without it.
+    pub heartbeat_secret: Option<turnstone_runtime::auth::JwtSecret>,
 }
 
 /// How the bridge authenticates to its node.
@@ -129,6 +146,8 @@ impl BridgeConfig {
             pop_timeout: Duration::from_secs(5),
             auth: NodeAuth::None,
             metrics_addr: None,
+            allow_producer_auto_approve: false,
+            heartbeat_secret: None,
         }
     }
 
@@ -171,9 +190,12 @@ impl BridgeConfig {
                 tls: args.redis_tls,
             },
         };
-        let auth = match (&args.auth_token, std::env::var("TURNSTONE_JWT_SECRET").ok()) {
+        let jwt_secret = std::env::var("TURNSTONE_JWT_SECRET")
+            .ok()
+            .filter(|s| !s.is_empty());
+        let auth = match (&args.auth_token, &jwt_secret) {
             (Some(t), _) if !t.is_empty() => NodeAuth::Token(t.clone()),
-            (_, Some(s)) if !s.is_empty() => NodeAuth::Jwt(s),
+            (_, Some(s)) => NodeAuth::Jwt(s.clone()),
             _ => NodeAuth::None,
         };
         let mut c = Self::new(args.server_url.clone(), redis);
@@ -187,6 +209,8 @@ impl BridgeConfig {
         c.concurrency = args.concurrency;
         c.auth = auth;
         c.metrics_addr = args.metrics_addr;
+        c.allow_producer_auto_approve = args.allow_producer_auto_approve;
+        c.heartbeat_secret = jwt_secret.map(turnstone_runtime::auth::JwtSecret::new);
         Ok(c)
     }
 }

@@ -722,6 +722,21 @@ async fn ack_reply(ctx: &Ctx, msg: &InboundMessage, reply: &Reply, raw: &str) {
     }
 }
 
+/// Why a message that would switch approvals off is refused: a producer's `auto_approve` /
+/// `auto_approve_tools` is relayed only with `--allow-producer-auto-approve`.
+fn auto_approve_refusal(cfg: &crate::BridgeConfig, msg: &InboundMessage) -> Option<String> {
+    let asks = match msg {
+        InboundMessage::Send(s) => s.auto_approve || !s.auto_approve_tools.is_empty(),
+        InboundMessage::CreateWorkstream(c) => c.auto_approve || !c.auto_approve_tools.is_empty(),
+        _ => false,
+    };
+    (asks && !cfg.allow_producer_auto_approve).then(|| {
+        "auto_approve refused: this bridge does not relay producers' auto_approve / \
+         auto_approve_tools (start it with --allow-producer-auto-approve to allow it)"
+            .to_string()
+    })
+}
+
 fn is_unknown_ws(reply: &Reply) -> bool {
     matches!(reply, Reply::Rejected { status: 404, .. })
 }
@@ -733,6 +748,11 @@ async fn local(
     raw: &str,
     epoch: u64,
 ) -> Option<()> {
+    if let Some(reason) = auto_approve_refusal(&ctx.cfg, msg) {
+        ctx.dead_letter(&reason, raw, msg.correlation_id()).await;
+        ack_event(ctx, msg, "error", &reason).await;
+        return Some(());
+    }
     let cid = msg.correlation_id().to_string();
     match msg {
         InboundMessage::Send(s) => {

@@ -121,12 +121,26 @@ impl Ctx {
     }
 
     /// The heartbeat JSON of the original: `{server_url, started, max_ws}`.
+    /// The heartbeat JSON, signed (`signed_at`, `sig`) when the bridge has the cluster's JWT
+    /// secret, so the console trusts its `server_url`.
     pub fn heartbeat_value(&self) -> Value {
-        json!({
+        let mut value = json!({
             "server_url": self.cfg.server_url,
             "started": self.started,
             "max_ws": self.max_ws.load(Ordering::Relaxed),
-        })
+        });
+        if let Some(secret) = &self.cfg.heartbeat_secret {
+            let signed_at =
+                turnstone_runtime::auth::jwt::unix_seconds(std::time::SystemTime::now());
+            value["signed_at"] = json!(signed_at);
+            value["sig"] = json!(turnstone_runtime::auth::heartbeat::sign(
+                secret,
+                &self.node_id,
+                &self.cfg.server_url,
+                signed_at,
+            ));
+        }
+        value
     }
 
     /// Publishes one event on pub/sub (best effort, as the original protocol); failures are
@@ -216,7 +230,7 @@ impl Bridge {
                 }
             }
         };
-        let node = NodeClient::new(&cfg.server_url, &cfg.auth)?;
+        let node = NodeClient::new(&cfg.server_url, &cfg.auth, cfg.allow_producer_auto_approve)?;
         let (node_id, max_ws) = resolve_identity(&cfg, &node, &cancel).await?;
         let keys = Keys::new(cfg.prefix.clone());
         let directed_q = keys.inbound_node(&node_id);
@@ -250,6 +264,15 @@ impl Bridge {
             cfg,
         });
         tracing::info!(node_id = %ctx.node_id, server_url = %ctx.cfg.server_url, redis = %ctx.cfg.redis.display(), "bridge starting");
+        if ctx.cfg.allow_producer_auto_approve {
+            tracing::warn!(
+                "producers' auto_approve is relayed to the node (--allow-producer-auto-approve): anyone who can push to the queue can switch approvals off"
+            );
+        } else {
+            tracing::info!(
+                "producers' auto_approve is refused (dead letter + error event); --allow-producer-auto-approve relays it"
+            );
+        }
         let mut tasks = vec![
             tokio::spawn(liveness::run(ctx.clone())),
             tokio::spawn(events::run(ctx.clone())),

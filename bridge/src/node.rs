@@ -55,7 +55,13 @@ enum AuthHeader {
 }
 
 impl NodeClient {
-    pub fn new(base: &str, auth: &NodeAuth) -> Result<Self, reqwest::Error> {
+    /// A client of the node at `base`. A minted token carries `tools.approve` only when
+    /// `relay_auto_approve` (the bridge relays producers' auto-approve).
+    pub fn new(
+        base: &str,
+        auth: &NodeAuth,
+        relay_auto_approve: bool,
+    ) -> Result<Self, reqwest::Error> {
         let http = reqwest::Client::builder()
             .timeout(Duration::from_secs(30))
             .connect_timeout(Duration::from_secs(3))
@@ -71,7 +77,11 @@ impl NodeClient {
             NodeAuth::None => AuthHeader::None,
             NodeAuth::Token(t) => AuthHeader::Static(format!("Bearer {t}")),
             NodeAuth::Jwt(secret) => AuthHeader::Minted(ServiceToken::new(
-                NewClaims::bridge(),
+                if relay_auto_approve {
+                    NewClaims::bridge_relaying_auto_approve()
+                } else {
+                    NewClaims::bridge()
+                },
                 JwtSecret::new(secret.clone()),
             )),
         };

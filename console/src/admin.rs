@@ -53,12 +53,11 @@ fn targets(console: &Console) -> Vec<Target> {
     console.collector.read(|c| {
         c.nodes
             .iter()
-            .filter(|(_, n)| {
-                n.server_url.starts_with("http://") || n.server_url.starts_with("https://")
-            })
-            .map(|(id, n)| Target {
-                node_id: id.clone(),
-                base: n.server_url.clone(),
+            .filter_map(|(id, n)| {
+                Some(Target {
+                    node_id: id.clone(),
+                    base: n.credential_url()?.to_string(),
+                })
             })
             .collect()
     })

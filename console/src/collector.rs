@@ -30,6 +30,7 @@ use turnstone_proto::mq::NodeHeartbeat;
 
 use crate::config::{ConsoleConfig, NodeCredentials};
 use crate::model::{Cluster, NodeRecord, ZombieRules};
+use crate::trust::HeartbeatTrust;
 
 /// Counters exported on `/metrics`.
 #[derive(Debug, Default)]
@@ -238,7 +239,14 @@ impl Collector {
         }
         keys.sort();
         keys.dedup();
-        let mut beats: Vec<(String, NodeHeartbeat)> = Vec::with_capacity(keys.len());
+        let trust = HeartbeatTrust {
+            secret: self.credentials.secret().cloned(),
+            max_age: self.config.heartbeat_max_age,
+            allow: self.config.node_url_allow.clone(),
+        };
+        let now = turnstone_runtime::auth::jwt::unix_seconds(SystemTime::now());
+        let mut beats: Vec<(String, NodeHeartbeat, Option<String>)> =
+            Vec::with_capacity(keys.len());
         for chunk in keys.chunks(500) {
             let values: Vec<Option<Vec<u8>>> = conn.mget(chunk).await?;
             for (key, value) in chunk.iter().zip(values) {
@@ -248,7 +256,14 @@ impl Collector {
                     continue;
                 };
                 match NodeHeartbeat::decode(&value) {
-                    Ok(hb) => beats.push((node_id.to_string(), hb)),
+                    Ok(hb) => {
+                        let untrusted = hb
+                            .server_url
+                            .starts_with("http")
+                            .then(|| trust.judge(node_id, &hb, now))
+                            .flatten();
+                        beats.push((node_id.to_string(), hb, untrusted));
+                    }
                     Err(e) => tracing::warn!(node_id, error = %e, "unreadable heartbeat"),
                 }
             }
@@ -258,7 +273,7 @@ impl Collector {
         self.update(|cluster| {
             let mut events = Vec::new();
             let seen: std::collections::HashSet<&str> =
-                beats.iter().map(|(id, _)| id.as_str()).collect();
+                beats.iter().map(|(id, _, _)| id.as_str()).collect();
             let lost: Vec<String> = cluster
                 .nodes
                 .keys()
@@ -270,18 +285,24 @@ impl Collector {
                 tracing::info!(node_id = %id, "node lost (heartbeat gone)");
                 events.push(json!({"type": "node_lost", "node_id": id}));
             }
-            for (id, hb) in &beats {
+            for (id, hb, untrusted) in &beats {
                 let url = hb.server_url.trim_end_matches('/');
+                if let Some(why) = untrusted
+                    && cluster.nodes.get(id).is_none_or(|n| n.untrusted.as_ref() != Some(why))
+                {
+                    tracing::warn!(node_id = %id, server_url = %url, reason = %why, "node heartbeat not trusted: no credentials are sent to it");
+                }
                 match cluster.nodes.get_mut(id) {
                     Some(n) => {
                         n.server_url = url.to_string();
                         n.max_ws = hb.max_ws;
                         n.started = hb.started;
+                        n.untrusted = untrusted.clone();
                     }
                     None => {
-                        cluster
-                            .nodes
-                            .insert(id.clone(), NodeRecord::new(id, url, hb.started, hb.max_ws));
+                        let mut record = NodeRecord::new(id, url, hb.started, hb.max_ws);
+                        record.untrusted = untrusted.clone();
+                        cluster.nodes.insert(id.clone(), record);
                         tracing::info!(node_id = %id, server_url = %url, "node joined");
                         events.push(json!({"type": "node_joined", "node_id": id}));
                         joined.push(id.clone());
@@ -319,7 +340,7 @@ impl Collector {
             let ids: Vec<String> = self.read(|c| {
                 c.nodes
                     .values()
-                    .filter(|n| n.is_http())
+                    .filter(|n| n.credential_url().is_some())
                     .map(|n| n.node_id.clone())
                     .collect()
             });
@@ -343,10 +364,11 @@ impl Collector {
         let Some(url) = self.read(|c| {
             c.nodes
                 .get(node_id)
-                .filter(|n| n.is_http())
-                .map(|n| n.server_url.clone())
+                .and_then(|n| n.credential_url().map(str::to_string))
         }) else {
-            return; // lost meanwhile, or a simulator node (`sim://`), which is never polled
+            // Lost meanwhile, untrusted (no credentials go there), or a simulator node
+            // (`sim://`), which is never polled.
+            return;
         };
         let started = Instant::now();
         let auth = match self.credentials.collector_header() {

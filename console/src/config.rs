@@ -43,6 +43,11 @@ pub struct ConsoleConfig {
     pub node_fan_out_limit: usize,
     /// Per-node timeout of the admin fan-outs that have no fixed one (watches, models).
     pub fan_out_timeout: Duration,
+    /// Oldest heartbeat signature trusted (`--heartbeat-max-age`); checked when the console
+    /// has the JWT secret.
+    pub heartbeat_max_age: Duration,
+    /// `--node-url-allow`: the hosts node URLs may name (any when `None`).
+    pub node_url_allow: Option<crate::trust::NodeUrlAllow>,
 }
 
 impl Default for ConsoleConfig {
@@ -62,6 +67,8 @@ impl Default for ConsoleConfig {
             proxy_timeout: Duration::from_secs(30),
             node_fan_out_limit: 200,
             fan_out_timeout: Duration::from_secs(10),
+            heartbeat_max_age: Duration::from_secs(120),
+            node_url_allow: None,
         }
     }
 }
@@ -96,6 +103,11 @@ impl NodeCredentials {
             collector,
             proxy,
         }
+    }
+
+    /// The JWT secret shared with the nodes, if any (it also checks heartbeat signatures).
+    pub fn secret(&self) -> Option<&JwtSecret> {
+        self.secret.as_ref()
     }
 
     /// No credentials (nodes with auth off).

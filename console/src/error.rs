@@ -15,6 +15,9 @@ pub enum ApiError {
     /// 401/403 from the auth layer, with the original's exact message.
     #[error("{message}")]
     Auth { status: u16, message: String },
+    /// 403: the console refuses to act (e.g. proxy to a node whose heartbeat is untrusted).
+    #[error("{0}")]
+    Forbidden(String),
     /// 404.
     #[error("{0}")]
     NotFound(String),
@@ -36,6 +39,7 @@ impl ApiError {
             Self::Auth { status, .. } => {
                 StatusCode::from_u16(*status).unwrap_or(StatusCode::UNAUTHORIZED)
             }
+            Self::Forbidden(_) => StatusCode::FORBIDDEN,
             Self::NotFound(_) => StatusCode::NOT_FOUND,
             Self::BadGateway(_) => StatusCode::BAD_GATEWAY,
             Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,

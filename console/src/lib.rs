@@ -16,6 +16,7 @@
 //! * [`admin`] — the admin fan-out: watches, MCP servers and models across every node;
 //! * [`proxy`] — `/node/{id}/…`, a streaming reverse proxy to each node's UI and API with a
 //!   per-request short-lived JWT;
+//! * [`trust`] — which heartbeats are trusted with credentials (signature, age, URL allow-list);
 //! * [`login`] — the node's auth scheme (tokens, JWT, cookie) on every console route;
 //! * [`metrics`], [`ui`] — `/metrics` and the embedded dashboard;
 //! * [`launcher`] — `turnstone-cluster up`: a whole local cluster as child processes.
@@ -37,6 +38,7 @@ pub mod metrics;
 pub mod model;
 pub mod proxy;
 pub mod state;
+pub mod trust;
 pub mod ui;
 
 use std::net::SocketAddr;

@@ -62,6 +62,9 @@ pub struct NodeRecord {
     pub failures: u32,
     /// Why the node counts as stalled, from its health (progress fields).
     pub stalled: Option<String>,
+    /// Why its heartbeat is not trusted (`None`: trusted); an untrusted node is shown but
+    /// gets no credentials: never polled, proxied to or part of a fan-out.
+    pub untrusted: Option<String>,
     progress: Progress,
 }
 
@@ -88,6 +91,7 @@ impl NodeRecord {
             auth_failed: false,
             failures: 0,
             stalled: None,
+            untrusted: None,
             progress: Progress::default(),
         }
     }
@@ -95,6 +99,11 @@ impl NodeRecord {
     /// Polled over HTTP (simulator nodes use `sim://`).
     pub fn is_http(&self) -> bool {
         self.server_url.starts_with("http://") || self.server_url.starts_with("https://")
+    }
+
+    /// The URL the console may send credentials to: an HTTP node with a trusted heartbeat.
+    pub fn credential_url(&self) -> Option<&str> {
+        (self.is_http() && self.untrusted.is_none()).then_some(self.server_url.as_str())
     }
 
     /// `health.version`, `""` when unknown.
@@ -471,7 +480,9 @@ impl Cluster {
     fn node_flags(&self, n: &NodeRecord, majority: Option<&str>) -> Map<String, Value> {
         let zombie = n.zombie_reason();
         let drift = self.drifted(n, majority);
-        let status = if zombie.is_some() {
+        let status = if n.untrusted.is_some() {
+            "untrusted"
+        } else if zombie.is_some() {
             "zombie"
         } else if !n.reachable {
             "unreachable"
@@ -486,11 +497,13 @@ impl Cluster {
         m.insert("zombie_reason".into(), json!(zombie));
         m.insert("version_drift".into(), json!(drift));
         m.insert("auth_failed".into(), json!(n.auth_failed));
+        m.insert("trusted".into(), json!(n.untrusted.is_none()));
+        m.insert("untrusted_reason".into(), json!(n.untrusted));
         m.insert("last_error".into(), json!(n.last_error));
         m.insert("capacity_free".into(), json!(n.free_capacity()));
         m.insert(
             "placeable".into(),
-            json!(n.reachable && zombie.is_none() && !drift),
+            json!(n.reachable && zombie.is_none() && !drift && n.untrusted.is_none()),
         );
         m
     }
@@ -632,7 +645,11 @@ impl Cluster {
         let majority = self.majority_version();
         let mut best: Option<(&NodeRecord, i64)> = None;
         for n in self.sorted_nodes(NodeSort::Activity) {
-            if !n.reachable || n.zombie_reason().is_some() || self.drifted(n, majority.as_deref()) {
+            if !n.reachable
+                || n.zombie_reason().is_some()
+                || n.untrusted.is_some()
+                || self.drifted(n, majority.as_deref())
+            {
                 continue;
             }
             let free = n.free_capacity();

@@ -8,13 +8,16 @@
 //!   has the shared secret, else the proxy service token, else the static token. The
 //!   caller's own `Authorization` and cookies are never forwarded. The auth middleware runs
 //!   first, so an unauthenticated request never gets here.
-//! * Responses are relayed as streams (status, body, `Content-Type`): nothing is buffered,
+//! * Responses are relayed as streams (status, body, `Content-Type` and the node's security
+//!   headers — `Content-Security-Policy`, `X-Content-Type-Options`, `X-Frame-Options`,
+//!   `Referrer-Policy` — so a preview keeps `CSP: sandbox` on the console's origin): nothing is buffered,
 //!   so event streams flow frame by frame; `Last-Event-ID` and `Accept` are forwarded.
 //!   Event streams get the SSE headers; an upstream non-200 on a stream becomes a 200 with
 //!   one `event: error` frame, as the original.
 //! * `GET /node/{id}/` rewrites the node's page: `/static/` and `/shared/` URLs get the
 //!   prefix, and after `<body>` come a banner naming the node, a style fix and a script
-//!   that prefixes root-relative `fetch` and `EventSource` URLs.
+//!   that prefixes root-relative `fetch` and `EventSource` URLs. The node's security headers
+//!   are relayed except its CSP, which would block that injected script.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -41,6 +44,30 @@ const FORWARDED_REQUEST_HEADERS: [header::HeaderName; 4] = [
     header::HeaderName::from_static("idempotency-key"),
 ];
 
+/// Response headers of the node relayed to the browser besides `Content-Type`: the page's
+/// own protections (a preview's `Content-Security-Policy: sandbox` keeps untrusted HTML from
+/// running with the console's origin).
+const RELAYED_SECURITY_HEADERS: [header::HeaderName; 4] = [
+    header::CONTENT_SECURITY_POLICY,
+    header::X_CONTENT_TYPE_OPTIONS,
+    header::X_FRAME_OPTIONS,
+    header::REFERRER_POLICY,
+];
+
+/// Copies the node's [`RELAYED_SECURITY_HEADERS`] (all values) onto the response; without
+/// `with_csp` the `Content-Security-Policy` stays out (the rewritten node page).
+fn relay_security_headers(from: &HeaderMap, to: &mut HeaderMap, with_csp: bool) {
+    for name in RELAYED_SECURITY_HEADERS {
+        if !with_csp && name == header::CONTENT_SECURITY_POLICY {
+            continue;
+        }
+        to.remove(&name);
+        for value in from.get_all(&name) {
+            to.append(name.clone(), value.clone());
+        }
+    }
+}
+
 fn resolve(console: &Console, node_id: &str) -> Result<String, ApiError> {
     if !valid_node_id(node_id) {
         console
@@ -49,17 +76,23 @@ fn resolve(console: &Console, node_id: &str) -> Result<String, ApiError> {
             .fetch_add(1, Ordering::Relaxed);
         return Err(ApiError::NotFound("Node not found".into()));
     }
-    console
-        .collector
-        .read(|c| c.nodes.get(node_id).map(|n| n.server_url.clone()))
-        .filter(|u| u.starts_with("http://") || u.starts_with("https://"))
-        .ok_or_else(|| {
-            console
-                .stats
-                .proxy_unknown_node
-                .fetch_add(1, Ordering::Relaxed);
-            ApiError::NotFound("Node not found".into())
-        })
+    let known = console.collector.read(|c| {
+        c.nodes
+            .get(node_id)
+            .map(|n| (n.credential_url().map(str::to_string), n.untrusted.clone()))
+    });
+    if let Some((None, Some(why))) = &known {
+        return Err(ApiError::Forbidden(format!(
+            "Node not trusted ({why}): the console does not proxy to it"
+        )));
+    }
+    known.and_then(|(url, _)| url).ok_or_else(|| {
+        console
+            .stats
+            .proxy_unknown_node
+            .fetch_add(1, Ordering::Relaxed);
+        ApiError::NotFound("Node not found".into())
+    })
 }
 
 fn auth_header(console: &Console, identity: Option<&Identity>) -> Result<Option<String>, ApiError> {
@@ -108,6 +141,7 @@ pub async fn node_page(
         .await
         .map_err(|e| unreachable(&console, &node_id, &e))?;
     let status = resp.status();
+    let upstream_headers = resp.headers().clone();
     if !status.is_success() {
         return Ok((
             status,
@@ -127,6 +161,7 @@ pub async fn node_page(
     response
         .headers_mut()
         .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    relay_security_headers(&upstream_headers, response.headers_mut(), false);
     Ok(response)
 }
 
@@ -201,6 +236,7 @@ pub async fn node_path(
         return Ok(response);
     }
     let content_type = resp.headers().get(header::CONTENT_TYPE).cloned();
+    let upstream_headers = resp.headers().clone();
     let location = status
         .is_redirection()
         .then(|| resp.headers().get(header::LOCATION))
@@ -218,6 +254,7 @@ pub async fn node_path(
     if let Some(loc) = location.and_then(|l| HeaderValue::from_str(&l).ok()) {
         response.headers_mut().insert(header::LOCATION, loc);
     }
+    relay_security_headers(&upstream_headers, response.headers_mut(), true);
     Ok(response)
 }
 
@@ -306,6 +343,29 @@ mod tests {
         assert_eq!(out.matches("turnstone-console-banner").count(), 1);
         assert!(out.contains("var P=\"/node/node-1\""));
         assert!(out.ends_with("</body><body>"), "only the first <body>");
+    }
+
+    #[test]
+    fn security_headers_are_relayed() {
+        let mut upstream = HeaderMap::new();
+        upstream.insert(
+            header::CONTENT_SECURITY_POLICY,
+            HeaderValue::from_static("sandbox"),
+        );
+        upstream.insert(
+            header::X_CONTENT_TYPE_OPTIONS,
+            HeaderValue::from_static("nosniff"),
+        );
+        upstream.insert(header::SET_COOKIE, HeaderValue::from_static("a=b"));
+        let mut out = HeaderMap::new();
+        relay_security_headers(&upstream, &mut out, true);
+        assert_eq!(out[header::CONTENT_SECURITY_POLICY], "sandbox");
+        assert_eq!(out[header::X_CONTENT_TYPE_OPTIONS], "nosniff");
+        assert!(out.get(header::SET_COOKIE).is_none());
+        let mut page = HeaderMap::new();
+        relay_security_headers(&upstream, &mut page, false);
+        assert!(page.get(header::CONTENT_SECURITY_POLICY).is_none());
+        assert_eq!(page[header::X_CONTENT_TYPE_OPTIONS], "nosniff");
     }
 
     #[test]

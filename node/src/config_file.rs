@@ -36,7 +36,8 @@
 //! searxng_url = "http://127.0.0.1:8888"
 //! search_backend = "mcp:brave:brave_web_search"   # or web_search_backend; default SearxNG
 //! agent_max_turns = 20          # model requests of one task_agent sub-agent
-//! subagent_auto_approve_all = true
+//! subagent_auto_approve_all = false
+//! env_passthrough = ["GOPATH"]  # node env vars children get beyond PATH, HOME, LANG, …
 //! [tools.notify.ops]
 //! url = "https://hooks.example/notify"
 //! ```
@@ -98,8 +99,14 @@ pub struct ToolsSection {
     pub disable_web: bool,
     /// `task_agent`: model requests one sub-agent may make (1 or more). Default 20.
     pub agent_max_turns: Option<u32>,
-    /// `task_agent`: sub-agents run every tool of their set without asking. Default `true`.
+    /// `task_agent`: sub-agents run every tool of their set without asking. Default `false`
+    /// (they run unattended under the parent's approval policy: only auto-approve tools).
     pub subagent_auto_approve_all: Option<bool>,
+    /// Names of the node's environment variables that child processes (bash, watch polls,
+    /// MCP stdio servers) get beyond the base allow-list (`PATH`, `HOME`, `LANG`, `LC_*`, …);
+    /// `NAME_*` passes a prefix. `TURNSTONE_*` is never passed.
+    #[serde(default)]
+    pub env_passthrough: Vec<String>,
 }
 
 /// The engine settings given as flags (or their env vars); `None`: not given, so the file's

@@ -159,6 +159,8 @@ pub struct WatchRunnerConfig {
     /// Watch-triggered turns allowed in a row on a workstream without a human message (the
     /// depth guard); the next notice is held until one arrives.
     pub max_consecutive_dispatches: usize,
+    /// Which of the node's variables poll commands get (`[tools] env_passthrough`).
+    pub child_env: turnstone_tools::ChildEnv,
 }
 
 /// The original's depth guard: 5 consecutive watch dispatches.
@@ -190,6 +192,7 @@ impl Default for WatchRunnerConfig {
             max_concurrent_polls: 4,
             batch: 64,
             max_consecutive_dispatches: MAX_CONSECUTIVE_WATCH_DISPATCHES,
+            child_env: turnstone_tools::ChildEnv::default(),
         }
     }
 }
@@ -369,7 +372,13 @@ impl Runner {
             self.deactivate(&watch.watch_id).await;
             return;
         }
-        let result = run_poll(&watch.command, &self.cwd, self.config.command_timeout).await;
+        let result = run_poll(
+            &watch.command,
+            &self.cwd,
+            self.config.command_timeout,
+            &self.config.child_env,
+        )
+        .await;
         let poll_count = watch.poll_count.saturating_add(1);
         let trigger = match Condition::parse(watch.stop_on.as_deref()) {
             Ok(condition) => condition.evaluate(

@@ -60,6 +60,14 @@ struct Args {
     /// Timeout of one node call of an admin fan-out (watches, models), seconds.
     #[arg(long, default_value_t = 10.0)]
     fan_out_timeout: f64,
+    /// Oldest heartbeat signature the console trusts, seconds (checked when it has
+    /// TURNSTONE_JWT_SECRET).
+    #[arg(long, env = "TURNSTONE_HEARTBEAT_MAX_AGE", default_value_t = 120.0)]
+    heartbeat_max_age: f64,
+    /// Comma-separated CIDRs, addresses and host names node URLs must name; a heartbeat
+    /// with any other URL gets no credentials (not polled, not proxied to).
+    #[arg(long, env = "TURNSTONE_NODE_URL_ALLOW")]
+    node_url_allow: Option<String>,
     /// A static token: accepted by the console (full access) and sent to the nodes.
     #[arg(long, env = "TURNSTONE_AUTH_TOKEN", hide_env_values = true)]
     auth_token: Option<String>,
@@ -139,8 +147,26 @@ async fn main() -> anyhow::Result<()> {
         max_event_loop_lag: Duration::from_millis(args.max_event_loop_lag_ms),
         node_fan_out_limit: args.node_fan_out_limit.max(1),
         fan_out_timeout: seconds("fan-out-timeout", args.fan_out_timeout)?,
+        heartbeat_max_age: seconds("heartbeat-max-age", args.heartbeat_max_age)?,
+        node_url_allow: args
+            .node_url_allow
+            .as_deref()
+            .map(turnstone_console::trust::NodeUrlAllow::parse)
+            .transpose()
+            .map_err(anyhow::Error::msg)?,
         ..ConsoleConfig::default()
     };
+    match (credentials.secret().is_some(), &config.node_url_allow) {
+        (true, _) => tracing::info!(
+            "node heartbeats must be signed with TURNSTONE_JWT_SECRET to get credentials"
+        ),
+        (false, Some(_)) => tracing::warn!(
+            "no TURNSTONE_JWT_SECRET: heartbeat signatures are not checked; only --node-url-allow limits where credentials go"
+        ),
+        (false, None) => tracing::warn!(
+            "no TURNSTONE_JWT_SECRET and no --node-url-allow: any heartbeat written to Redis decides where the console sends its token"
+        ),
+    }
     let listener = tokio::net::TcpListener::bind(SocketAddr::new(args.host, args.port)).await?;
     let running = turnstone_console::start(
         Options {

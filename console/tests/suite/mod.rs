@@ -54,10 +54,14 @@ pub async fn redis() -> redis::aio::MultiplexedConnection {
         .expect("Redis on 127.0.0.1:6379 (scripts/services starts it)")
 }
 
-/// Writes the heartbeat a bridge would write.
+/// Writes the heartbeat a bridge would write (signed with the shared secret).
 pub async fn heartbeat(prefix: &str, node_id: &str, url: &str, max_ws: u64) {
     let mut c = redis().await;
-    let value = serde_json::json!({"server_url": url, "started": 1.0e9, "max_ws": max_ws});
+    let signed_at = turnstone_runtime::auth::jwt::unix_seconds(std::time::SystemTime::now());
+    let sig =
+        turnstone_runtime::auth::heartbeat::sign(&JwtSecret::new(SECRET), node_id, url, signed_at);
+    let value = serde_json::json!({"server_url": url, "started": 1.0e9, "max_ws": max_ws,
+        "signed_at": signed_at, "sig": sig});
     let _: () = redis::cmd("SET")
         .arg(format!("{prefix}:node:{node_id}"))
         .arg(value.to_string())

@@ -58,9 +58,10 @@ pub struct EngineConfig {
     /// what it has (`agent_max_turns`, default 20).
     pub agent_max_turns: u32,
     /// `task_agent`: whether a sub-agent runs every tool call of its tool set without asking
-    /// (`subagent_auto_approve_all`, default `true`: the human already approved the
-    /// `task_agent` call itself). When `false` only tools with `auto_approve` metadata run;
-    /// other calls are denied with a tool error.
+    /// (`subagent_auto_approve_all`, default `false`: a sub-agent runs under the parent's
+    /// approval policy: nobody can be asked, so only what needs no approval runs). When
+    /// `false` only tools with `auto_approve` metadata run (a read outside the workspace
+    /// still needs a decision); other calls are denied with a tool error.
     pub subagent_auto_approve_all: bool,
     /// After a turn that ended without tool calls, compact the conversation when its prompt
     /// exceeded this share of the context window (`session.auto_compact_pct`; 0 disables).
@@ -101,7 +102,7 @@ impl Default for EngineConfig {
             max_turn_requests: None,
             unattended: false,
             agent_max_turns: 20,
-            subagent_auto_approve_all: true,
+            subagent_auto_approve_all: false,
             auto_compact_pct: 0.8,
             compact_max_tokens: 32_768,
             auto_title: false,

@@ -678,11 +678,14 @@ struct Prep {
 }
 
 impl Prep {
-    /// Whether the tool's metadata marks it safe to run unasked (`auto_approve`).
+    /// Whether the tool's metadata marks it safe to run unasked (`auto_approve`). Covers
+    /// only the tool's plain label: an elevated label the tool chose for this call (e.g.
+    /// `read_file_outside`, a read outside the workspace) still needs a decision.
     fn auto_approve_meta(&self) -> bool {
-        self.tool
-            .as_ref()
-            .is_some_and(|t| t.definition().meta.auto_approve)
+        self.tool.as_ref().is_some_and(|t| {
+            let definition = t.definition();
+            definition.meta.auto_approve && self.item.approval_label == definition.name
+        })
     }
 }
 

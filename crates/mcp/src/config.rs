@@ -51,7 +51,8 @@ pub enum McpTransportConfig {
         command: String,
         /// Its arguments.
         args: Vec<String>,
-        /// Extra environment, merged onto a scrubbed copy of the node's environment.
+        /// Extra environment, set on top of the allowed part of the node's environment
+        /// (`turnstone_tools::ChildEnv`: `PATH`, `HOME`, `LANG`, … and `[tools] env_passthrough`).
         env: BTreeMap<String, String>,
         /// Working directory (the node's when absent).
         cwd: Option<PathBuf>,

@@ -29,7 +29,6 @@ use tokio::{
 
 use crate::{
     config::{McpServerConfig, McpTransportConfig},
-    env::scrubbed_environment,
     types::{McpPrompt, McpResource, McpResourceTemplate, McpTool},
 };
 
@@ -190,6 +189,7 @@ pub(crate) struct Connection {
 /// the startup timeout; dropping this future kills a spawned child).
 pub(crate) async fn connect(
     config: &McpServerConfig,
+    child_env: &turnstone_tools::ChildEnv,
     changes: mpsc::UnboundedSender<ListKind>,
 ) -> Result<Connection, String> {
     let handler = Handler { changes };
@@ -205,9 +205,7 @@ pub(crate) async fn connect(
             let mut cmd = tokio::process::Command::new(command);
             cmd.args(args)
                 .env_clear()
-                .envs(scrubbed_environment(std::env::vars_os().filter_map(
-                    |(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)),
-                )))
+                .envs(child_env.from_process())
                 .envs(env)
                 .kill_on_drop(true);
             if let Some(cwd) = cwd {

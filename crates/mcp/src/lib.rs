@@ -31,7 +31,6 @@
 
 mod config;
 mod connection;
-mod env;
 mod error;
 mod manager;
 mod types;
@@ -40,7 +39,6 @@ pub use config::{
     DEFAULT_CALL_TIMEOUT, DEFAULT_STARTUP_TIMEOUT, McpServerConfig, McpTransportConfig,
     load_mcp_json, parse_mcp_json, parse_servers_value, parse_toml_config, validate_server_name,
 };
-pub use env::scrubbed_environment;
 pub use error::{McpConfigError, McpError};
 pub use manager::{McpManager, McpOptions};
 pub use types::{

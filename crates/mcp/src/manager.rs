@@ -50,6 +50,9 @@ pub struct McpOptions {
     pub refresh_interval: Option<Duration>,
     /// How long a call waits for a server that is connecting or reconnecting.
     pub call_wait: Duration,
+    /// Which of the node's variables stdio servers get (the server's configured `env` is
+    /// set on top).
+    pub child_env: turnstone_tools::ChildEnv,
 }
 
 impl Default for McpOptions {
@@ -61,6 +64,7 @@ impl Default for McpOptions {
             max_reconnect_attempts: 5,
             refresh_interval: None,
             call_wait: Duration::from_secs(15),
+            child_env: turnstone_tools::ChildEnv::default(),
         }
     }
 }
@@ -773,7 +777,7 @@ async fn supervise(inner: Arc<Inner>, idx: usize, mut commands: mpsc::UnboundedR
     let mut waiters: Vec<Reply> = Vec::new();
     loop {
         let (changes_tx, mut changes_rx) = mpsc::unbounded_channel();
-        let establish = establish(&server, changes_tx);
+        let establish = establish(&server, &inner.options.child_env, changes_tx);
         tokio::pin!(establish);
         let outcome = loop {
             tokio::select! {
@@ -866,11 +870,12 @@ async fn supervise(inner: Arc<Inner>, idx: usize, mut commands: mpsc::UnboundedR
 /// Connect + initialize + full discovery, bounded by the startup timeout.
 async fn establish(
     server: &Server,
+    child_env: &turnstone_tools::ChildEnv,
     changes: mpsc::UnboundedSender<ListKind>,
 ) -> Result<(Connection, Catalog, Vec<String>), String> {
     let limit = server.config.startup_timeout;
     let work = async {
-        let conn = connect(&server.config, changes).await?;
+        let conn = connect(&server.config, child_env, changes).await?;
         let kinds: HashSet<ListKind> = ListKind::ALL.into_iter().collect();
         match discover(
             conn.client.peer(),

@@ -52,6 +52,7 @@ pub use tool::*;
 mod arguments;
 pub mod backends;
 pub mod builtin;
+pub mod child_env;
 mod error;
 mod paths;
 mod process;
@@ -72,6 +73,7 @@ pub use builtin::{
     PreviewContent, PreviewKind, PreviewSink, ReadFileTool, RecallTool, SearchTool, SkillTool,
     WebFetchTool, WebSearchTool, WriteFileTool,
 };
+pub use child_env::ChildEnv;
 pub use error::{ArgumentError, RegistryError};
 pub use registry::{
     FunctionSpec, Provenance, RegisteredTool, RegistrySnapshot, ToolRegistry, parse_tool_arguments,

@@ -129,7 +129,7 @@ struct Args {
     agent_max_turns: Option<u32>,
     /// `task_agent`: whether sub-agents run every tool of their set without asking (the
     /// human approved the task_agent call). `false`: only auto-approve tools run. Default:
-    /// `[tools] subagent_auto_approve_all`, else true.
+    /// `[tools] subagent_auto_approve_all`, else false.
     #[arg(
         long,
         env = "TURNSTONE_SUBAGENT_AUTO_APPROVE_ALL",
@@ -345,7 +345,15 @@ async fn main() -> anyhow::Result<()> {
     })?;
     // MCP servers connect in the background: one slow or failing server never delays
     // start-up or the others.
-    let mcp = (!mcp_servers.is_empty()).then(|| turnstone_mcp::McpManager::start(mcp_servers));
+    let mcp = (!mcp_servers.is_empty()).then(|| {
+        turnstone_mcp::McpManager::start_with(
+            mcp_servers,
+            turnstone_mcp::McpOptions {
+                child_env: tool_options.child_env.clone(),
+                ..turnstone_mcp::McpOptions::default()
+            },
+        )
+    });
     let mcp_sync = mcp.as_ref().map(|m| {
         tracing::info!(
             servers = m.counts().servers,
@@ -373,6 +381,7 @@ async fn main() -> anyhow::Result<()> {
         &node,
         turnstone_node::watch_runner::WatchRunnerConfig {
             tick: watch_tick,
+            child_env: tool_options.child_env.clone(),
             ..turnstone_node::watch_runner::WatchRunnerConfig::default()
         },
     )?;
@@ -540,6 +549,7 @@ fn builtin_options(
     }));
     Ok(turnstone_tools::BuiltinOptions {
         web,
+        child_env: turnstone_tools::ChildEnv::new(t.env_passthrough.iter().cloned()),
         ..turnstone_tools::BuiltinOptions::default()
     })
 }

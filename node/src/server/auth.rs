@@ -14,7 +14,9 @@ use axum::extract::{MatchedPath, Request, State};
 use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use turnstone_runtime::auth::{AUTH_COOKIE, Access, Scope, bearer_token, cookie_value};
+use turnstone_runtime::auth::{
+    APPROVALS_OFF_PERMISSION, AUTH_COOKIE, Access, Identity, Scope, bearer_token, cookie_value,
+};
 
 use super::error::ApiError;
 use super::permissions::{Lookup, Needs, lookup};
@@ -33,6 +35,28 @@ fn forbidden(status: StatusCode, message: &str) -> Response {
         message: message.to_string(),
     }
     .into_response()
+}
+
+/// Refuses a request that would switch approvals off (`auto_approve: true` or a non-empty
+/// `auto_approve_tools`) unless the caller may ([`Identity::may_switch_approvals_off`]):
+/// 403 with a message naming what is missing. Without auth (`identity` is `None`, a
+/// loopback-only node) everything is allowed, as every other route.
+pub fn check_approvals_off(
+    identity: Option<&Identity>,
+    auto_approve: bool,
+    auto_approve_tools: &[String],
+) -> Result<(), ApiError> {
+    let asks = auto_approve || !auto_approve_tools.is_empty();
+    match identity {
+        Some(who) if asks && !who.may_switch_approvals_off() => Err(ApiError::Auth {
+            status: 403,
+            message: format!(
+                "Forbidden: auto_approve and auto_approve_tools switch approvals off and need \
+                 the 'approve' scope and the '{APPROVALS_OFF_PERMISSION}' permission"
+            ),
+        }),
+        _ => Ok(()),
+    }
 }
 
 /// The middleware (see the module docs).

@@ -3,13 +3,14 @@
 
 use std::sync::Arc;
 
-use axum::Json;
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
 use serde_json::{Value, json};
 use turnstone_engine::{ApproveOutcome, PlanOutcome, SendOutcome};
 use turnstone_proto::api::{ApproveBody, CancelBody, CommandBody, PlanBody, SendBody};
+use turnstone_runtime::auth::Identity;
 
 use super::body::WireJson;
 use super::error::ApiError;
@@ -35,12 +36,18 @@ pub struct Extras {
 /// nothing.
 pub async fn send(
     State(node): State<Arc<Node>>,
+    identity: Option<Extension<Identity>>,
     headers: HeaderMap,
     WireJson(raw): WireJson<Value>,
 ) -> Result<Response, ApiError> {
     let body: SendBody = turnstone_proto::api::decode_value("SendBody", &raw)?;
     let extras: Extras = turnstone_proto::api::decode_value("SendBody", &raw)?;
     let key = super::state::idempotency_key(extras.correlation_id.as_deref(), &headers)?;
+    super::auth::check_approvals_off(
+        identity.as_deref(),
+        extras.auto_approve == Some(true),
+        extras.auto_approve_tools.as_deref().unwrap_or_default(),
+    )?;
     let message = body.message.trim();
     if message.is_empty() {
         return Err(ApiError::BadRequest("Empty message".into()));

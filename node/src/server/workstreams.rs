@@ -3,13 +3,14 @@
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use axum::Json;
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
 use serde_json::{Value, json};
 use turnstone_engine::{CreateOptions, ManagerError, WsState};
 use turnstone_proto::api::{CloseWorkstreamBody, CreateWorkstreamBody};
+use turnstone_runtime::auth::Identity;
 
 use super::body::WireJson;
 use super::error::ApiError;
@@ -77,9 +78,15 @@ pub async fn dashboard(State(node): State<Arc<Node>>) -> Json<Value> {
 /// `Idempotent-Replayed: true`) and creates nothing — also when the repeats race.
 pub async fn create(
     State(node): State<Arc<Node>>,
+    identity: Option<Extension<Identity>>,
     headers: HeaderMap,
     WireJson(body): WireJson<CreateWorkstreamBody>,
 ) -> Result<Response, ApiError> {
+    super::auth::check_approvals_off(
+        identity.as_deref(),
+        body.auto_approve,
+        &body.auto_approve_tools,
+    )?;
     let key = super::state::idempotency_key(Some(&body.correlation_id), &headers)?;
     let Some(key) = key else {
         return Ok(Json(create_now(&node, &body).await?).into_response());

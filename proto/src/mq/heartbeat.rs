@@ -28,6 +28,14 @@ pub struct NodeHeartbeat {
     /// Set by the simulator only: live workstream count.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub workstreams: Option<u64>,
+    /// Ours: Unix seconds when the bridge signed this heartbeat.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub signed_at: Option<i64>,
+    /// Ours: hex HMAC-SHA256 with the cluster's JWT secret over node id, `server_url` and
+    /// `signed_at` (`turnstone_runtime::auth::heartbeat`); absent when the bridge has no
+    /// secret.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sig: Option<String>,
 }
 
 impl Default for NodeHeartbeat {
@@ -38,6 +46,8 @@ impl Default for NodeHeartbeat {
             max_ws: DEFAULT_MAX_WS,
             sim: None,
             workstreams: None,
+            signed_at: None,
+            sig: None,
         }
     }
 }

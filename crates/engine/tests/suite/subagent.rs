@@ -33,6 +33,19 @@ fn delegate(prompt: &str) -> String {
     format!("CALL:task_agent {}", json!({ "prompt": prompt }))
 }
 
+/// The tool results the sub-agent's second model request carries, in order.
+fn second_sub_request_tool_results(h: &Harness) -> Vec<String> {
+    let requests = h.llm.requests();
+    let second = requests.iter().filter(|r| is_sub(r)).nth(1).unwrap();
+    second["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap().to_string())
+        .collect()
+}
+
 fn chunks(events: &[Event]) -> String {
     events
         .iter()
@@ -45,7 +58,8 @@ fn chunks(events: &[Event]) -> String {
 
 #[tokio::test]
 async fn the_sub_agent_runs_task_tools_and_its_final_text_is_the_result() {
-    let h = Harness::start().await;
+    // Opted in: the sub-agent runs every tool of its set unasked.
+    let h = Harness::with(|o| o.config.subagent_auto_approve_all = true).await;
     register_subagent(h.manager.engine()).unwrap();
     let ws = h.workstream();
     let prompt = format!(
@@ -123,6 +137,7 @@ async fn the_sub_agent_runs_task_tools_and_its_final_text_is_the_result() {
 async fn the_turn_limit_stops_the_sub_agent_with_what_it_has() {
     let h = Harness::with(|o| {
         o.config.skip_permissions = true;
+        o.config.subagent_auto_approve_all = true;
         o.config.agent_max_turns = 1;
     })
     .await;
@@ -146,7 +161,11 @@ async fn the_turn_limit_stops_the_sub_agent_with_what_it_has() {
 
 #[tokio::test]
 async fn cancelling_the_parent_kills_the_sub_agents_tools() {
-    let h = Harness::with(|o| o.config.skip_permissions = true).await;
+    let h = Harness::with(|o| {
+        o.config.skip_permissions = true;
+        o.config.subagent_auto_approve_all = true;
+    })
+    .await;
     register_subagent(h.manager.engine()).unwrap();
     let ws = h.workstream();
     let pidfile = h.path("pid");
@@ -215,15 +234,7 @@ async fn without_auto_approve_all_only_auto_approve_tools_run() {
     );
     // The sub-agent's second request carries both results: the file (read_file is
     // auto-approve) and the denial with its reason.
-    let requests = h.llm.requests();
-    let second = requests.iter().filter(|r| is_sub(r)).nth(1).unwrap();
-    let tools: Vec<&str> = second["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|m| m["role"] == "tool")
-        .map(|m| m["content"].as_str().unwrap())
-        .collect();
+    let tools = second_sub_request_tool_results(&h);
     assert_eq!(tools.len(), 2, "{tools:?}");
     assert!(tools[0].contains("alpha line"), "{tools:?}");
     assert!(
@@ -269,5 +280,38 @@ async fn a_bad_prompt_is_a_tool_error_and_the_tool_is_top_level_only() {
         h.llm.requests().iter().filter(|r| is_sub(r)).count(),
         0,
         "no sub-agent ran"
+    );
+}
+
+#[tokio::test]
+async fn by_default_a_sub_agent_runs_only_what_needs_no_approval() {
+    // Defaults: subagent_auto_approve_all = false. A read inside the workspace runs; a read
+    // outside it (label `read_file_outside`) needs a decision nobody can give, as bash does.
+    let h = Harness::start().await;
+    register_subagent(h.manager.engine()).unwrap();
+    std::fs::write(h.path("inside.txt"), "inside line\n").unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("secret.txt"), "outside secret\n").unwrap();
+    let ws = h.workstream();
+    let prompt = format!(
+        "{}\n{}",
+        r#"CALL:read_file {"path": "inside.txt"}"#,
+        format_args!(
+            "CALL:read_file {}",
+            json!({"path": outside.path().join("secret.txt")})
+        )
+    );
+    let mut sub = send(&ws, &delegate(&prompt));
+    let events = read_until(&mut sub, |e| matches!(e, Event::ApproveRequest { .. })).await;
+    assert!(matches!(events.last(), Some(Event::ApproveRequest { .. })));
+    ws.approve(true, None, false);
+    read_turn(&mut sub).await;
+    let tools = second_sub_request_tool_results(&h);
+    assert_eq!(tools.len(), 2, "{tools:?}");
+    assert!(tools[0].contains("inside line"), "{tools:?}");
+    assert!(
+        tools[1].starts_with("Error: not run: this tool needs approval")
+            && !tools[1].contains("outside secret"),
+        "{tools:?}"
     );
 }

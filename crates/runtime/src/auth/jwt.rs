@@ -184,6 +184,13 @@ impl NewClaims {
             AUDIENCE_SERVER,
         )
     }
+
+    /// The bridge when it is configured to relay producers' `auto_approve`: [`Self::bridge`]
+    /// plus the `tools.approve` permission the node asks for before approvals are switched
+    /// off.
+    pub fn bridge_relaying_auto_approve() -> Self {
+        Self::bridge().with_permissions(Permissions::parse(super::APPROVALS_OFF_PERMISSION))
+    }
 }
 
 /// The claims of a verified token.

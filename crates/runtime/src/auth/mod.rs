@@ -5,6 +5,7 @@
 //! * [`policy`] — which scope a method + path needs ([`required_scope`]), whether auth is on
 //!   ([`auth_enabled`]) and where it may be off ([`check_bind_policy`]).
 //! * [`jwt`] — HS256 tokens: [`mint`], [`verify`], service identities and [`ServiceToken`].
+//! * [`heartbeat`] — HMAC signatures of node heartbeats (who may be sent credentials).
 //! * [`tokens`] — config tokens (constant-time) and `ts_` API tokens (SHA-256 +
 //!   [`ApiTokenLookup`]).
 //! * [`authenticator`] — [`Authenticator`]: credentials from the `Authorization` header or the
@@ -22,6 +23,7 @@
 //! ```
 
 pub mod authenticator;
+pub mod heartbeat;
 pub mod jwt;
 pub mod policy;
 pub mod scope;
@@ -44,6 +46,9 @@ pub use tokens::{
 };
 
 use std::time::SystemTime;
+
+/// The permission that switching approvals off needs (with the `approve` scope).
+pub const APPROVALS_OFF_PERMISSION: &str = "tools.approve";
 
 /// Body text of every 401 the auth layer produces.
 pub const UNAUTHORIZED_MESSAGE: &str = "Unauthorized: missing or invalid token";
@@ -145,6 +150,18 @@ impl Identity {
             || self.permissions.contains(permission)
     }
 
+    /// Whether this identity may switch approvals off (`auto_approve`, `auto_approve_tools`):
+    /// it needs the `approve` scope and the [`APPROVALS_OFF_PERMISSION`] permission
+    /// (identity-less config tokens hold every permission). The bridge's own token carries
+    /// the permission only when the bridge is configured to relay producers' auto-approve,
+    /// so a bridge cannot launder a producer's request.
+    /// Unlike [`Identity::has_permission`], a service identity does not count as holding it
+    /// unless its token names it.
+    pub fn may_switch_approvals_off(&self) -> bool {
+        self.scopes.has(Scope::Approve)
+            && (self.user_id.is_empty() || self.permissions.contains(APPROVALS_OFF_PERMISSION))
+    }
+
     /// Only service callers (`src` `console` or `bridge`) may create workstreams on behalf of
     /// another user (`user_id` in `workstreams/new`).
     pub fn may_act_for_other_users(&self) -> bool {
@@ -200,6 +217,22 @@ mod tests {
             r#"{"error":"Forbidden: token lacks 'approve' scope"}"#
         );
         assert_eq!(AuthError::Jwt(JwtError::Expired).status(), 401);
+    }
+
+    #[test]
+    fn switching_approvals_off_needs_approve_and_tools_approve() {
+        let mut admin = identity("approve", "u", "password");
+        admin.permissions = Permissions::parse("approve,tools.approve");
+        assert!(admin.may_switch_approvals_off());
+        // The approve scope alone is not enough for a user or a service…
+        assert!(!identity("approve", "u", "password").may_switch_approvals_off());
+        assert!(!identity("approve", "bridge", "bridge").may_switch_approvals_off());
+        // …nor the permission without the scope.
+        let mut writer = identity("write", "u", "password");
+        writer.permissions = Permissions::parse("write,tools.approve");
+        assert!(!writer.may_switch_approvals_off());
+        // Identity-less full-access config tokens may.
+        assert!(identity("approve", "", "config").may_switch_approvals_off());
     }
 
     #[test]

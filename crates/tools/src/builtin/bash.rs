@@ -3,7 +3,7 @@
 //! the [`OutputSink`] as they arrive. Dropping the `execute` future, or hitting the timeout,
 //! kills the whole process group.
 
-use std::ffi::{OsStr, OsString};
+use std::ffi::OsString;
 use std::os::unix::process::ExitStatusExt;
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
@@ -15,6 +15,7 @@ use tokio::time::Instant;
 
 use super::{blocklist, finish, header};
 use crate::arguments::Args;
+use crate::child_env::ChildEnv;
 use crate::error::RegistryError;
 use crate::process::GroupKill;
 use crate::schema::builtin_definition;
@@ -28,21 +29,12 @@ const OUTPUT_CAP: usize = 256 * 1024;
 /// After the shell exits, how long background processes may keep its pipes open before
 /// the rest of the process group is killed.
 const DRAIN_GRACE: Duration = Duration::from_millis(500);
-/// Environment variable name endings that mark secrets.
-const SECRET_SUFFIXES: &[&str] = &[
-    "_KEY",
-    "_SECRET",
-    "_TOKEN",
-    "_PASSWORD",
-    "_PASSWD",
-    "_CREDENTIALS",
-];
-
 /// The `bash` tool.
 #[derive(Debug, Clone)]
 pub struct BashTool {
     definition: ToolDefinition,
     default_timeout: Duration,
+    child_env: ChildEnv,
     extra_env: Vec<(OsString, OsString)>,
 }
 
@@ -51,6 +43,7 @@ impl BashTool {
         Ok(Self {
             definition: builtin_definition("bash")?,
             default_timeout: Duration::from_secs(120),
+            child_env: ChildEnv::default(),
             extra_env: Vec::new(),
         })
     }
@@ -61,30 +54,33 @@ impl BashTool {
         self
     }
 
-    /// Adds a variable to the commands' environment (still subject to secret scrubbing).
+    /// Which of the node's variables commands get ([`ChildEnv`]).
+    pub fn with_child_env(mut self, child_env: ChildEnv) -> Self {
+        self.child_env = child_env;
+        self
+    }
+
+    /// Adds a variable to the commands' environment (configured explicitly, so it is set
+    /// whatever its name).
     pub fn with_env(mut self, key: impl Into<OsString>, value: impl Into<OsString>) -> Self {
         self.extra_env.push((key.into(), value.into()));
         self
     }
 
-    /// The environment a command runs with: the node's plus the extras, minus secrets.
+    /// The environment a command runs with: the allowed part of the node's, plus the extras.
     fn environment(&self) -> Vec<(OsString, OsString)> {
         let mut env: Vec<(OsString, OsString)> = Vec::new();
-        for (key, value) in std::env::vars_os().chain(self.extra_env.iter().cloned()) {
-            if is_secret_name(&key) {
-                continue;
-            }
+        for (key, value) in self
+            .child_env
+            .from_process()
+            .into_iter()
+            .chain(self.extra_env.iter().cloned())
+        {
             env.retain(|(k, _)| *k != key);
             env.push((key, value));
         }
         env
     }
-}
-
-/// Whether an environment variable name looks like it holds a secret.
-pub(crate) fn is_secret_name(name: &OsStr) -> bool {
-    let upper = name.to_string_lossy().to_ascii_uppercase();
-    SECRET_SUFFIXES.iter().any(|suffix| upper.ends_with(suffix))
 }
 
 #[async_trait]
@@ -402,30 +398,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn secret_names_are_recognised() {
-        for name in [
-            "OPENAI_API_KEY",
-            "GITHUB_TOKEN",
-            "db_password",
-            "AWS_SECRET",
-            "X_CREDENTIALS",
-        ] {
-            assert!(is_secret_name(OsStr::new(name)), "{name}");
-        }
-        for name in ["PATH", "HOME", "KEYBOARD", "TOKENIZER_PATH", "MONKEY"] {
-            assert!(!is_secret_name(OsStr::new(name)), "{name}");
-        }
-    }
-
-    #[test]
-    fn environment_drops_secrets_and_keeps_extras() {
-        let tool = BashTool::new()
-            .unwrap()
-            .with_env("FOO_TOKEN", "s3cret")
-            .with_env("FOO_PLAIN", "shown");
+    fn environment_is_the_allow_list_plus_configured_extras() {
+        let tool = BashTool::new().unwrap().with_env("FOO_PLAIN", "shown");
         let env = tool.environment();
-        assert!(env.iter().all(|(k, _)| k != "FOO_TOKEN"));
         assert!(env.iter().any(|(k, v)| k == "FOO_PLAIN" && v == "shown"));
+        assert!(
+            env.iter()
+                .all(|(k, _)| k == "FOO_PLAIN" || ChildEnv::default().allows(&k.to_string_lossy())),
+            "{env:?}"
+        );
     }
 
     #[test]

@@ -72,12 +72,18 @@ impl Tool for DiffFileTool {
                 format!("{path_a} ↔ given content")
             }
         };
+        let targets: Vec<std::path::PathBuf> = ["path_a", "path_b"]
+            .iter()
+            .filter_map(|k| normalized[*k].as_str().map(std::path::PathBuf::from))
+            .collect();
+        let targets: Vec<&std::path::Path> = targets.iter().map(|p| p.as_path()).collect();
+        let access = paths::Access::check(&ctx.cwd, &targets);
         Ok(Prepared {
             args: normalized,
             header: header("diff_file", &summary),
-            preview: String::new(),
-            needs_approval: false,
-            approval_label: "diff_file".to_owned(),
+            preview: access.note(),
+            needs_approval: !access.is_inside(),
+            approval_label: access.read_label("diff_file"),
         })
     }
 

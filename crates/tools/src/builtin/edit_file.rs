@@ -319,7 +319,14 @@ impl Tool for EditFileTool {
         normalized["path"] = json!(path.to_string_lossy());
         Ok(Prepared {
             args: normalized,
-            header: header("edit_file", &format!("{shown} ({})", applied.summary)),
+            header: header(
+                "edit_file",
+                &format!(
+                    "{shown}{} ({})",
+                    paths::resolved_suffix(&ctx.cwd, &path),
+                    applied.summary
+                ),
+            ),
             preview: unified_diff(&content, &applied.content, &shown, &shown, 3),
             needs_approval: true,
             approval_label: "edit_file".to_owned(),

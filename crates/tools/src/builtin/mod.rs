@@ -48,8 +48,10 @@ use crate::web::WebOptions;
 pub struct BuiltinOptions {
     /// `bash` timeout when the call gives none (`tools.timeout`, default 120 s).
     pub bash_default_timeout: Duration,
-    /// Extra environment for `bash` commands, added to the node's own (secrets still scrubbed).
+    /// Extra environment for `bash` commands, added to the allowed part of the node's own.
     pub bash_env: Vec<(String, String)>,
+    /// Which of the node's variables `bash` commands get (`[tools] env_passthrough`).
+    pub child_env: crate::child_env::ChildEnv,
     /// How long a `search` may walk before it returns what it found so far.
     pub search_timeout: Duration,
     /// Settings of `web_fetch`, `web_search` and `notify` (registered when `web.enabled`).
@@ -61,6 +63,7 @@ impl Default for BuiltinOptions {
         Self {
             bash_default_timeout: Duration::from_secs(120),
             bash_env: Vec::new(),
+            child_env: crate::child_env::ChildEnv::default(),
             search_timeout: Duration::from_secs(30),
             web: WebOptions::default(),
         }
@@ -69,7 +72,9 @@ impl Default for BuiltinOptions {
 
 /// All built-in tools, alphabetical by name (the original loads schema files in name order).
 pub(crate) fn all(options: &BuiltinOptions) -> Result<Vec<Arc<dyn Tool>>, RegistryError> {
-    let mut bash = BashTool::new()?.with_default_timeout(options.bash_default_timeout);
+    let mut bash = BashTool::new()?
+        .with_default_timeout(options.bash_default_timeout)
+        .with_child_env(options.child_env.clone());
     for (key, value) in &options.bash_env {
         bash = bash.with_env(key, value);
     }

@@ -231,12 +231,13 @@ impl Tool for OpenPreviewTool {
             None => {
                 let resolved = paths::resolve(&ctx.cwd, target);
                 normalized["path"] = json!(resolved.to_string_lossy());
+                let access = paths::Access::check(&ctx.cwd, &[&resolved]);
                 Ok(Prepared {
                     args: normalized,
                     header: header("open_preview", target),
-                    preview: String::new(),
-                    needs_approval: false,
-                    approval_label: "open_preview".to_owned(),
+                    preview: access.note(),
+                    needs_approval: !access.is_inside(),
+                    approval_label: access.read_label("open_preview"),
                 })
             }
         }

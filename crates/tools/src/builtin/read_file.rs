@@ -59,12 +59,13 @@ impl Tool for ReadFileTool {
         if let Some(l) = limit {
             normalized["limit"] = json!(l);
         }
+        let access = paths::Access::check(&ctx.cwd, &[&resolved]);
         Ok(Prepared {
             args: normalized,
             header: header("read_file", path),
-            preview: String::new(),
-            needs_approval: false,
-            approval_label: "read_file".to_owned(),
+            preview: access.note(),
+            needs_approval: !access.is_inside(),
+            approval_label: access.read_label("read_file"),
         })
     }
 

@@ -157,12 +157,13 @@ impl Tool for SearchTool {
         } else {
             shown
         };
+        let access = paths::Access::check(&ctx.cwd, &[&query.root]);
         Ok(Prepared {
             args: query.to_json(),
             header: header("search", &format!("/{}/ in {shown}", query.pattern)),
-            preview: String::new(),
-            needs_approval: false,
-            approval_label: "search".to_owned(),
+            preview: access.note(),
+            needs_approval: !access.is_inside(),
+            approval_label: access.read_label("search"),
         })
     }
 

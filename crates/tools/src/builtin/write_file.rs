@@ -101,7 +101,11 @@ impl Tool for WriteFileTool {
             }),
             header: header(
                 "write_file",
-                &format!("{verb} {shown} ({} bytes)", content.len()),
+                &format!(
+                    "{verb} {shown}{} ({} bytes)",
+                    paths::resolved_suffix(&ctx.cwd, &path),
+                    content.len()
+                ),
             ),
             preview,
             needs_approval: true,

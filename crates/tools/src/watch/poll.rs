@@ -1,9 +1,8 @@
 //! Running one poll of a watch: the command under `bash -c` in the workstream's directory,
-//! in its own process group, with secrets scrubbed from the environment, a timeout, and the
+//! in its own process group, with the [`ChildEnv`] allow-list as its environment, a timeout, and the
 //! output (standard output, then standard error) capped at [`MAX_OUTPUT_CHARS`] characters.
 //! Dropping the future, or hitting the timeout, kills the whole process group.
 
-use std::ffi::OsString;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::{ExitStatus, Stdio};
@@ -12,7 +11,7 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::time::Instant;
 
-use crate::builtin::bash::is_secret_name;
+use crate::child_env::ChildEnv;
 use crate::process::GroupKill;
 
 /// Longest output kept of one poll, in characters (the rest is cut, with a marker).
@@ -46,10 +45,8 @@ pub fn check_command(command: &str) -> Result<(), String> {
 
 /// Runs `command` once (see the module docs). Never fails: a timeout or a shell that cannot
 /// start is reported in the output with exit code `-1`.
-pub async fn run_poll(command: &str, cwd: &Path, timeout: Duration) -> PollResult {
-    let env: Vec<(OsString, OsString)> = std::env::vars_os()
-        .filter(|(k, _)| !is_secret_name(k))
-        .collect();
+pub async fn run_poll(command: &str, cwd: &Path, timeout: Duration, env: &ChildEnv) -> PollResult {
+    let env = env.from_process();
     let mut cmd = tokio::process::Command::new("bash");
     cmd.arg("-c")
         .arg(command)

@@ -140,19 +140,33 @@ async fn chunks_arrive_while_the_command_is_still_running() {
 }
 
 #[tokio::test]
-async fn secrets_are_scrubbed_from_the_environment() {
+async fn the_environment_is_the_allow_list_plus_configured_variables() {
     let (_d, ctx) = ctx();
     let tool = BashTool::new()
         .unwrap()
-        .with_env("FOO_TOKEN", "tok-123")
+        .with_child_env(turnstone_tools::ChildEnv::new(["CARGO_*".to_string()]))
         .with_env("FOO_PLAIN", "visible");
-    let prepared = tool.prepare(json!({"command": "env"}), &ctx).unwrap();
+    let prepared = tool
+        .prepare(
+            json!({"command": "env -0 | tr '\\0' '\\n' | cut -d= -f1"}),
+            &ctx,
+        )
+        .unwrap();
     let out = tool
         .execute(&prepared, &ctx, &turnstone_tools::NoOutput)
         .await;
-    assert!(out.content.contains("FOO_PLAIN=visible"), "{}", out.content);
-    assert!(!out.content.contains("FOO_TOKEN"));
-    assert!(!out.content.contains("tok-123"));
+    let names: Vec<&str> = out.content.lines().filter(|l| !l.is_empty()).collect();
+    assert!(names.contains(&"FOO_PLAIN"), "{names:?}");
+    // cargo sets CARGO_* for tests: passed through by the configured prefix.
+    assert!(names.iter().any(|n| n.starts_with("CARGO_")), "{names:?}");
+    // bash itself adds a few (PWD, SHLVL, _); everything else is allowed by name.
+    let env = turnstone_tools::ChildEnv::new(["CARGO_*".to_string()]);
+    for name in names {
+        assert!(
+            env.allows(name) || ["FOO_PLAIN", "PWD", "SHLVL", "_", "OLDPWD"].contains(&name),
+            "{name} reached the command"
+        );
+    }
 }
 
 #[tokio::test]

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use turnstone_tools::watch::{
     MAX_OUTPUT_CHARS, WatchBackend, WatchEntry, WatchRequest, bound_output, run_poll,
 };
-use turnstone_tools::{NoOutput, Tool, ToolContext, ToolOutput, WatchTool};
+use turnstone_tools::{ChildEnv, NoOutput, Tool, ToolContext, ToolOutput, WatchTool};
 
 /// Watches kept in a vector; `fail` makes every call fail like a broken database.
 #[derive(Default)]
@@ -299,12 +299,19 @@ async fn a_poll_runs_the_command_in_the_directory_with_both_streams() {
         "cat status.txt; echo oops >&2; exit 3",
         dir.path(),
         Duration::from_secs(20),
+        &ChildEnv::default(),
     )
     .await;
     assert_eq!(poll.output, "pending\n\n[stderr]\noops\n");
     assert_eq!(poll.exit_code, 3);
 
-    let poll = run_poll("echo only-err >&2", dir.path(), Duration::from_secs(20)).await;
+    let poll = run_poll(
+        "echo only-err >&2",
+        dir.path(),
+        Duration::from_secs(20),
+        &ChildEnv::default(),
+    )
+    .await;
     assert_eq!((poll.output.as_str(), poll.exit_code), ("only-err\n", 0));
 }
 
@@ -315,6 +322,7 @@ async fn a_poll_is_bounded_in_size_and_time() {
         "head -c 200000 /dev/zero | tr '\\0' x",
         dir.path(),
         Duration::from_secs(20),
+        &ChildEnv::default(),
     )
     .await;
     assert!(
@@ -328,6 +336,7 @@ async fn a_poll_is_bounded_in_size_and_time() {
         "sleep 30 & echo $! > sleeper.pid; wait",
         dir.path(),
         Duration::from_millis(500),
+        &ChildEnv::default(),
     )
     .await;
     assert_eq!(poll.exit_code, -1);
@@ -344,6 +353,12 @@ async fn a_poll_is_bounded_in_size_and_time() {
 async fn a_command_that_leaves_a_background_job_still_finishes() {
     let dir = tempfile::tempdir().unwrap();
     // The job keeps the output pipe open; the poll ends anyway (not by its timeout).
-    let poll = run_poll("echo hi; sleep 30 &", dir.path(), Duration::from_secs(20)).await;
+    let poll = run_poll(
+        "echo hi; sleep 30 &",
+        dir.path(),
+        Duration::from_secs(20),
+        &ChildEnv::default(),
+    )
+    .await;
     assert_eq!((poll.output.as_str(), poll.exit_code), ("hi\n", 0));
 }

@@ -31,7 +31,15 @@ impl Cluster {
     async fn start(tag: &str) -> Self {
         let mq = Mq::shared(tag).await;
         let node = NodeProc::start(&format!("{tag}-n1")).await;
-        let bridge = BridgeProc::start(&node, &mq.url, &mq.prefix).await;
+        // These producers switch approvals off (`auto_approve`): a bridge relays that only
+        // when configured to.
+        let bridge = BridgeProc::start_with(
+            &node,
+            &mq.url,
+            &mq.prefix,
+            &["--allow-producer-auto-approve"],
+        )
+        .await;
         let client = TurnstoneClient::new(&mq.url, &mq.prefix).await.unwrap();
         let c = Self {
             mq,

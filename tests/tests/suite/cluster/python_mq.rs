@@ -92,7 +92,10 @@ async fn the_original_python_mq_client_drives_node_and_bridge_unchanged() {
     let url = format!("redis://127.0.0.1:{port}/0");
     let mut mq = Mq::at(&url, "turnstone").await;
     let node = NodeProc::start("py-node").await;
-    let _bridge = BridgeProc::start(&node, &url, "turnstone").await;
+    // The original client's `create_workstream` defaults to `auto_approve=True`: unchanged,
+    // it needs a bridge that relays producers' auto-approve (docs/compatibility.md).
+    let _bridge =
+        BridgeProc::start_with(&node, &url, "turnstone", &["--allow-producer-auto-approve"]).await;
 
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("py/mq_compat.py");
     let mut cmd = Command::new(&python);
