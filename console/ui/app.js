@@ -313,7 +313,8 @@
   function statusCell(n) {
     const status = n.status || (n.reachable ? "ok" : "unreachable");
     const cell = el("td", {}, el("span", { class: "badge", dataset: { status }, text: status }));
-    if (n.zombie_reason) cell.append(el("span", { class: "reason", text: n.zombie_reason }));
+    if (n.untrusted_reason) cell.append(el("span", { class: "reason", text: n.untrusted_reason + ": no credentials are sent to it" }));
+    else if (n.zombie_reason) cell.append(el("span", { class: "reason", text: n.zombie_reason }));
     else if (n.auth_failed) cell.append(el("span", { class: "reason", text: "the node refused the console's credentials" }));
     const circuit = ((n.health || {}).backend || {}).circuit_state;
     if (status === "degraded" && circuit) cell.append(el("span", { class: "reason", text: "backend circuit " + circuit }));

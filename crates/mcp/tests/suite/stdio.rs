@@ -3,10 +3,14 @@
 //! call).
 
 use serde_json::json;
-use turnstone_mcp::{McpError, ServerState};
+use std::sync::Arc;
+
+use turnstone_mcp::{McpError, McpManager, McpOptions, ServerState};
 use turnstone_testkit::assert_eventually;
 
-use super::{READY_TIMEOUT, alive, node_server, python_stdio, start, wait_ready, with_env};
+use super::{
+    READY_TIMEOUT, alive, node_server, python_stdio, quick_options, start, wait_ready, with_env,
+};
 
 #[tokio::test]
 async fn filesystem_server_tools_have_real_effects() {
@@ -244,6 +248,38 @@ async fn configured_env_reaches_the_server() {
         .await
         .unwrap();
     assert_eq!(out.text, "hi there");
+    mcp.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_server_gets_only_the_allow_listed_environment() {
+    // cargo sets CARGO_PKG_NAME for the tests: a variable of the node that is not allowed.
+    assert!(
+        std::env::var("CARGO_PKG_NAME").is_ok(),
+        "cargo sets CARGO_PKG_NAME"
+    );
+    let read = |mcp: Arc<McpManager>, name: &'static str| async move {
+        mcp.call_tool("mcp__py__env", json!({"name": name}))
+            .await
+            .unwrap()
+            .text
+    };
+    let mcp = start(vec![python_stdio("py")]);
+    wait_ready(&mcp, "py").await;
+    assert_eq!(read(mcp.clone(), "CARGO_PKG_NAME").await, "<unset>");
+    assert_ne!(read(mcp.clone(), "PATH").await, "<unset>");
+    mcp.shutdown().await;
+
+    // Named in the passthrough list (env_passthrough): it reaches the server.
+    let mcp = McpManager::start_with(
+        vec![python_stdio("py")],
+        McpOptions {
+            child_env: turnstone_tools::ChildEnv::new(["CARGO_PKG_*".to_string()]),
+            ..quick_options()
+        },
+    );
+    wait_ready(&mcp, "py").await;
+    assert_eq!(read(mcp.clone(), "CARGO_PKG_NAME").await, "turnstone-mcp");
     mcp.shutdown().await;
 }
 

@@ -161,10 +161,15 @@ impl NodeProc {
     }
 
     pub async fn post(&self, path: &str, body: Value) -> (u16, Value) {
+        self.post_as(&mint_token(), path, body).await
+    }
+
+    /// [`NodeProc::post`] with another bearer token.
+    pub async fn post_as(&self, token: &str, path: &str, body: Value) -> (u16, Value) {
         let r = self
             .http
             .post(format!("{}{path}", self.url))
-            .bearer_auth(mint_token())
+            .bearer_auth(token)
             .json(&body)
             .send()
             .await
@@ -471,20 +476,12 @@ impl Mq {
         }
         self.push("inbound", &msg).await;
         let mut s = ps.on_message();
-        loop {
-            let m = tokio::time::timeout(Duration::from_secs(20), s.next())
-                .await
-                .expect("no ws_created")
-                .unwrap();
-            let v: Value = serde_json::from_str(&m.get_payload::<String>().unwrap()).unwrap();
-            if v["type"] == "ws_created" && v["correlation_id"] == cid {
-                return v["ws_id"].as_str().unwrap().to_string();
-            }
-            assert!(
-                !(v["type"] == "ack" && v["correlation_id"] == cid),
-                "create failed: {v}"
-            );
-        }
+        let v = next_matching(&mut s, "no ws_created", |v| {
+            v["correlation_id"] == cid && (v["type"] == "ws_created" || v["type"] == "ack")
+        })
+        .await;
+        assert_eq!(v["type"], "ws_created", "create failed: {v}");
+        v["ws_id"].as_str().unwrap().to_string()
     }
 
     pub async fn cleanup(&mut self) {
@@ -500,6 +497,25 @@ impl Mq {
             for k in keys {
                 let _: () = self.conn.del(k).await.unwrap();
             }
+        }
+    }
+}
+
+/// The next pub/sub message (JSON) that `accept` takes; panics with `what` when none comes
+/// within 20 s of the previous one.
+pub async fn next_matching(
+    s: &mut (impl futures::Stream<Item = redis::Msg> + Unpin),
+    what: &str,
+    accept: impl Fn(&Value) -> bool,
+) -> Value {
+    loop {
+        let m = tokio::time::timeout(Duration::from_secs(20), s.next())
+            .await
+            .expect(what)
+            .unwrap();
+        let v: Value = serde_json::from_str(&m.get_payload::<String>().unwrap()).unwrap();
+        if accept(&v) {
+            return v;
         }
     }
 }

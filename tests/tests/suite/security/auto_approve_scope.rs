@@ -4,7 +4,6 @@
 
 use std::time::Duration;
 
-use futures::StreamExt;
 use serde_json::{Value, json};
 use turnstone_runtime::auth::{AUDIENCE_SERVER, JwtSecret, NewClaims, Permissions, Scopes, mint};
 
@@ -15,19 +14,6 @@ fn token(sub: &str, scopes: &str, permissions: &str) -> String {
     let claims = NewClaims::new(sub, Scopes::parse(scopes), "password", AUDIENCE_SERVER)
         .with_permissions(Permissions::parse(permissions));
     mint(&claims, &JwtSecret::new(SECRET), Duration::from_secs(600)).unwrap()
-}
-
-async fn post(node: &NodeProc, token: &str, path: &str, body: Value) -> (u16, Value) {
-    let r = node
-        .http
-        .post(format!("{}{path}", node.url))
-        .bearer_auth(token)
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    let status = r.status().as_u16();
-    (status, r.json().await.unwrap_or(Value::Null))
 }
 
 #[tokio::test]
@@ -42,7 +28,9 @@ async fn auto_approve_over_http_needs_the_approve_scope_and_tools_approve() {
         json!({"name": "b", "auto_approve_tools": ["bash"]}),
     ] {
         for t in [&operator, &approver_without_permission] {
-            let (status, reply) = post(&node, t, "/v1/api/workstreams/new", body.clone()).await;
+            let (status, reply) = node
+                .post_as(t, "/v1/api/workstreams/new", body.clone())
+                .await;
             assert_eq!(status, 403, "{body} → {reply}");
             let error = reply["error"].as_str().unwrap_or_default();
             assert!(
@@ -52,13 +40,13 @@ async fn auto_approve_over_http_needs_the_approve_scope_and_tools_approve() {
         }
     }
     // Without auto-approve the operator may create and send.
-    let (status, created) = post(
-        &node,
-        &operator,
-        "/v1/api/workstreams/new",
-        json!({"name": "plain"}),
-    )
-    .await;
+    let (status, created) = node
+        .post_as(
+            &operator,
+            "/v1/api/workstreams/new",
+            json!({"name": "plain"}),
+        )
+        .await;
     assert_eq!(status, 200, "{created}");
     let ws = created["ws_id"].as_str().unwrap().to_string();
     for extra in [
@@ -69,18 +57,18 @@ async fn auto_approve_over_http_needs_the_approve_scope_and_tools_approve() {
         body.as_object_mut()
             .unwrap()
             .extend(extra.as_object().unwrap().clone());
-        let (status, reply) = post(&node, &operator, "/v1/api/send", body).await;
+        let (status, reply) = node.post_as(&operator, "/v1/api/send", body).await;
         assert_eq!(status, 403, "send {extra} → {reply}");
         assert!(reply["error"].as_str().is_some(), "{reply}");
     }
     // The approve scope with `tools.approve` may.
-    let (status, reply) = post(
-        &node,
-        &admin,
-        "/v1/api/workstreams/new",
-        json!({"name": "trusted", "auto_approve": true}),
-    )
-    .await;
+    let (status, reply) = node
+        .post_as(
+            &admin,
+            "/v1/api/workstreams/new",
+            json!({"name": "trusted", "auto_approve": true}),
+        )
+        .await;
     assert_eq!(status, 200, "{reply}");
 }
 
@@ -88,16 +76,10 @@ async fn ack_for(
     s: &mut (impl futures::Stream<Item = redis::Msg> + Unpin),
     correlation_id: &str,
 ) -> Value {
-    loop {
-        let m = tokio::time::timeout(Duration::from_secs(20), s.next())
-            .await
-            .expect("no ack")
-            .unwrap();
-        let v: Value = serde_json::from_str(&m.get_payload::<String>().unwrap()).unwrap();
-        if v["type"] == "ack" && v["correlation_id"] == correlation_id {
-            return v;
-        }
-    }
+    next_matching(s, "no ack", |v| {
+        v["type"] == "ack" && v["correlation_id"] == correlation_id
+    })
+    .await
 }
 
 #[tokio::test]

@@ -62,16 +62,13 @@ async fn the_console_sends_credentials_only_to_signed_fresh_heartbeats() {
     let _bridge = BridgeProc::start(&node, &mq.url, &mq.prefix).await;
     let console = ConsoleProc::start(&mq.url, &mq.prefix, &[]).await;
 
-    // The bridge signs its heartbeat, and the console trusts and proxies to the real node.
+    // The console trusts and proxies to the real node (its bridge signs the heartbeat).
     eventually("the bridge's heartbeat", Duration::from_secs(20), || {
         let mut c = mq.conn.clone();
         let key = mq.key("node:sec-hb-real");
         async move { c.exists::<_, bool>(key).await.unwrap() }
     })
     .await;
-    let hb: String = mq.conn.get(mq.key("node:sec-hb-real")).await.unwrap();
-    let hb: Value = serde_json::from_str(&hb).unwrap();
-    assert!(hb["sig"].is_string() && hb["signed_at"].is_i64(), "{hb}");
     eventually("the real node proxied", Duration::from_secs(20), || async {
         console
             .get("/node/sec-hb-real/v1/api/workstreams")
@@ -80,7 +77,6 @@ async fn the_console_sends_credentials_only_to_signed_fresh_heartbeats() {
             == 200
     })
     .await;
-    assert_eq!(console.node("sec-hb-real").await.unwrap()["trusted"], true);
 
     // Three forged heartbeats pointing at a listener that records credentials.
     let (trap, requests, with_credentials) = credential_trap().await;
@@ -107,6 +103,20 @@ async fn the_console_sends_credentials_only_to_signed_fresh_heartbeats() {
         write_heartbeat(&mut mq, id, value.clone()).await;
     }
     for (id, _) in &forged {
+        eventually(&format!("{id} listed"), Duration::from_secs(20), || async {
+            console.node(id).await.is_some()
+        })
+        .await;
+    }
+    // Several discovery and poll rounds (0.2 s each) pass: the trap sees no credentials.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(
+        with_credentials.load(Ordering::SeqCst),
+        0,
+        "forged heartbeats got credentials ({} requests reached the trap)",
+        requests.load(Ordering::SeqCst)
+    );
+    for (id, _) in &forged {
         eventually(
             &format!("{id} listed as untrusted"),
             Duration::from_secs(20),
@@ -123,15 +133,14 @@ async fn the_console_sends_credentials_only_to_signed_fresh_heartbeats() {
             "{body}"
         );
     }
-    // Several discovery and poll rounds (0.2 s each) pass: the trap sees no credentials.
-    let polls_before = requests.load(Ordering::SeqCst);
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    assert_eq!(
-        with_credentials.load(Ordering::SeqCst),
-        0,
-        "a forged heartbeat got credentials ({} requests, {polls_before} before the wait)",
-        requests.load(Ordering::SeqCst)
-    );
+    assert_eq!(with_credentials.load(Ordering::SeqCst), 0);
+
+    // What the bridge writes: the signature and its time, beside the original fields; the
+    // real node is trusted.
+    assert_eq!(console.node("sec-hb-real").await.unwrap()["trusted"], true);
+    let hb: String = mq.conn.get(mq.key("node:sec-hb-real")).await.unwrap();
+    let hb: Value = serde_json::from_str(&hb).unwrap();
+    assert!(hb["sig"].is_string() && hb["signed_at"].is_i64(), "{hb}");
     mq.cleanup().await;
 }
 
