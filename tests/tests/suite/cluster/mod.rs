@@ -9,4 +9,5 @@ mod drain;
 mod mq_client;
 mod plan_relay;
 mod python_mq;
+mod redis_auth;
 mod tls_roots;
