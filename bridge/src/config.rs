@@ -1,60 +1,21 @@
 //! Bridge settings: the original's flags and environment (cluster spec §3.1) plus ours.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
-use turnstone_queue::RedisSettings;
-use turnstone_runtime::{EnvAlias, ServiceSpec};
+use turnstone_queue::{REDIS_ENV_ALIASES, REDIS_SECRETS, RedisArgs, RedisSettings};
+use turnstone_runtime::ServiceSpec;
 
 /// The bridge's part of the configuration contract beyond its flags: old names, secrets,
 /// its `[bridge]` table.
 pub const SPEC: ServiceSpec = ServiceSpec {
     binary: "turnstone-bridge",
     table: Some("bridge"),
-    aliases: &[
-        EnvAlias {
-            old: "REDIS_HOST",
-            arg: "redis_host",
-            instead: "TURNSTONE_REDIS_URL",
-        },
-        EnvAlias {
-            old: "TURNSTONE_REDIS_HOST",
-            arg: "redis_host",
-            instead: "TURNSTONE_REDIS_URL",
-        },
-        EnvAlias {
-            old: "REDIS_PORT",
-            arg: "redis_port",
-            instead: "TURNSTONE_REDIS_URL",
-        },
-        EnvAlias {
-            old: "TURNSTONE_REDIS_PORT",
-            arg: "redis_port",
-            instead: "TURNSTONE_REDIS_URL",
-        },
-        EnvAlias {
-            old: "REDIS_PASSWORD",
-            arg: "redis_password",
-            instead: "TURNSTONE_REDIS_PASSWORD",
-        },
-        EnvAlias {
-            old: "TURNSTONE_MQ_PREFIX",
-            arg: "prefix",
-            instead: "TURNSTONE_REDIS_PREFIX",
-        },
-        EnvAlias {
-            old: "TURNSTONE_PREFIX",
-            arg: "prefix",
-            instead: "TURNSTONE_REDIS_PREFIX",
-        },
-    ],
+    aliases: &[REDIS_ENV_ALIASES],
     secrets: &[
-        "TURNSTONE_JWT_SECRET",
-        "TURNSTONE_AUTH_TOKEN",
-        "TURNSTONE_REDIS_URL",
-        "TURNSTONE_REDIS_PASSWORD",
+        &["TURNSTONE_JWT_SECRET", "TURNSTONE_AUTH_TOKEN"],
+        REDIS_SECRETS,
     ],
     extra_env: &[],
 };
@@ -74,36 +35,9 @@ pub struct Args {
         default_value = "http://localhost:8080"
     )]
     pub server_url: String,
-    /// Redis as a URL (`redis://[user:password@]host:port/db`, `rediss://` for TLS); wins
-    /// over `--redis-host`/`--redis-port`.
-    #[arg(long, env = "TURNSTONE_REDIS_URL", hide_env_values = true)]
-    pub redis_url: Option<String>,
-    /// Redis host when no URL is given (old env names: `REDIS_HOST`, `TURNSTONE_REDIS_HOST`).
-    #[arg(long, default_value = "localhost")]
-    pub redis_host: String,
-    /// Redis port when no URL is given (old env names: `REDIS_PORT`, `TURNSTONE_REDIS_PORT`).
-    #[arg(long, default_value_t = 6379)]
-    pub redis_port: u16,
-    /// Redis ACL user.
-    #[arg(long, env = "TURNSTONE_REDIS_USERNAME")]
-    pub redis_username: Option<String>,
-    /// Redis password (old env name: `REDIS_PASSWORD`).
-    #[arg(long, env = "TURNSTONE_REDIS_PASSWORD", hide_env_values = true)]
-    pub redis_password: Option<String>,
-    #[arg(long, default_value_t = 0)]
-    pub redis_db: i64,
-    /// Connect to Redis over TLS (as a `rediss://` URL does).
-    #[arg(long)]
-    pub redis_tls: bool,
-    /// PEM CA bundle that verifies Redis's certificate (default: the system roots).
-    #[arg(long, env = "TURNSTONE_REDIS_TLS_CA_FILE")]
-    pub redis_tls_ca: Option<PathBuf>,
-    /// PEM client certificate for mutual TLS (with `--redis-tls-key`).
-    #[arg(long, env = "TURNSTONE_REDIS_TLS_CERT_FILE")]
-    pub redis_tls_cert: Option<PathBuf>,
-    /// PEM key of the client certificate.
-    #[arg(long, env = "TURNSTONE_REDIS_TLS_KEY_FILE")]
-    pub redis_tls_key: Option<PathBuf>,
+    /// `--redis-url`, `--redis-username`, `--redis-password`, TLS files, `--prefix`, …
+    #[command(flatten)]
+    pub redis: RedisArgs,
     /// Accepted for compatibility: approvals time out on the node (its
     /// `--approval-timeout`), which records the verdict.
     #[arg(long, default_value_t = 3600.0)]
@@ -123,10 +57,6 @@ pub struct Args {
     /// `--check-config`.
     #[command(flatten)]
     pub service: turnstone_runtime::ServiceArgs,
-    /// Redis key prefix (ours; the original hard-codes `turnstone`; old env name:
-    /// `TURNSTONE_MQ_PREFIX`).
-    #[arg(long, env = "TURNSTONE_REDIS_PREFIX", default_value = "turnstone")]
-    pub prefix: String,
     /// Ownership lease TTL in seconds (ours; refreshed every ttl/3 while the node lives).
     #[arg(long, default_value_t = 120)]
     pub lease_ttl: u64,
@@ -216,7 +146,7 @@ impl BridgeConfig {
         if args.concurrency == 0 {
             return Err("--concurrency must be at least 1".into());
         }
-        if args.prefix.is_empty() || args.prefix.contains(char::is_whitespace) {
+        if args.redis.prefix.is_empty() || args.redis.prefix.contains(char::is_whitespace) {
             return Err("--prefix must be a non-empty word".into());
         }
         if !(args.server_url.starts_with("http://") || args.server_url.starts_with("https://")) {
@@ -225,18 +155,7 @@ impl BridgeConfig {
                 args.server_url
             ));
         }
-        let redis = RedisSettings {
-            url: args.redis_url.clone(),
-            host: args.redis_host.clone(),
-            port: args.redis_port,
-            username: args.redis_username.clone().filter(|u| !u.is_empty()),
-            password: args.redis_password.clone().filter(|p| !p.is_empty()),
-            db: args.redis_db,
-            tls: args.redis_tls,
-            tls_ca_file: args.redis_tls_ca.clone(),
-            tls_cert_file: args.redis_tls_cert.clone(),
-            tls_key_file: args.redis_tls_key.clone(),
-        };
+        let redis = args.redis.settings();
         redis.validate().map_err(|e| e.to_string())?;
         let auth = match (&args.auth_token, jwt_secret) {
             (Some(t), _) if !t.is_empty() => NodeAuth::Token(t.clone()),
@@ -245,7 +164,7 @@ impl BridgeConfig {
         };
         let mut c = Self::new(args.server_url.clone(), redis);
         c.node_id = args.node_id.trim().to_string();
-        c.prefix = args.prefix.clone();
+        c.prefix = args.redis.prefix.clone();
         c.heartbeat_ttl = Duration::from_secs(args.heartbeat_ttl);
         c.lease_ttl = Duration::from_secs(args.lease_ttl);
         c.probe_interval = Duration::from_millis(args.probe_interval_ms.max(50));

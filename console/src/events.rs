@@ -88,7 +88,7 @@ pub async fn cluster_events(State(console): State<Arc<Console>>) -> Response {
                 _ = shutdown.cancelled() => {
                     // The console stops: a last event (clients that do not know it ignore
                     // it), then the stream ends and clients reconnect.
-                    let _ = tx.send(data_frame(&stream_end())).await;
+                    let _ = tx.send(data_frame(&stream_closing())).await;
                     return;
                 }
             };
@@ -103,8 +103,8 @@ pub async fn cluster_events(State(console): State<Arc<Console>>) -> Response {
 }
 
 /// The final event of a cluster stream when the console shuts down.
-pub fn stream_end() -> Value {
-    serde_json::json!({"type": "stream_end", "reason": "console_shutdown"})
+pub fn stream_closing() -> Value {
+    serde_json::json!({"type": "stream_closing", "reason": "console_shutdown"})
 }
 
 /// A byte stream fed by a task; the task ends when the receiver (the response body) is

@@ -2,63 +2,24 @@
 //! node UIs, dashboard). See `docs/console.md`.
 
 use std::net::{IpAddr, SocketAddr};
-use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
 use turnstone_console::{ConsoleConfig, NodeCredentials, Options};
-use turnstone_queue::RedisSettings;
+use turnstone_queue::{REDIS_ENV_ALIASES, REDIS_SECRETS, RedisArgs};
 use turnstone_runtime::auth::{
     AUDIENCE_CONSOLE, AuthConfig, AuthEnv, Authenticator, JwtSecret, check_bind_policy,
 };
-use turnstone_runtime::{EnvAlias, ServiceSpec, Settings, exit_config_error};
+use turnstone_runtime::{ServiceSpec, Settings, exit_config_error};
 
 /// The console's part of the configuration contract beyond its flags.
 const SPEC: ServiceSpec = ServiceSpec {
     binary: "turnstone-console",
     table: Some("console"),
-    aliases: &[
-        EnvAlias {
-            old: "TURNSTONE_REDIS_HOST",
-            arg: "redis_host",
-            instead: "TURNSTONE_REDIS_URL",
-        },
-        EnvAlias {
-            old: "REDIS_HOST",
-            arg: "redis_host",
-            instead: "TURNSTONE_REDIS_URL",
-        },
-        EnvAlias {
-            old: "TURNSTONE_REDIS_PORT",
-            arg: "redis_port",
-            instead: "TURNSTONE_REDIS_URL",
-        },
-        EnvAlias {
-            old: "REDIS_PORT",
-            arg: "redis_port",
-            instead: "TURNSTONE_REDIS_URL",
-        },
-        EnvAlias {
-            old: "REDIS_PASSWORD",
-            arg: "redis_password",
-            instead: "TURNSTONE_REDIS_PASSWORD",
-        },
-        EnvAlias {
-            old: "TURNSTONE_PREFIX",
-            arg: "prefix",
-            instead: "TURNSTONE_REDIS_PREFIX",
-        },
-        EnvAlias {
-            old: "TURNSTONE_MQ_PREFIX",
-            arg: "prefix",
-            instead: "TURNSTONE_REDIS_PREFIX",
-        },
-    ],
+    aliases: &[REDIS_ENV_ALIASES],
     secrets: &[
-        "TURNSTONE_JWT_SECRET",
-        "TURNSTONE_AUTH_TOKEN",
-        "TURNSTONE_REDIS_URL",
-        "TURNSTONE_REDIS_PASSWORD",
+        &["TURNSTONE_JWT_SECRET", "TURNSTONE_AUTH_TOKEN"],
+        REDIS_SECRETS,
     ],
     extra_env: &[],
 };
@@ -72,39 +33,9 @@ struct Args {
     /// Port to bind (0 picks a free one).
     #[arg(long, env = "TURNSTONE_CONSOLE_PORT", default_value_t = 8090)]
     port: u16,
-    /// Redis URL (`redis://[user:password@]host:port/db`, `rediss://` for TLS); wins over
-    /// `--redis-host`/`--redis-port`/`--redis-db`.
-    #[arg(long, env = "TURNSTONE_REDIS_URL", hide_env_values = true)]
-    redis_url: Option<String>,
-    /// Redis host when no URL is given (old env names: `TURNSTONE_REDIS_HOST`, `REDIS_HOST`).
-    #[arg(long, default_value = "localhost")]
-    redis_host: String,
-    /// Redis port when no URL is given (old env names: `TURNSTONE_REDIS_PORT`, `REDIS_PORT`).
-    #[arg(long, default_value_t = 6379)]
-    redis_port: u16,
-    /// Redis ACL user.
-    #[arg(long, env = "TURNSTONE_REDIS_USERNAME")]
-    redis_username: Option<String>,
-    /// Redis password (old env name: `REDIS_PASSWORD`).
-    #[arg(long, env = "TURNSTONE_REDIS_PASSWORD", hide_env_values = true)]
-    redis_password: Option<String>,
-    #[arg(long, env = "TURNSTONE_REDIS_DB", default_value_t = 0)]
-    redis_db: i64,
-    /// Connect to Redis over TLS (as a `rediss://` URL does).
-    #[arg(long)]
-    redis_tls: bool,
-    /// PEM CA bundle that verifies Redis's certificate (default: the system roots).
-    #[arg(long, env = "TURNSTONE_REDIS_TLS_CA_FILE")]
-    redis_tls_ca: Option<PathBuf>,
-    /// PEM client certificate for mutual TLS (with `--redis-tls-key`).
-    #[arg(long, env = "TURNSTONE_REDIS_TLS_CERT_FILE")]
-    redis_tls_cert: Option<PathBuf>,
-    /// PEM key of the client certificate.
-    #[arg(long, env = "TURNSTONE_REDIS_TLS_KEY_FILE")]
-    redis_tls_key: Option<PathBuf>,
-    /// Redis key prefix (old env names: `TURNSTONE_PREFIX`, `TURNSTONE_MQ_PREFIX`).
-    #[arg(long, env = "TURNSTONE_REDIS_PREFIX", default_value = "turnstone")]
-    prefix: String,
+    /// `--redis-url`, `--redis-username`, `--redis-password`, TLS files, `--prefix`, …
+    #[command(flatten)]
+    redis: RedisArgs,
     /// Seconds between polls of every node.
     #[arg(long, default_value_t = 10.0)]
     poll_interval: f64,
@@ -146,21 +77,6 @@ fn seconds(name: &str, v: f64) -> anyhow::Result<Duration> {
     Ok(Duration::from_secs_f64(v))
 }
 
-fn redis_settings(args: &Args) -> RedisSettings {
-    RedisSettings {
-        url: args.redis_url.clone(),
-        host: args.redis_host.clone(),
-        port: args.redis_port,
-        username: args.redis_username.clone().filter(|u| !u.is_empty()),
-        password: args.redis_password.clone().filter(|p| !p.is_empty()),
-        db: args.redis_db,
-        tls: args.redis_tls,
-        tls_ca_file: args.redis_tls_ca.clone(),
-        tls_cert_file: args.redis_tls_cert.clone(),
-        tls_key_file: args.redis_tls_key.clone(),
-    }
-}
-
 /// Everything a start needs, checked without connecting anywhere.
 struct Prepared {
     options: Options,
@@ -190,10 +106,10 @@ fn prepare(settings: &Settings<Args>) -> anyhow::Result<Prepared> {
         );
     }
     let credentials = NodeCredentials::new(secret, args.auth_token.clone());
-    let redis = redis_settings(args);
+    let redis = args.redis.settings();
     redis.validate()?;
     let config = ConsoleConfig {
-        prefix: args.prefix.clone(),
+        prefix: args.redis.prefix.clone(),
         poll_interval: seconds("poll-interval", args.poll_interval)?,
         discovery_interval: seconds("discovery-interval", args.discovery_interval)?,
         poll_timeout: seconds("poll-timeout", args.poll_timeout)?,

@@ -46,11 +46,13 @@ pub struct ServiceSpec {
     /// Its table of `config.toml` (`bridge`, `console`); `None`: the service reads the file
     /// itself (the node's `[server]`, `[models]`, …).
     pub table: Option<&'static str>,
-    pub aliases: &'static [EnvAlias],
-    /// Environment names of the secrets it reads, each also accepted as `<NAME>_FILE`. A
+    /// Groups of old names (e.g. the Redis ones shared by the bridge and the console).
+    pub aliases: &'static [&'static [EnvAlias]],
+    /// Environment names of the secrets it reads (in groups), each also accepted as
+    /// `<NAME>_FILE`. A
     /// secret that is an argument's environment name reaches that argument; the others
     /// are read with [`Settings::secret`].
-    pub secrets: &'static [&'static str],
+    pub secrets: &'static [&'static [&'static str]],
     /// `TURNSTONE_*` names it reads outside its arguments (besides the secrets).
     pub extra_env: &'static [&'static str],
 }
@@ -112,7 +114,7 @@ impl<T: clap::Parser> Settings<T> {
         let mut warnings = Vec::new();
         let mut env_secrets = BTreeMap::new();
 
-        for alias in spec.aliases {
+        for alias in spec.aliases.iter().copied().flatten() {
             let Some(value) = env(alias.old) else {
                 continue;
             };
@@ -135,7 +137,7 @@ impl<T: clap::Parser> Settings<T> {
             );
         }
 
-        for name in spec.secrets {
+        for name in spec.secrets.iter().copied().flatten() {
             let file_var = format!("{name}_FILE");
             let arg = arg_with_env(&command, name);
             let Some(path) = env(&file_var).filter(|p| !p.trim().is_empty()) else {
@@ -282,7 +284,7 @@ impl<T: clap::Parser> Settings<T> {
             let secret = arg.is_hide_env_values_set()
                 || env_name
                     .as_deref()
-                    .is_some_and(|e| self.spec.secrets.contains(&e));
+                    .is_some_and(|e| self.spec.secrets.iter().any(|g| g.contains(&e)));
             let values: Vec<String> = self
                 .matches
                 .get_raw(id)
@@ -312,6 +314,8 @@ impl<T: clap::Parser> Settings<T> {
             .spec
             .secrets
             .iter()
+            .copied()
+            .flatten()
             .filter(|s| arg_with_env(&self.command, s).is_none())
             .collect();
         if !env_only.is_empty() {
@@ -467,11 +471,17 @@ fn known_env(command: &Command, spec: &ServiceSpec) -> BTreeSet<String> {
         .filter_map(|e| e.to_str())
         .map(str::to_string)
         .collect();
-    for name in spec.secrets {
+    for name in spec.secrets.iter().copied().flatten() {
         known.insert(name.to_string());
         known.insert(format!("{name}_FILE"));
     }
-    known.extend(spec.aliases.iter().map(|a| a.old.to_string()));
+    known.extend(
+        spec.aliases
+            .iter()
+            .copied()
+            .flatten()
+            .map(|a| a.old.to_string()),
+    );
     known.extend(spec.extra_env.iter().map(|n| n.to_string()));
     known.extend(COMMON_ENV.iter().map(|n| n.to_string()));
     known
@@ -512,12 +522,12 @@ mod tests {
     const SPEC: ServiceSpec = ServiceSpec {
         binary: "demo",
         table: Some("demo"),
-        aliases: &[EnvAlias {
+        aliases: &[&[EnvAlias {
             old: "DEMO_OLD_HOST",
             arg: "redis_host",
             instead: "--redis-host",
-        }],
-        secrets: &["DEMO_SECRET"],
+        }]],
+        secrets: &[&["DEMO_SECRET"]],
         extra_env: &[],
     };
 

@@ -137,17 +137,17 @@ const LISTENER_STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(
 const SPEC: ServiceSpec = ServiceSpec {
     binary: "turnstone-server",
     table: None,
-    aliases: &[EnvAlias {
+    aliases: &[&[EnvAlias {
         old: "OPENAI_API_KEY",
         arg: "api_key",
         instead: "TURNSTONE_API_KEY",
-    }],
-    secrets: &[
+    }]],
+    secrets: &[&[
         "TURNSTONE_JWT_SECRET",
         "TURNSTONE_AUTH_TOKEN",
         "TURNSTONE_API_KEY",
         "TURNSTONE_DB_URL",
-    ],
+    ]],
     extra_env: &["TURNSTONE_ADVERTISED_VERSION"],
 };
 

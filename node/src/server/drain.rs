@@ -4,7 +4,7 @@
 //! once and new turns are refused with 503 + `Retry-After` ([`refuse_new_turns`]); turns in
 //! flight finish up to the drain timeout and are then cancelled (the engine closes a
 //! cancelled turn into a provider-valid history); finally every open event stream sends its
-//! final `stream_end` event and ends, so clients reconnect with `Last-Event-ID`. The caller
+//! final `stream_closing` event and ends, so clients reconnect with `Last-Event-ID`. The caller
 //! then stops the listener and flushes the store writer.
 
 use std::sync::Arc;
@@ -90,9 +90,9 @@ impl Node {
 
 /// The final event of every event stream when the node drains (ignored by clients that do
 /// not know it; the stream then ends and they reconnect with `Last-Event-ID`).
-pub fn stream_end_event(node: &Node) -> Value {
+pub fn stream_closing_event(node: &Node) -> Value {
     json!({
-        "type": "stream_end",
+        "type": "stream_closing",
         "reason": "node_shutdown",
         "node_id": node.options.node_id,
         "retry_after": DRAIN_RETRY_AFTER_SECS,
@@ -152,5 +152,5 @@ pub async fn ready(State(node): State<Arc<Node>>) -> Response {
                 .into_response();
         }
     }
-    axum::Json(json!({"status": "ready", "node_id": node.options.node_id})).into_response()
+    axum::Json(json!({"status": "ready"})).into_response()
 }

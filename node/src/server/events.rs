@@ -33,7 +33,7 @@ fn truncated(from: u64, to: u64) -> Value {
 
 /// Follows `sub`, mapping each item to frames, with a keep-alive ping; ends when `until`
 /// resolves (the workstream closed) or the log is gone. When the node drains, what is
-/// already in the log is sent, then the final `stream_end` event, then the stream ends.
+/// already in the log is sent, then the final `stream_closing` event, then the stream ends.
 fn follow<T: Sequenced>(
     node: &Node,
     first: Vec<Frame>,
@@ -60,7 +60,7 @@ fn follow<T: Sequenced>(
         ticker,
         map,
         drain: node.drain.clone(),
-        end: Some(Frame::event(None, super::drain::stream_end_event(node))),
+        end: Some(Frame::event(None, super::drain::stream_closing_event(node))),
     };
     futures::stream::unfold(state, |mut st| async move {
         loop {

@@ -50,21 +50,7 @@ fn sse_client(
                 Ok(Some(Ok(c))) => c,
             };
             buf.push_str(&String::from_utf8_lossy(&chunk));
-            while let Some(end) = buf.find("\r\n\r\n") {
-                let frame: String = buf.drain(..end + 4).collect();
-                let mut id = None;
-                let mut data = String::new();
-                for line in frame.split("\r\n") {
-                    if let Some(v) = line.strip_prefix("id: ") {
-                        id = v.trim().parse::<u64>().ok();
-                    } else if let Some(v) = line.strip_prefix("data: ") {
-                        data.push_str(v);
-                    }
-                }
-                if let Ok(v) = serde_json::from_str::<Value>(&data) {
-                    frames.push((id, v));
-                }
-            }
+            frames.extend(take_sse_frames(&mut buf));
         };
         Seen { frames, clean_end }
     })
@@ -205,7 +191,7 @@ async fn sigterm_drains_a_node_with_fifty_streams_and_turns_in_flight() {
             .iter()
             .map(|(_, v)| v["type"].as_str().unwrap_or_default())
             .collect();
-        assert_eq!(types.last(), Some(&"stream_end"), "{ws}: {types:?}");
+        assert_eq!(types.last(), Some(&"stream_closing"), "{ws}: {types:?}");
         assert!(types.contains(&"turn_complete"), "{ws}: {types:?}");
     }
     let mut last_seq = 0;
@@ -217,7 +203,7 @@ async fn sigterm_drains_a_node_with_fifty_streams_and_turns_in_flight() {
         assert_eq!(hello["type"], "node_hello");
         old_boot = hello["boot"].as_u64().unwrap();
         let (_, end) = seen.frames.last().unwrap();
-        assert_eq!(end["type"], "stream_end", "{end}");
+        assert_eq!(end["type"], "stream_closing", "{end}");
         assert_eq!(end["node_id"], "drain-node");
         // No gap: the ids seen are consecutive.
         let ids: Vec<u64> = seen.frames.iter().filter_map(|(id, _)| *id).collect();

@@ -236,20 +236,7 @@ impl NodeProc {
                 .expect("node stream ended")
                 .unwrap();
             buf.push_str(&String::from_utf8_lossy(&chunk));
-            while let Some(end) = buf.find("\r\n\r\n") {
-                let frame: String = buf.drain(..end + 4).collect();
-                let mut id = None;
-                let mut data = String::new();
-                for line in frame.split("\r\n") {
-                    if let Some(v) = line.strip_prefix("id: ") {
-                        id = v.trim().parse::<u64>().ok();
-                    } else if let Some(v) = line.strip_prefix("data: ") {
-                        data.push_str(v);
-                    }
-                }
-                let Ok(v) = serde_json::from_str::<Value>(&data) else {
-                    continue;
-                };
+            for (id, v) in take_sse_frames(&mut buf) {
                 if v["type"] == "node_hello" {
                     target = v["node_seq"].as_u64();
                     continue;
@@ -261,6 +248,45 @@ impl NodeProc {
             }
         }
     }
+}
+
+/// Removes the complete SSE frames from the front of `buf` and returns their `id` and JSON
+/// `data` (frames without JSON data are skipped).
+pub fn take_sse_frames(buf: &mut String) -> Vec<(Option<u64>, Value)> {
+    let mut frames = Vec::new();
+    while let Some(end) = buf.find("\r\n\r\n") {
+        let frame: String = buf.drain(..end + 4).collect();
+        let mut id = None;
+        let mut data = String::new();
+        for line in frame.split("\r\n") {
+            if let Some(v) = line.strip_prefix("id: ") {
+                id = v.trim().parse::<u64>().ok();
+            } else if let Some(v) = line.strip_prefix("data: ") {
+                data.push_str(v);
+            }
+        }
+        if let Ok(v) = serde_json::from_str::<Value>(&data) {
+            frames.push((id, v));
+        }
+    }
+    frames
+}
+
+/// Waits until Redis answers `PING` through `client` (10 s at most).
+pub async fn wait_for_redis(what: &str, client: &redis::Client) {
+    eventually(what, Duration::from_secs(10), || async {
+        match client.get_multiplexed_async_connection().await {
+            Ok(mut c) => redis::cmd("PING")
+                .query_async::<String>(&mut c)
+                .await
+                .is_ok(),
+            Err(e) => {
+                eprintln!("{what}: not yet: {e}");
+                false
+            }
+        }
+    })
+    .await;
 }
 
 pub fn mint_token() -> String {

@@ -143,28 +143,7 @@ impl TlsRedis {
             dir,
             _child: child,
         };
-        let settings = r.settings();
-        eventually("TLS redis up", Duration::from_secs(10), || {
-            let settings = settings.clone();
-            async move {
-                match settings
-                    .client()
-                    .unwrap()
-                    .get_multiplexed_async_connection()
-                    .await
-                {
-                    Ok(mut c) => redis::cmd("PING")
-                        .query_async::<String>(&mut c)
-                        .await
-                        .is_ok(),
-                    Err(e) => {
-                        eprintln!("TLS redis not reachable yet: {e}");
-                        false
-                    }
-                }
-            }
-        })
-        .await;
+        wait_for_redis("TLS redis up", &r.settings().client().unwrap()).await;
         r
     }
 
