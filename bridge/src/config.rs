@@ -4,7 +4,21 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use clap::Parser;
-use turnstone_queue::RedisSettings;
+use turnstone_queue::{REDIS_ENV_ALIASES, REDIS_SECRETS, RedisArgs, RedisSettings};
+use turnstone_runtime::ServiceSpec;
+
+/// The bridge's part of the configuration contract beyond its flags: old names, secrets,
+/// its `[bridge]` table.
+pub const SPEC: ServiceSpec = ServiceSpec {
+    binary: "turnstone-bridge",
+    table: Some("bridge"),
+    aliases: &[REDIS_ENV_ALIASES],
+    secrets: &[
+        &["TURNSTONE_JWT_SECRET", "TURNSTONE_AUTH_TOKEN"],
+        REDIS_SECRETS,
+    ],
+    extra_env: &[],
+};
 
 /// `turnstone-bridge` command line.
 #[derive(Debug, Clone, Parser)]
@@ -21,34 +35,15 @@ pub struct Args {
         default_value = "http://localhost:8080"
     )]
     pub server_url: String,
-    /// Redis as a URL (`redis://[:password@]host:port/db`, `rediss://` for TLS); wins over
-    /// the separate flags below.
-    #[arg(long, env = "TURNSTONE_REDIS_URL", hide_env_values = true)]
-    pub redis_url: Option<String>,
-    #[arg(long, env = "REDIS_HOST", default_value = "localhost")]
-    pub redis_host: String,
-    #[arg(long, env = "REDIS_PORT", default_value_t = 6379)]
-    pub redis_port: u16,
-    #[arg(long, env = "REDIS_PASSWORD", hide_env_values = true)]
-    pub redis_password: Option<String>,
-    #[arg(long, default_value_t = 0)]
-    pub redis_db: i64,
-    /// Connect to Redis over TLS (system roots).
-    #[arg(long)]
-    pub redis_tls: bool,
-    /// Accepted for compatibility; custom CA/client certificates are not supported yet
-    /// (start-up fails with a clear message when given).
-    #[arg(long)]
-    pub redis_tls_ca: Option<String>,
-    #[arg(long)]
-    pub redis_tls_cert: Option<String>,
-    #[arg(long)]
-    pub redis_tls_key: Option<String>,
+    /// `--redis-url`, `--redis-username`, `--redis-password`, TLS files, `--prefix`, …
+    #[command(flatten)]
+    pub redis: RedisArgs,
     /// Accepted for compatibility: approvals time out on the node (its
     /// `--approval-timeout`), which records the verdict.
     #[arg(long, default_value_t = 3600.0)]
     pub approval_timeout: f64,
-    /// The node's id; empty = read from the node's `/health`.
+    /// The node's id; empty = the id the node's `/health` reports (the node's own default is
+    /// its host name, so a sidecar bridge gets the pod name either way).
     #[arg(long, env = "TURNSTONE_NODE_ID", default_value = "")]
     pub node_id: String,
     /// Heartbeat TTL in seconds (refreshed every ttl/2).
@@ -58,13 +53,10 @@ pub struct Args {
     /// `TURNSTONE_JWT_SECRET`. Neither: only a loopback node without auth works.
     #[arg(long, env = "TURNSTONE_AUTH_TOKEN", hide_env_values = true)]
     pub auth_token: Option<String>,
-    #[arg(long, env = "TURNSTONE_LOG_LEVEL", default_value = "info")]
-    pub log_level: String,
-    #[arg(long, env = "TURNSTONE_LOG_FORMAT", value_enum, default_value = "text")]
-    pub log_format: turnstone_runtime::LogFormat,
-    /// Key prefix (ours; the original hard-codes `turnstone`).
-    #[arg(long, env = "TURNSTONE_MQ_PREFIX", default_value = "turnstone")]
-    pub prefix: String,
+    /// `--config` (its `[bridge]` table), `--log-level`, `--log-format`, `--drain-timeout`,
+    /// `--check-config`.
+    #[command(flatten)]
+    pub service: turnstone_runtime::ServiceArgs,
     /// Ownership lease TTL in seconds (ours; refreshed every ttl/3 while the node lives).
     #[arg(long, default_value_t = 120)]
     pub lease_ttl: u64,
@@ -122,11 +114,21 @@ pub struct BridgeConfig {
 }
 
 /// How the bridge authenticates to its node.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub enum NodeAuth {
     None,
     Token(String),
     Jwt(String),
+}
+
+impl std::fmt::Debug for NodeAuth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::None => "None",
+            Self::Token(_) => "Token(<redacted>)",
+            Self::Jwt(_) => "Jwt(<redacted>)",
+        })
+    }
 }
 
 impl BridgeConfig {
@@ -151,16 +153,9 @@ impl BridgeConfig {
         }
     }
 
-    /// From the command line and environment; names the bad flag on error.
-    pub fn from_args(args: &Args) -> Result<Self, String> {
-        if args.redis_tls_ca.is_some()
-            || args.redis_tls_cert.is_some()
-            || args.redis_tls_key.is_some()
-        {
-            return Err(
-                "--redis-tls-ca/--redis-tls-cert/--redis-tls-key are not supported; use --redis-tls (system roots) or a rediss:// URL".into(),
-            );
-        }
+    /// From the command line and environment (`jwt_secret`: `TURNSTONE_JWT_SECRET` or its
+    /// `_FILE`); names the bad flag on error. Connects to nothing.
+    pub fn from_args(args: &Args, jwt_secret: Option<String>) -> Result<Self, String> {
         if args.heartbeat_ttl < 2 {
             return Err("--heartbeat-ttl must be at least 2 seconds".into());
         }
@@ -170,7 +165,7 @@ impl BridgeConfig {
         if args.concurrency == 0 {
             return Err("--concurrency must be at least 1".into());
         }
-        if args.prefix.is_empty() || args.prefix.contains(char::is_whitespace) {
+        if args.redis.prefix.is_empty() || args.redis.prefix.contains(char::is_whitespace) {
             return Err("--prefix must be a non-empty word".into());
         }
         if !(args.server_url.starts_with("http://") || args.server_url.starts_with("https://")) {
@@ -179,20 +174,8 @@ impl BridgeConfig {
                 args.server_url
             ));
         }
-        let redis = match &args.redis_url {
-            Some(url) => RedisSettings::from_url(url.clone()),
-            None => RedisSettings {
-                url: None,
-                host: args.redis_host.clone(),
-                port: args.redis_port,
-                password: args.redis_password.clone().filter(|p| !p.is_empty()),
-                db: args.redis_db,
-                tls: args.redis_tls,
-            },
-        };
-        let jwt_secret = std::env::var("TURNSTONE_JWT_SECRET")
-            .ok()
-            .filter(|s| !s.is_empty());
+        let redis = args.redis.settings();
+        redis.validate().map_err(|e| e.to_string())?;
         let auth = match (&args.auth_token, &jwt_secret) {
             (Some(t), _) if !t.is_empty() => NodeAuth::Token(t.clone()),
             (_, Some(s)) => NodeAuth::Jwt(s.clone()),
@@ -200,7 +183,7 @@ impl BridgeConfig {
         };
         let mut c = Self::new(args.server_url.clone(), redis);
         c.node_id = args.node_id.trim().to_string();
-        c.prefix = args.prefix.clone();
+        c.prefix = args.redis.prefix.clone();
         c.heartbeat_ttl = Duration::from_secs(args.heartbeat_ttl);
         c.lease_ttl = Duration::from_secs(args.lease_ttl);
         c.probe_interval = Duration::from_millis(args.probe_interval_ms.max(50));

@@ -1,6 +1,9 @@
 //! `turnstone-queue`: everything Turnstone does with Redis.
 //!
-//! * [`conn`] — connection settings (URL or host/port/password/db/TLS), the auto-reconnecting
+//! * [`args`] — the `--redis-*` flags (contract names, old names, secrets) the bridge and the
+//!   console share.
+//! * [`conn`] — connection settings (URL or host/port/user/password/db, TLS with CA and
+//!   client certificate files; the one place a Redis client is built), the auto-reconnecting
 //!   connection for ordinary commands, dedicated connections for blocking pops (their read
 //!   timeout is raised above the pop timeout), jittered exponential backoff.
 //! * [`reliable`] — at-least-once consumption of an inbound list: a message moves atomically
@@ -15,12 +18,14 @@
 //!
 //! It must not know the engine or the HTTP API: the bridge and the console put those together.
 
+pub mod args;
 pub mod client;
 pub mod conn;
 pub mod lease;
 pub mod publish;
 pub mod reliable;
 
+pub use args::{REDIS_ENV_ALIASES, REDIS_SECRETS, RedisArgs};
 pub use client::{ClientError, Decision, TurnResult, TurnstoneClient, WaitOptions, WsEvents};
 pub use conn::{Backoff, RedisSettings};
 pub use lease::{Leases, rendezvous};

@@ -6,6 +6,7 @@
 
 pub mod auth;
 pub mod body;
+pub mod drain;
 pub mod error;
 pub mod events;
 pub mod health;
@@ -78,6 +79,7 @@ pub fn router(node: Arc<Node>) -> Router {
         .merge(watches::routes());
     Router::new()
         .route("/health", get(health::health))
+        .route("/ready", get(drain::ready))
         .route("/metrics", get(metrics::metrics))
         .route("/", get(ui::index))
         .route("/static/{*path}", get(ui::static_file))
@@ -90,6 +92,10 @@ pub fn router(node: Arc<Node>) -> Router {
         .layer(axum::middleware::from_fn_with_state(
             node.clone(),
             sse::limit_streams,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            node.clone(),
+            drain::refuse_new_turns,
         ))
         .layer(axum::middleware::from_fn_with_state(
             limiter,

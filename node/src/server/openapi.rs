@@ -363,6 +363,9 @@ pub const ROUTES: &[ApiRoute] = &[
     ApiRoute::get("/health", "health")
         .summary("Node health: status, version, workstream counts, backend")
         .json::<Health>(),
+    ApiRoute::get("/ready", "health")
+        .summary("Readiness: `ready`, or 503 while draining or while the store does not answer")
+        .errors(&[503]),
     ApiRoute::get("/v1/api/workstreams", "workstreams")
         .summary("Live workstreams on this node, in creation order")
         .json::<WorkstreamList>(),

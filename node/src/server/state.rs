@@ -197,6 +197,8 @@ pub struct Node {
     pub setup_code: super::login::SetupCode,
     /// Open event streams per identity.
     pub stream_slots: Arc<super::sse::StreamSlots>,
+    /// The graceful drain (SIGTERM): readiness, refusal of new turns, end of event streams.
+    pub drain: turnstone_runtime::Drain,
 }
 
 impl std::fmt::Debug for Node {
@@ -289,6 +291,7 @@ impl Node {
             previews: super::previews::PreviewStore::default(),
             setup_code: super::login::SetupCode::generate(),
             stream_slots: Arc::default(),
+            drain: turnstone_runtime::Drain::new(),
         })
     }
 

@@ -101,6 +101,17 @@ async fn sigkill_the_bridge_while_a_thousand_sends_flow_loses_and_duplicates_not
     mq.cleanup().await;
 }
 
+/// A connection for `XREAD … BLOCK 1000`: its response timeout must outlast the block (the
+/// default 500 ms turns an idle second into an error on a loaded machine).
+async fn blocking_reader(client: &redis::Client) -> redis::aio::MultiplexedConnection {
+    let config =
+        redis::AsyncConnectionConfig::new().set_response_timeout(Some(Duration::from_secs(10)));
+    client
+        .get_multiplexed_async_connection_with_config(&config)
+        .await
+        .unwrap()
+}
+
 /// A private redis-server with an append-only file fsynced on every write.
 struct PrivateRedis {
     port: u16,
@@ -138,23 +149,10 @@ impl PrivateRedis {
             .spawn()
             .unwrap();
         self.child = Some(child);
-        let url = self.url();
-        eventually("redis up", Duration::from_secs(10), || {
-            let url = url.clone();
-            async move {
-                match redis::Client::open(url.as_str())
-                    .unwrap()
-                    .get_multiplexed_async_connection()
-                    .await
-                {
-                    Ok(mut c) => redis::cmd("PING")
-                        .query_async::<String>(&mut c)
-                        .await
-                        .is_ok(),
-                    Err(_) => false,
-                }
-            }
-        })
+        wait_for_redis(
+            "redis up",
+            &redis::Client::open(self.url().as_str()).unwrap(),
+        )
         .await;
     }
 
@@ -350,7 +348,7 @@ async fn a_thousand_approval_round_trips_while_the_consumer_reconnects_prompt_on
     let mut tool_results = 0usize;
     let mut since_reconnect = 0usize;
     let mut reconnects = 0usize;
-    let mut conn = mq.client.get_multiplexed_async_connection().await.unwrap();
+    let mut conn = blocking_reader(&mq.client).await;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(240);
     while completes < workstreams * per_ws {
         assert!(
@@ -393,7 +391,7 @@ async fn a_thousand_approval_round_trips_while_the_consumer_reconnects_prompt_on
             }
         }
         if since_reconnect >= 200 {
-            conn = mq.client.get_multiplexed_async_connection().await.unwrap();
+            conn = blocking_reader(&mq.client).await;
             since_reconnect = 0;
             reconnects += 1;
         }

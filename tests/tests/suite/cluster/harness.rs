@@ -40,6 +40,17 @@ pub struct Proc {
 }
 
 impl Proc {
+    /// Sends SIGTERM (a graceful stop).
+    pub fn sigterm(&self) {
+        if let Some(pid) = self.child.id() {
+            let status = std::process::Command::new("kill")
+                .args(["-TERM", &pid.to_string()])
+                .status()
+                .unwrap();
+            assert!(status.success(), "kill -TERM {pid} failed");
+        }
+    }
+
     pub fn kill9(&mut self) {
         if let Some(pid) = self.child.id() {
             let _ = std::process::Command::new("kill")
@@ -100,7 +111,8 @@ impl NodeProc {
         n
     }
 
-    async fn spawn(&mut self) {
+    /// Starts the node process (again, after it exited: same port, same database).
+    pub async fn spawn(&mut self) {
         let mut cmd = Command::new(binary("turnstone-server"));
         cmd.args([
             "--host",
@@ -229,20 +241,7 @@ impl NodeProc {
                 .expect("node stream ended")
                 .unwrap();
             buf.push_str(&String::from_utf8_lossy(&chunk));
-            while let Some(end) = buf.find("\r\n\r\n") {
-                let frame: String = buf.drain(..end + 4).collect();
-                let mut id = None;
-                let mut data = String::new();
-                for line in frame.split("\r\n") {
-                    if let Some(v) = line.strip_prefix("id: ") {
-                        id = v.trim().parse::<u64>().ok();
-                    } else if let Some(v) = line.strip_prefix("data: ") {
-                        data.push_str(v);
-                    }
-                }
-                let Ok(v) = serde_json::from_str::<Value>(&data) else {
-                    continue;
-                };
+            for (id, v) in take_sse_frames(&mut buf) {
                 if v["type"] == "node_hello" {
                     target = v["node_seq"].as_u64();
                     continue;
@@ -254,6 +253,45 @@ impl NodeProc {
             }
         }
     }
+}
+
+/// Removes the complete SSE frames from the front of `buf` and returns their `id` and JSON
+/// `data` (frames without JSON data are skipped).
+pub fn take_sse_frames(buf: &mut String) -> Vec<(Option<u64>, Value)> {
+    let mut frames = Vec::new();
+    while let Some(end) = buf.find("\r\n\r\n") {
+        let frame: String = buf.drain(..end + 4).collect();
+        let mut id = None;
+        let mut data = String::new();
+        for line in frame.split("\r\n") {
+            if let Some(v) = line.strip_prefix("id: ") {
+                id = v.trim().parse::<u64>().ok();
+            } else if let Some(v) = line.strip_prefix("data: ") {
+                data.push_str(v);
+            }
+        }
+        if let Ok(v) = serde_json::from_str::<Value>(&data) {
+            frames.push((id, v));
+        }
+    }
+    frames
+}
+
+/// Waits until Redis answers `PING` through `client` (10 s at most).
+pub async fn wait_for_redis(what: &str, client: &redis::Client) {
+    eventually(what, Duration::from_secs(10), || async {
+        match client.get_multiplexed_async_connection().await {
+            Ok(mut c) => redis::cmd("PING")
+                .query_async::<String>(&mut c)
+                .await
+                .is_ok(),
+            Err(e) => {
+                eprintln!("{what}: not yet: {e}");
+                false
+            }
+        }
+    })
+    .await;
 }
 
 pub fn mint_token() -> String {
@@ -310,7 +348,7 @@ impl BridgeProc {
         b
     }
 
-    fn spawn(&mut self) {
+    pub fn spawn(&mut self) {
         let log = std::env::var("TURNSTONE_TEST_BRIDGE_LOG").ok();
         let stderr = match log {
             Some(path) => Stdio::from(
