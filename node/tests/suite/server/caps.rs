@@ -65,3 +65,53 @@ async fn replaying_readers_do_not_each_copy_the_ring() {
     }
     assert_eq!(seen, 8192);
 }
+
+/// A client that starts a request and never finishes its headers is cut off after the
+/// header-read timeout; an open event stream (no request in flight) is not.
+#[tokio::test]
+async fn slow_headers_are_cut_off_but_idle_streams_are_not() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let t = TestNode::spawn(Spec {
+        options: NodeOptions {
+            header_read_timeout: std::time::Duration::from_secs(1),
+            ..NodeOptions::default()
+        },
+        ..Spec::default()
+    })
+    .await;
+    let mut events = t
+        .http
+        .get(t.url("/v1/api/events/global"))
+        .bearer_auth(FULL)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(events.status(), 200);
+
+    let addr = t.base.trim_start_matches("http://").to_string();
+    let mut slow = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    slow.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .unwrap();
+    let mut rest = Vec::new();
+    let closed = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        slow.read_to_end(&mut rest),
+    )
+    .await;
+    assert!(
+        matches!(closed, Ok(Ok(_)) | Ok(Err(_))),
+        "a connection with unfinished headers stayed open"
+    );
+    assert!(rest.is_empty(), "no response to half a request: {rest:?}");
+
+    // The event stream opened before is still served (its keep-alive ping arrives).
+    let ping = tokio::time::timeout(std::time::Duration::from_secs(10), events.chunk())
+        .await
+        .expect("the idle stream was cut")
+        .unwrap();
+    assert!(
+        ping.is_some_and(|c| c.starts_with(b": ping")),
+        "expected a ping"
+    );
+}
