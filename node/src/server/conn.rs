@@ -89,6 +89,18 @@ impl<S> HeaderDeadline<S> {
         &mut self.inner
     }
 
+    /// After a write: once a response is going out, what the client sends next is a new
+    /// request's headers (the clock starts at its first byte).
+    fn wrote(&mut self, polled: &Poll<io::Result<usize>>) {
+        if matches!(polled, Poll::Ready(Ok(n)) if *n > 0) && matches!(self.phase, Phase::Message) {
+            self.phase = Phase::Headers {
+                deadline: None,
+                matched: 0,
+                first: false,
+            };
+        }
+    }
+
     /// Follows the bytes just read.
     fn saw(&mut self, bytes: &[u8]) {
         let Phase::Headers {
@@ -161,15 +173,7 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for HeaderDeadline<S> {
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
         let polled = Pin::new(&mut this.inner).poll_write(cx, data);
-        // A response is going out: what the client sends next is a new request's headers
-        // (the clock starts at its first byte).
-        if matches!(polled, Poll::Ready(Ok(n)) if n > 0) && matches!(this.phase, Phase::Message) {
-            this.phase = Phase::Headers {
-                deadline: None,
-                matched: 0,
-                first: false,
-            };
-        }
+        this.wrote(&polled);
         polled
     }
 
@@ -188,13 +192,7 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for HeaderDeadline<S> {
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
         let polled = Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
-        if matches!(polled, Poll::Ready(Ok(n)) if n > 0) && matches!(this.phase, Phase::Message) {
-            this.phase = Phase::Headers {
-                deadline: None,
-                matched: 0,
-                first: false,
-            };
-        }
+        this.wrote(&polled);
         polled
     }
 
