@@ -96,12 +96,7 @@
     } catch (e) {
       throw new ApiError(0, "The node is not reachable");
     }
-    let data = null;
-    try {
-      data = await resp.json();
-    } catch (e) {
-      data = null;
-    }
+    const data = await jsonOrNull(resp);
     if (resp.status === 401) {
       showLogin();
       throw new ApiError(401, "Sign-in required", data);
@@ -111,6 +106,15 @@
       throw new ApiError(resp.status, msg, data);
     }
     return data;
+  }
+
+  // A response's JSON body, or null when it has none.
+  async function jsonOrNull(resp) {
+    try {
+      return await resp.json();
+    } catch (e) {
+      return null;
+    }
   }
 
   function setBearer(token) {
@@ -168,12 +172,7 @@
       body: JSON.stringify({ ...user, setup_code: code }),
       credentials: "same-origin",
     });
-    let body = null;
-    try {
-      body = await resp.json();
-    } catch (e) {
-      body = null;
-    }
+    const body = await jsonOrNull(resp);
     if (!resp.ok) {
       if (resp.status === 401) throw new Error("That setup code or token is not right");
       throw new Error((body && body.error) || "Setup failed");
@@ -206,12 +205,7 @@
       }
       return;
     }
-    let body = null;
-    try {
-      body = await resp.json();
-    } catch (e) {
-      body = null;
-    }
+    const body = await jsonOrNull(resp);
     if (!resp.ok) {
       if (resp.status === 429) throw new Error("Too many login attempts — try again later");
       if (resp.status === 401) {

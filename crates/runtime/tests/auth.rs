@@ -147,6 +147,8 @@ fn route_table_ignores_trailing_slash_and_v1_prefix() {
 #[derive(Default)]
 struct FakeTokenStore {
     rows: HashMap<String, ApiTokenRecord>,
+    /// Session generation per user id (a user not listed does not exist).
+    generations: HashMap<String, i64>,
     fail: bool,
     seen: Mutex<Vec<String>>,
 }
@@ -163,6 +165,70 @@ impl ApiTokenLookup for FakeTokenStore {
         }
         Ok(self.rows.get(token_hash).cloned())
     }
+
+    async fn session_generation(&self, user_id: &str) -> Result<Option<i64>, ApiTokenLookupError> {
+        Ok(self.generations.get(user_id).copied())
+    }
+}
+
+#[tokio::test]
+async fn a_jwt_with_a_generation_stands_only_while_its_user_has_that_generation() {
+    let secret = JwtSecret::new("a-test-secret-that-is-long-enough-for-hs256");
+    let mut lookup = FakeTokenStore::default();
+    lookup.generations.insert("u1".into(), 3);
+    let auth = Authenticator::new(true, Some(secret.clone()), Vec::new(), AUDIENCE_SERVER)
+        .with_api_tokens(Arc::new(lookup));
+    let token = |user: &str, generation: Option<i64>| {
+        let claims = NewClaims::new(user, Scopes::read_only(), "password", AUDIENCE_SERVER)
+            .with_generation(generation);
+        mint(&claims, &secret, Duration::from_secs(60)).unwrap()
+    };
+    let current = auth
+        .authenticate_token(&token("u1", Some(3)))
+        .await
+        .unwrap();
+    assert_eq!(current.generation, Some(3));
+    assert!(current.expires_at.is_some());
+    for (user, generation) in [("u1", Some(2)), ("u1", Some(4)), ("gone", Some(0))] {
+        assert_eq!(
+            auth.authenticate_token(&token(user, generation)).await,
+            Err(AuthError::InvalidToken),
+            "{user} {generation:?}"
+        );
+    }
+    // Without `gen` (service and identity-less tokens) there is no session to check.
+    assert!(
+        auth.authenticate_token(&token("console-proxy", None))
+            .await
+            .is_ok()
+    );
+    // A node without user storage refuses any token tied to a session.
+    let bare = Authenticator::new(true, Some(secret.clone()), Vec::new(), AUDIENCE_SERVER);
+    assert!(
+        bare.authenticate_token(&token("u1", Some(3)))
+            .await
+            .is_err()
+    );
+}
+
+#[tokio::test]
+async fn a_minted_session_never_outlives_the_credential_it_came_from() {
+    let secret = JwtSecret::new("a-test-secret-that-is-long-enough-for-hs256");
+    let auth = Authenticator::new(true, Some(secret.clone()), Vec::new(), AUDIENCE_SERVER);
+    let short = mint(
+        &NewClaims::new("", Scopes::read_only(), "config", AUDIENCE_SERVER),
+        &secret,
+        Duration::from_secs(60),
+    )
+    .unwrap();
+    let identity = auth.authenticate_token(&short).await.unwrap();
+    let renewed = auth
+        .mint_for(&identity, DEFAULT_TOKEN_TTL)
+        .unwrap()
+        .unwrap();
+    let first = turnstone_runtime::auth::verify(&short, &secret, AUDIENCE_SERVER).unwrap();
+    let second = turnstone_runtime::auth::verify(&renewed, &secret, AUDIENCE_SERVER).unwrap();
+    assert!(second.exp <= first.exp, "{} > {}", second.exp, first.exp);
 }
 
 const API_TOKEN: &str = "ts_00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";

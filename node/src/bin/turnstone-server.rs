@@ -118,6 +118,9 @@ struct Args {
     /// Most event streams (SSE) one identity may hold open at once; more are refused (429).
     #[arg(long, env = "TURNSTONE_SSE_PER_IDENTITY", default_value_t = 32)]
     sse_per_identity: usize,
+    /// Seconds a client has to send a request's headers before the connection is closed.
+    #[arg(long, env = "TURNSTONE_HEADER_READ_TIMEOUT", default_value_t = 30)]
+    header_read_timeout: u64,
     /// `task_agent`: model requests a sub-agent may make before it is stopped. Default:
     /// `[tools] agent_max_turns`, else 20.
     #[arg(long, env = "TURNSTONE_AGENT_MAX_TURNS")]
@@ -335,6 +338,7 @@ async fn main() -> anyhow::Result<()> {
             .unwrap_or_else(|| env!("CARGO_PKG_VERSION").to_string()),
         metrics_auth: args.metrics_auth,
         sse_per_identity: args.sse_per_identity.max(1),
+        header_read_timeout: std::time::Duration::from_secs(args.header_read_timeout.max(1)),
         ..NodeOptions::default()
     };
     let persistence = if let Some(store_config) = &store_config {

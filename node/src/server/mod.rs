@@ -6,6 +6,7 @@
 
 pub mod auth;
 pub mod body;
+pub mod conn;
 pub mod drain;
 pub mod error;
 pub mod events;
@@ -172,11 +173,13 @@ pub async fn run(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     use axum::serve::ListenerExt;
+    let header_read_timeout = node.options.header_read_timeout;
     let app = router(node).into_make_service_with_connect_info::<std::net::SocketAddr>();
     // SSE frames are small separate writes: without TCP_NODELAY some wait for the client's
     // delayed ACK (~40 ms).
+    let listener = conn::HeaderDeadlineListener::new(listener, header_read_timeout);
     let listener = listener.tap_io(|stream| {
-        if let Err(e) = stream.set_nodelay(true) {
+        if let Err(e) = stream.get_mut().set_nodelay(true) {
             tracing::debug!(error = %e, "TCP_NODELAY not set");
         }
     });

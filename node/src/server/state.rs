@@ -111,6 +111,8 @@ pub struct NodeOptions {
     pub metrics_auth: bool,
     /// Most event streams one identity may hold open at once.
     pub sse_per_identity: usize,
+    /// Time a client has to send a request's headers (see `server::conn`).
+    pub header_read_timeout: Duration,
 }
 
 impl Default for NodeOptions {
@@ -127,6 +129,7 @@ impl Default for NodeOptions {
             version: env!("CARGO_PKG_VERSION").to_string(),
             metrics_auth: false,
             sse_per_identity: 32,
+            header_read_timeout: super::conn::HEADER_READ_TIMEOUT,
         }
     }
 }

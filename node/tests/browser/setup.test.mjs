@@ -6,41 +6,13 @@
 // Prints "setup test: all steps passed" and exits 0 on success; on failure saves
 // setup-failure.png and exits 1.
 
-import { chromium } from "playwright-core";
-import { mkdirSync } from "node:fs";
-import { join } from "node:path";
+import { assert, env, runBrowserTest } from "./harness.mjs";
 
-const env = (name) => {
-  const v = process.env[name];
-  if (!v) throw new Error(`missing environment variable ${name}`);
-  return v;
-};
-const BASE = env("TURNSTONE_URL");
-const ARTIFACTS = env("TURNSTONE_ARTIFACTS");
 const CODE = env("TURNSTONE_SETUP_CODE");
-mkdirSync(ARTIFACTS, { recursive: true });
 
-const log = (...a) => console.log("[setup]", ...a);
-function assert(cond, message) {
-  if (!cond) throw new Error("assertion failed: " + message);
-}
-
-const context = await chromium.launchPersistentContext(env("TURNSTONE_PROFILE"), {
-  executablePath: env("TURNSTONE_CHROMIUM"),
-  headless: true,
-  args: ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"],
-  viewport: { width: 1280, height: 800 },
-  colorScheme: "light",
-});
-context.setDefaultTimeout(20000);
-const page = context.pages()[0] || (await context.newPage());
-const pageErrors = [];
-page.on("pageerror", (e) => pageErrors.push(String(e)));
-const shot = (name) => page.screenshot({ path: join(ARTIFACTS, name + ".png"), animations: "disabled" });
-
-try {
+await runBrowserTest("setup", async ({ page, context, log, shot, base }) => {
   log("a node without users offers the setup form, which asks for the setup code");
-  await page.goto(BASE + "/");
+  await page.goto(base + "/");
   await page.locator("#login-overlay").waitFor({ state: "visible" });
   await page.locator("#setup-code").waitFor({ state: "visible" });
   await shot("setup-form");
@@ -62,20 +34,7 @@ try {
   await page.locator("#login-submit").click();
   await page.locator("#login-overlay").waitFor({ state: "hidden" });
   await page.locator(".pane:not([hidden])").waitFor();
-  const cookies = await context.cookies(BASE);
+  const cookies = await context.cookies(base);
   assert(cookies.some((c) => c.name === "turnstone_auth" && c.httpOnly), "session cookie set (HttpOnly)");
   await shot("setup-done");
-  assert(pageErrors.length === 0, "no page errors: " + pageErrors.join("; "));
-  console.log("setup test: all steps passed");
-  await context.close();
-  process.exit(0);
-} catch (err) {
-  console.error(err);
-  try {
-    await shot("setup-failure");
-  } catch (e) {
-    // The screenshot is best effort.
-  }
-  await context.close();
-  process.exit(1);
-}
+});

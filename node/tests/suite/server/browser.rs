@@ -220,21 +220,7 @@ async fn a_real_browser_chats_approves_and_resumes_without_duplicates() {
 /// wrong password, and a right one opens the dashboard (and the token form is one click away).
 #[tokio::test]
 async fn a_real_browser_signs_in_with_a_username_and_password() {
-    let dir = tempfile::tempdir().unwrap();
-    let auth = turnstone_runtime::auth::Authenticator::new(
-        true,
-        Some(turnstone_runtime::auth::JwtSecret::new(
-            "a-test-secret-that-is-long-enough-for-hs256",
-        )),
-        TestNode::test_tokens(),
-        turnstone_runtime::auth::AUDIENCE_SERVER,
-    );
-    let t = TestNode::spawn(Spec {
-        db: Some(dir.path().join("users.db")),
-        auth: Some(auth),
-        ..Spec::default()
-    })
-    .await;
+    let (t, _dir) = super::users::node_with_users().await;
     let (status, _) = t
         .post(
             "/v1/api/auth/setup",
@@ -259,21 +245,7 @@ async fn a_real_browser_signs_in_with_a_username_and_password() {
 /// credential, refuses a wrong code and creates the first admin with the printed one.
 #[tokio::test]
 async fn a_real_browser_sets_up_the_first_user_with_the_setup_code() {
-    let dir = tempfile::tempdir().unwrap();
-    let auth = turnstone_runtime::auth::Authenticator::new(
-        true,
-        Some(turnstone_runtime::auth::JwtSecret::new(
-            "a-test-secret-that-is-long-enough-for-hs256",
-        )),
-        TestNode::test_tokens(),
-        turnstone_runtime::auth::AUDIENCE_SERVER,
-    );
-    let t = TestNode::spawn(Spec {
-        db: Some(dir.path().join("setup.db")),
-        auth: Some(auth),
-        ..Spec::default()
-    })
-    .await;
+    let (t, _dir) = super::users::node_with_users().await;
     run_browser_script(
         "setup.test.mjs",
         "setup test: all steps passed",

@@ -3,6 +3,7 @@
 
 mod api;
 mod browser;
+mod caps;
 mod ctx;
 mod login;
 mod mcp_resources;

@@ -8,7 +8,8 @@ use super::*;
 
 const SECRET: &str = "a-test-secret-that-is-long-enough-for-hs256";
 
-async fn node_with_users() -> (TestNode, tempfile::TempDir) {
+/// A node with storage (no user yet), a JWT secret and the test config tokens.
+pub async fn node_with_users() -> (TestNode, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let auth = Authenticator::new(
         true,

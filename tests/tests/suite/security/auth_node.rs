@@ -182,6 +182,36 @@ impl AuthNode {
         body["user_id"].as_str().unwrap().to_string()
     }
 
+    /// An API token for `username` with `scopes` (as the full-access token): the raw token
+    /// and its id.
+    pub async fn create_token(&self, username: &str, scopes: &str) -> (String, String) {
+        let (status, token) = self
+            .call(
+                reqwest::Method::POST,
+                "/v1/api/admin/tokens",
+                Some(TOKEN),
+                Some(json!({"username": username, "name": "test", "scopes": scopes})),
+            )
+            .await;
+        assert_eq!(status, 201, "create token: {token}");
+        (
+            token["token"].as_str().unwrap().to_string(),
+            token["token_id"].as_str().unwrap().to_string(),
+        )
+    }
+
+    /// The body of an anonymous `GET`.
+    pub async fn get_text(&self, path: &str) -> String {
+        self.http
+            .get(self.url(path))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    }
+
     /// A password login: the reply's JWT.
     pub async fn login(&self, username: &str) -> String {
         let (status, body) = self

@@ -21,16 +21,7 @@ async fn random_paths_do_not_grow_metrics_and_names_stay_private() {
         )
         .await;
     assert_eq!(status, 200);
-    let before = node
-        .http
-        .get(node.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap()
-        .len();
+    let before = node.get_text("/metrics").await.len();
     for i in 0..200 {
         let junk: String = (0..2_000)
             .map(|j| char::from(b'a' + ((i + j) % 26) as u8))
@@ -42,15 +33,7 @@ async fn random_paths_do_not_grow_metrics_and_names_stay_private() {
             .await
             .unwrap();
     }
-    let metrics = node
-        .http
-        .get(node.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = node.get_text("/metrics").await;
     assert!(
         metrics.len() < before + 4_096,
         "/metrics grew from {before} to {} bytes after 200 junk paths",
@@ -60,15 +43,7 @@ async fn random_paths_do_not_grow_metrics_and_names_stay_private() {
         !metrics.contains(SECRET_NAME),
         "public /metrics names a workstream"
     );
-    let health = node
-        .http
-        .get(node.url("/health"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let health = node.get_text("/health").await;
     assert!(
         !health.contains(SECRET_NAME),
         "public /health names a workstream"

@@ -5,23 +5,14 @@
 use reqwest::Method;
 use serde_json::json;
 
-use super::auth_node::{AuthNode, TOKEN};
+use super::auth_node::AuthNode;
 
 #[tokio::test]
 async fn an_approve_scoped_token_without_the_permission_is_refused_admin_routes() {
     let node = AuthNode::start().await;
     node.setup_admin().await;
     node.create_user("olga", "operator").await;
-    let (status, token) = node
-        .call(
-            Method::POST,
-            "/v1/api/admin/tokens",
-            Some(TOKEN),
-            Some(json!({"username": "olga", "name": "ops", "scopes": "approve"})),
-        )
-        .await;
-    assert_eq!(status, 201, "{token}");
-    let olga = token["token"].as_str().unwrap().to_string();
+    let (olga, _) = node.create_token("olga", "approve").await;
 
     for (method, path, body) in [
         (Method::GET, "/v1/api/admin/users", None),

@@ -76,17 +76,7 @@ async fn a_revoked_api_tokens_sessions_end_and_relogin_never_extends() {
     let node = AuthNode::start().await;
     node.setup_admin().await;
     node.create_user("dave", "operator").await;
-    let (status, token) = node
-        .call(
-            Method::POST,
-            "/v1/api/admin/tokens",
-            Some(TOKEN),
-            Some(json!({"username": "dave", "name": "ci", "scopes": "read"})),
-        )
-        .await;
-    assert_eq!(status, 201, "{token}");
-    let raw = token["token"].as_str().unwrap().to_string();
-    let token_id = token["token_id"].as_str().unwrap().to_string();
+    let (raw, token_id) = node.create_token("dave", "read").await;
     let login = |credential: String| {
         let node = &node;
         async move {
