@@ -29,6 +29,7 @@ const WRITE: Needs = Needs::Scope(Scope::Write);
 pub const ROUTE_PERMISSIONS: &[(&str, &str, Needs)] = &[
     // Probes, UI and documentation.
     ("GET", "/health", Public),
+    ("GET", "/ready", Public),
     ("GET", "/metrics", Metrics),
     ("GET", "/", Public),
     ("GET", "/static/{*path}", Public),
