@@ -28,6 +28,7 @@ import time
 import uuid
 
 import redis
+from checks import check, finish, start_watchdog
 from turnstone.mq.client import TurnstoneClient
 from turnstone.sdk import TurnstoneConsole
 
@@ -36,23 +37,6 @@ SENDS = int(os.environ.get("COMPOSE_E2E_SENDS", "60"))
 # A restart that took longer than the drain timeout (25 s) plus a start ended in SIGKILL.
 DRAIN_BOUND = 35.0
 PREFIX = "turnstone"
-_passed = 0
-
-
-def check(name: str, condition: bool, detail: object = "") -> None:
-    global _passed
-    if not condition:
-        print(f"FAIL {name}: {detail}", flush=True)
-        sys.exit(1)
-    _passed += 1
-    print(f"ok {name}: {detail}", flush=True)
-
-
-def watchdog() -> None:
-    print(f"FAIL watchdog: the run took longer than {DEADLINE} s", flush=True)
-    os._exit(2)
-
-
 def wait_until(what: str, timeout: float, probe):
     deadline = time.monotonic() + timeout
     last = None
@@ -81,9 +65,7 @@ def stream_events(r: redis.Redis) -> list[tuple[str, dict]]:
 def main() -> None:
     console_url, token, redis_port, redis_password = sys.argv[1:5]
     restart = sys.argv[5:]
-    timer = threading.Timer(DEADLINE, watchdog)
-    timer.daemon = True
-    timer.start()
+    timer = start_watchdog(DEADLINE)
 
     with TurnstoneConsole(console_url, token=token) as console:
         health = console.health()
@@ -165,8 +147,7 @@ def main() -> None:
         )
         check("console.nodes.after_restart", True, sorted(x.node_id for x in nodes.nodes))
 
-    timer.cancel()
-    print(f"all {_passed} checks passed", flush=True)
+    finish(timer)
 
 
 if __name__ == "__main__":
