@@ -16,6 +16,8 @@
       working directory, uid 10001, a read-only root file system, and its volume mounts
       reproduced: secret files with dummy values (TLS files real PEM), ConfigMaps with their
       rendered data. A name the binary does not read, a bad value or a missing file fails.
+      The same for the systemd units: ExecStart with the example EnvironmentFiles, the
+      Environment= lines and the LoadCredential= files (dummy values) in $CREDENTIALS_DIRECTORY.
 
 Prints one line per check; exits 1 on the first failure with the reason.
 """
@@ -304,9 +306,11 @@ def cmd_check_config(out_dir: Path, image: str) -> None:
                     files = mounted_files(spec, container, objects, pem)
                     run_check_config(image, container, spec, env, files, tmp_root / f"c{checked}", where)
                     checked += 1
-    if checked == 0:
-        fail("no Turnstone container rendered")
-    print(f"ok chart-to-binary: {checked} containers pass their binary's --check-config", flush=True)
+        if checked == 0:
+            fail("no Turnstone container rendered")
+        print(f"ok chart-to-binary: {checked} containers pass their binary's --check-config", flush=True)
+        units = systemd_units_check_config(image, tmp_root, pem)
+        print(f"ok units-to-binary: {units} systemd units pass their binary's --check-config", flush=True)
 
 
 def run_check_config(image, container, spec, env, files, host_dir: Path, where: str) -> None:
@@ -341,6 +345,60 @@ def run_check_config(image, container, spec, env, files, host_dir: Path, where: 
         fail(f"{where}: `{container['command'][0]} --check-config` exited {result.returncode}:\n"
              f"{result.stdout}{result.stderr}\ncommand: {' '.join(args)}")
     print(f"ok --check-config {where}", flush=True)
+
+
+def systemd_units_check_config(image: str, tmp_root: Path, pem) -> int:
+    """Each unit's ExecStart with what systemd would give it, through --check-config."""
+    units_dir = ROOT / "deploy" / "systemd"
+    checked = 0
+    for unit in sorted(units_dir.glob("*.service")):
+        instance = "node-a"
+        unit_name = unit.name.replace("@.", f"@{instance}.")
+        creds_dir = f"/run/credentials/{unit_name}"
+        env: dict[str, str] = {}
+        exec_start: list[str] = []
+        credentials: list[str] = []
+        for line in unit.read_text().splitlines():
+            key, _, value = line.partition("=")
+            value = value.replace("%i", instance).replace("%d", creds_dir)
+            if key == "EnvironmentFile":
+                optional = value.startswith("-")
+                example = units_dir / (Path(value.lstrip("-")).name + ".example")
+                if not example.is_file():
+                    if optional:
+                        continue
+                    fail(f"{unit.name}: EnvironmentFile {value} has no {example.name} next to the unit")
+                for env_line in example.read_text().splitlines():
+                    env_line = env_line.strip()
+                    if env_line and not env_line.startswith("#"):
+                        k, _, v = env_line.partition("=")
+                        env[k] = v
+            elif key == "Environment":
+                k, _, v = value.partition("=")
+                env[k] = v
+            elif key == "LoadCredential":
+                credentials.append(value.split(":", 1)[0])
+            elif key == "ExecStart":
+                exec_start = value.split()
+        host_dir = tmp_root / f"unit-{checked}"
+        host_dir.mkdir(parents=True)
+        for name in credentials:
+            (host_dir / name).write_text(dummy_secret(name, pem))
+        subprocess.run(["chmod", "-R", "a+rX", str(host_dir)], check=True)
+        args = ["docker", "run", "--rm", "--network", "none", "--read-only", "--cap-drop", "ALL",
+                "--user", "10001:10001", "--tmpfs", "/tmp", "--tmpfs", "/var/lib/turnstone:uid=10001,gid=10001",
+                "-v", f"{host_dir}:{creds_dir}:ro", "-w", "/var/lib/turnstone",
+                "-e", f"CREDENTIALS_DIRECTORY={creds_dir}"]
+        for k, v in env.items():
+            args += ["-e", f"{k}={v}"]
+        args += ["--entrypoint", exec_start[0], image, *exec_start[1:], "--check-config"]
+        result = subprocess.run(args, capture_output=True, text=True, timeout=120)
+        if result.returncode != 0:
+            fail(f"{unit.name}: `{' '.join(exec_start)} --check-config` exited {result.returncode}:\n"
+                 f"{result.stdout}{result.stderr}\ncommand: {' '.join(args)}")
+        print(f"ok --check-config systemd {unit_name}", flush=True)
+        checked += 1
+    return checked
 
 
 def main() -> None:
