@@ -1,10 +1,63 @@
 //! Bridge settings: the original's flags and environment (cluster spec §3.1) plus ours.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
 use turnstone_queue::RedisSettings;
+use turnstone_runtime::{EnvAlias, ServiceSpec};
+
+/// The bridge's part of the configuration contract beyond its flags: old names, secrets,
+/// its `[bridge]` table.
+pub const SPEC: ServiceSpec = ServiceSpec {
+    binary: "turnstone-bridge",
+    table: Some("bridge"),
+    aliases: &[
+        EnvAlias {
+            old: "REDIS_HOST",
+            arg: "redis_host",
+            instead: "TURNSTONE_REDIS_URL",
+        },
+        EnvAlias {
+            old: "TURNSTONE_REDIS_HOST",
+            arg: "redis_host",
+            instead: "TURNSTONE_REDIS_URL",
+        },
+        EnvAlias {
+            old: "REDIS_PORT",
+            arg: "redis_port",
+            instead: "TURNSTONE_REDIS_URL",
+        },
+        EnvAlias {
+            old: "TURNSTONE_REDIS_PORT",
+            arg: "redis_port",
+            instead: "TURNSTONE_REDIS_URL",
+        },
+        EnvAlias {
+            old: "REDIS_PASSWORD",
+            arg: "redis_password",
+            instead: "TURNSTONE_REDIS_PASSWORD",
+        },
+        EnvAlias {
+            old: "TURNSTONE_MQ_PREFIX",
+            arg: "prefix",
+            instead: "TURNSTONE_REDIS_PREFIX",
+        },
+        EnvAlias {
+            old: "TURNSTONE_PREFIX",
+            arg: "prefix",
+            instead: "TURNSTONE_REDIS_PREFIX",
+        },
+    ],
+    secrets: &[
+        "TURNSTONE_JWT_SECRET",
+        "TURNSTONE_AUTH_TOKEN",
+        "TURNSTONE_REDIS_URL",
+        "TURNSTONE_REDIS_PASSWORD",
+    ],
+    extra_env: &[],
+};
 
 /// `turnstone-bridge` command line.
 #[derive(Debug, Clone, Parser)]
@@ -21,34 +74,42 @@ pub struct Args {
         default_value = "http://localhost:8080"
     )]
     pub server_url: String,
-    /// Redis as a URL (`redis://[:password@]host:port/db`, `rediss://` for TLS); wins over
-    /// the separate flags below.
+    /// Redis as a URL (`redis://[user:password@]host:port/db`, `rediss://` for TLS); wins
+    /// over `--redis-host`/`--redis-port`.
     #[arg(long, env = "TURNSTONE_REDIS_URL", hide_env_values = true)]
     pub redis_url: Option<String>,
-    #[arg(long, env = "REDIS_HOST", default_value = "localhost")]
+    /// Redis host when no URL is given (old env names: `REDIS_HOST`, `TURNSTONE_REDIS_HOST`).
+    #[arg(long, default_value = "localhost")]
     pub redis_host: String,
-    #[arg(long, env = "REDIS_PORT", default_value_t = 6379)]
+    /// Redis port when no URL is given (old env names: `REDIS_PORT`, `TURNSTONE_REDIS_PORT`).
+    #[arg(long, default_value_t = 6379)]
     pub redis_port: u16,
-    #[arg(long, env = "REDIS_PASSWORD", hide_env_values = true)]
+    /// Redis ACL user.
+    #[arg(long, env = "TURNSTONE_REDIS_USERNAME")]
+    pub redis_username: Option<String>,
+    /// Redis password (old env name: `REDIS_PASSWORD`).
+    #[arg(long, env = "TURNSTONE_REDIS_PASSWORD", hide_env_values = true)]
     pub redis_password: Option<String>,
     #[arg(long, default_value_t = 0)]
     pub redis_db: i64,
-    /// Connect to Redis over TLS (system roots).
+    /// Connect to Redis over TLS (as a `rediss://` URL does).
     #[arg(long)]
     pub redis_tls: bool,
-    /// Accepted for compatibility; custom CA/client certificates are not supported yet
-    /// (start-up fails with a clear message when given).
-    #[arg(long)]
-    pub redis_tls_ca: Option<String>,
-    #[arg(long)]
-    pub redis_tls_cert: Option<String>,
-    #[arg(long)]
-    pub redis_tls_key: Option<String>,
+    /// PEM CA bundle that verifies Redis's certificate (default: the system roots).
+    #[arg(long, env = "TURNSTONE_REDIS_TLS_CA_FILE")]
+    pub redis_tls_ca: Option<PathBuf>,
+    /// PEM client certificate for mutual TLS (with `--redis-tls-key`).
+    #[arg(long, env = "TURNSTONE_REDIS_TLS_CERT_FILE")]
+    pub redis_tls_cert: Option<PathBuf>,
+    /// PEM key of the client certificate.
+    #[arg(long, env = "TURNSTONE_REDIS_TLS_KEY_FILE")]
+    pub redis_tls_key: Option<PathBuf>,
     /// Accepted for compatibility: approvals time out on the node (its
     /// `--approval-timeout`), which records the verdict.
     #[arg(long, default_value_t = 3600.0)]
     pub approval_timeout: f64,
-    /// The node's id; empty = read from the node's `/health`.
+    /// The node's id; empty = the id the node's `/health` reports (the node's own default is
+    /// its host name, so a sidecar bridge gets the pod name either way).
     #[arg(long, env = "TURNSTONE_NODE_ID", default_value = "")]
     pub node_id: String,
     /// Heartbeat TTL in seconds (refreshed every ttl/2).
@@ -58,12 +119,13 @@ pub struct Args {
     /// `TURNSTONE_JWT_SECRET`. Neither: only a loopback node without auth works.
     #[arg(long, env = "TURNSTONE_AUTH_TOKEN", hide_env_values = true)]
     pub auth_token: Option<String>,
-    #[arg(long, env = "TURNSTONE_LOG_LEVEL", default_value = "info")]
-    pub log_level: String,
-    #[arg(long, env = "TURNSTONE_LOG_FORMAT", value_enum, default_value = "text")]
-    pub log_format: turnstone_runtime::LogFormat,
-    /// Key prefix (ours; the original hard-codes `turnstone`).
-    #[arg(long, env = "TURNSTONE_MQ_PREFIX", default_value = "turnstone")]
+    /// `--config` (its `[bridge]` table), `--log-level`, `--log-format`, `--drain-timeout`,
+    /// `--check-config`.
+    #[command(flatten)]
+    pub service: turnstone_runtime::ServiceArgs,
+    /// Redis key prefix (ours; the original hard-codes `turnstone`; old env name:
+    /// `TURNSTONE_MQ_PREFIX`).
+    #[arg(long, env = "TURNSTONE_REDIS_PREFIX", default_value = "turnstone")]
     pub prefix: String,
     /// Ownership lease TTL in seconds (ours; refreshed every ttl/3 while the node lives).
     #[arg(long, default_value_t = 120)]
@@ -105,11 +167,21 @@ pub struct BridgeConfig {
 }
 
 /// How the bridge authenticates to its node.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub enum NodeAuth {
     None,
     Token(String),
     Jwt(String),
+}
+
+impl std::fmt::Debug for NodeAuth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::None => "None",
+            Self::Token(_) => "Token(<redacted>)",
+            Self::Jwt(_) => "Jwt(<redacted>)",
+        })
+    }
 }
 
 impl BridgeConfig {
@@ -132,16 +204,9 @@ impl BridgeConfig {
         }
     }
 
-    /// From the command line and environment; names the bad flag on error.
-    pub fn from_args(args: &Args) -> Result<Self, String> {
-        if args.redis_tls_ca.is_some()
-            || args.redis_tls_cert.is_some()
-            || args.redis_tls_key.is_some()
-        {
-            return Err(
-                "--redis-tls-ca/--redis-tls-cert/--redis-tls-key are not supported; use --redis-tls (system roots) or a rediss:// URL".into(),
-            );
-        }
+    /// From the command line and environment (`jwt_secret`: `TURNSTONE_JWT_SECRET` or its
+    /// `_FILE`); names the bad flag on error. Connects to nothing.
+    pub fn from_args(args: &Args, jwt_secret: Option<String>) -> Result<Self, String> {
         if args.heartbeat_ttl < 2 {
             return Err("--heartbeat-ttl must be at least 2 seconds".into());
         }
@@ -160,18 +225,20 @@ impl BridgeConfig {
                 args.server_url
             ));
         }
-        let redis = match &args.redis_url {
-            Some(url) => RedisSettings::from_url(url.clone()),
-            None => RedisSettings {
-                url: None,
-                host: args.redis_host.clone(),
-                port: args.redis_port,
-                password: args.redis_password.clone().filter(|p| !p.is_empty()),
-                db: args.redis_db,
-                tls: args.redis_tls,
-            },
+        let redis = RedisSettings {
+            url: args.redis_url.clone(),
+            host: args.redis_host.clone(),
+            port: args.redis_port,
+            username: args.redis_username.clone().filter(|u| !u.is_empty()),
+            password: args.redis_password.clone().filter(|p| !p.is_empty()),
+            db: args.redis_db,
+            tls: args.redis_tls,
+            tls_ca_file: args.redis_tls_ca.clone(),
+            tls_cert_file: args.redis_tls_cert.clone(),
+            tls_key_file: args.redis_tls_key.clone(),
         };
-        let auth = match (&args.auth_token, std::env::var("TURNSTONE_JWT_SECRET").ok()) {
+        redis.validate().map_err(|e| e.to_string())?;
+        let auth = match (&args.auth_token, jwt_secret) {
             (Some(t), _) if !t.is_empty() => NodeAuth::Token(t.clone()),
             (_, Some(s)) if !s.is_empty() => NodeAuth::Jwt(s),
             _ => NodeAuth::None,

@@ -122,7 +122,7 @@ async fn fetch(ctx: Arc<Ctx>, dispatcher: Arc<Dispatcher>, source: Source) {
     loop {
         // Only while the node answers.
         tokio::select! {
-            _ = ctx.cancel.cancelled() => return,
+            _ = ctx.draining.cancelled() => return,
             r = up.wait_for(|u| *u) => if r.is_err() { return },
         }
         let epoch = ctx.current_epoch();
@@ -135,7 +135,7 @@ async fn fetch(ctx: Arc<Ctx>, dispatcher: Arc<Dispatcher>, source: Source) {
             redriven_epoch = None;
             // Give Redis a moment: the work was abandoned because it was failing.
             tokio::select! {
-                _ = ctx.cancel.cancelled() => return,
+                _ = ctx.draining.cancelled() => return,
                 _ = tokio::time::sleep(backoff.delay()) => {}
             }
         }
@@ -170,7 +170,7 @@ async fn fetch(ctx: Arc<Ctx>, dispatcher: Arc<Dispatcher>, source: Source) {
                 Err(e) => {
                     tracing::warn!(error = %e, queue = %q.queue, "cannot reach redis; retrying");
                     tokio::select! {
-                        _ = ctx.cancel.cancelled() => return,
+                        _ = ctx.draining.cancelled() => return,
                         _ = tokio::time::sleep(backoff.delay()) => {}
                     }
                 }
@@ -178,7 +178,7 @@ async fn fetch(ctx: Arc<Ctx>, dispatcher: Arc<Dispatcher>, source: Source) {
             continue;
         };
         let permit = tokio::select! {
-            _ = ctx.cancel.cancelled() => return,
+            _ = ctx.draining.cancelled() => return,
             p = ctx.permits.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => return },
         };
         if source == Source::Shared && ctx.directed_hot.load(Ordering::Relaxed) {
@@ -199,7 +199,7 @@ async fn fetch(ctx: Arc<Ctx>, dispatcher: Arc<Dispatcher>, source: Source) {
                 Ok(None) => {
                     ctx.directed_hot.store(false, Ordering::Relaxed);
                     tokio::select! {
-                        _ = ctx.cancel.cancelled() => return,
+                        _ = ctx.draining.cancelled() => return,
                         r = q.take(c, ctx.cfg.pop_timeout) => r,
                     }
                 }
@@ -207,7 +207,7 @@ async fn fetch(ctx: Arc<Ctx>, dispatcher: Arc<Dispatcher>, source: Source) {
             }
         } else {
             tokio::select! {
-                _ = ctx.cancel.cancelled() => return,
+                _ = ctx.draining.cancelled() => return,
                 r = q.take(c, ctx.cfg.pop_timeout) => r,
             }
         };
@@ -228,7 +228,7 @@ async fn fetch(ctx: Arc<Ctx>, dispatcher: Arc<Dispatcher>, source: Source) {
                 // once Redis answers again, or that message would sit there unseen.
                 redriven_epoch = None;
                 tokio::select! {
-                    _ = ctx.cancel.cancelled() => return,
+                    _ = ctx.draining.cancelled() => return,
                     _ = tokio::time::sleep(backoff.delay()) => {}
                 }
             }

@@ -81,6 +81,10 @@ pub struct Ctx {
     /// Set while the directed fetcher keeps finding messages (cleared when it finds the
     /// queue empty): the shared fetcher then checks for a directed backlog before taking.
     pub directed_hot: std::sync::atomic::AtomicBool,
+    /// Fired when the bridge drains (SIGTERM): the fetchers stop taking from Redis, what is
+    /// in flight goes on. A child of `cancel` (a hard stop drains too).
+    pub draining: CancellationToken,
+    /// Stops every task.
     pub cancel: CancellationToken,
 }
 
@@ -246,6 +250,7 @@ impl Bridge {
             directed,
             shared,
             directed_hot: std::sync::atomic::AtomicBool::new(false),
+            draining: cancel.child_token(),
             cancel: cancel.clone(),
             cfg,
         });
@@ -268,6 +273,51 @@ impl Bridge {
             let _ = t.await;
         }
     }
+
+    /// Drains the bridge (SIGTERM): `/ready` turns 503 and nothing more is taken from Redis;
+    /// messages in flight get up to `timeout` to be handled; then every task stops, whatever
+    /// is still held goes back to the front of the queue it came from (nothing stays only
+    /// with this bridge) and the heartbeat is removed.
+    pub async fn drain(self, timeout: Duration) -> DrainReport {
+        let ctx = self.ctx.clone();
+        ctx.draining.cancel();
+        let all = u32::try_from(ctx.cfg.concurrency).unwrap_or(u32::MAX);
+        let finished = tokio::time::timeout(timeout, ctx.permits.acquire_many(all))
+            .await
+            .is_ok();
+        if !finished {
+            tracing::warn!("drain timeout reached with messages in flight; handing them back");
+        }
+        ctx.cancel.cancel();
+        self.join().await;
+        let mut handed_back = 0;
+        let mut conn = ctx.redis.clone();
+        for q in [&ctx.directed, &ctx.shared] {
+            match q.hand_back(&mut conn).await {
+                Ok(n) => handed_back += n,
+                Err(e) => {
+                    tracing::warn!(queue = %q.queue, error = %e, "held messages not handed back (a restarted bridge or another bridge's janitor re-drives them)");
+                }
+            }
+        }
+        if let Err(e) = ctx.leases.withdraw(&mut conn, &ctx.node_id).await {
+            tracing::warn!(error = %e, "heartbeat not removed (it expires by its TTL)");
+        }
+        tracing::info!(finished, handed_back, "bridge drained");
+        DrainReport {
+            finished,
+            handed_back,
+        }
+    }
+}
+
+/// What a bridge drain did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DrainReport {
+    /// Every message in flight was handled before the timeout.
+    pub finished: bool,
+    /// Held messages given back to their queue.
+    pub handed_back: u64,
 }
 
 /// The node id and `max_ws`: from the configuration, else from `/health` (retried with

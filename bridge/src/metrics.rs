@@ -1,4 +1,4 @@
-//! The bridge's Prometheus metrics and its small `/metrics` + `/health` listener.
+//! The bridge's Prometheus metrics and its small `/metrics` + `/health` + `/ready` listener.
 
 use std::fmt::Write as _;
 use std::net::SocketAddr;
@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use axum::Router;
 use axum::extract::State;
-use axum::http::header;
-use axum::response::IntoResponse;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde_json::json;
 
@@ -176,7 +176,33 @@ async fn health(State(ctx): State<Arc<Ctx>>) -> impl IntoResponse {
     }))
 }
 
-/// Serves `/metrics` and `/health` until cancelled.
+/// `GET /ready`: 200 while the bridge takes work; 503 while it drains, its node does not
+/// answer or Redis does not (`/health` stays the liveness probe).
+async fn ready(State(ctx): State<Arc<Ctx>>) -> Response {
+    let unavailable = |why: String| {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            axum::Json(json!({"error": why})),
+        )
+            .into_response()
+    };
+    if ctx.draining.is_cancelled() {
+        return unavailable("draining".into());
+    }
+    if !ctx.is_up() {
+        return unavailable("the node does not answer".into());
+    }
+    let mut conn = ctx.redis.clone();
+    let cmd = redis::cmd("PING");
+    let ping = cmd.query_async::<String>(&mut conn);
+    match tokio::time::timeout(std::time::Duration::from_secs(2), ping).await {
+        Ok(Ok(_)) => axum::Json(json!({"status": "ready", "node_id": ctx.node_id})).into_response(),
+        Ok(Err(e)) => unavailable(format!("redis unreachable: {e}")),
+        Err(_) => unavailable("redis unreachable: no answer within 2s".into()),
+    }
+}
+
+/// Serves `/metrics`, `/health` and `/ready` until cancelled.
 pub async fn serve(ctx: Arc<Ctx>, addr: SocketAddr) {
     let listener = match tokio::net::TcpListener::bind(addr).await {
         Ok(l) => l,
@@ -190,6 +216,7 @@ pub async fn serve(ctx: Arc<Ctx>, addr: SocketAddr) {
     let app = Router::new()
         .route("/metrics", get(metrics))
         .route("/health", get(health))
+        .route("/ready", get(ready))
         .with_state(ctx);
     let _ = axum::serve(listener, app)
         .with_graceful_shutdown(async move { cancel.cancelled().await })

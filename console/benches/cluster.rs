@@ -230,7 +230,7 @@ async fn run(sizes: Sizes) {
                 discovery_interval: Duration::from_secs(1),
                 ..ConsoleConfig::default()
             },
-            redis_url: REDIS.into(),
+            redis: turnstone_queue::RedisSettings::from_url(REDIS),
             auth: Authenticator::new(
                 true,
                 None,

@@ -70,6 +70,31 @@ pub async fn health(State(console): State<Arc<Console>>) -> Json<Value> {
     }))
 }
 
+/// `GET /ready`: 200 while the console serves; 503 while it shuts down or Redis does not
+/// answer (`/health` stays the liveness probe).
+pub async fn ready(State(console): State<Arc<Console>>) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let unavailable = |why: String| {
+        (
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({"error": why})),
+        )
+            .into_response()
+    };
+    if console.shutdown.is_cancelled() {
+        return unavailable("draining".into());
+    }
+    let ping = async {
+        let mut conn = console.collector.redis_connection().await?;
+        redis::cmd("PING").query_async::<String>(&mut conn).await
+    };
+    match tokio::time::timeout(std::time::Duration::from_secs(2), ping).await {
+        Ok(Ok(_)) => Json(json!({"status": "ready"})).into_response(),
+        Ok(Err(e)) => unavailable(format!("redis unreachable: {e}")),
+        Err(_) => unavailable("redis unreachable: no answer within 2s".into()),
+    }
+}
+
 /// `GET /v1/api/cluster/overview`.
 pub async fn overview(State(console): State<Arc<Console>>) -> Json<Value> {
     console

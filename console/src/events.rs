@@ -85,7 +85,12 @@ pub async fn cluster_events(State(console): State<Arc<Console>>) -> Response {
                     None => return,
                 },
                 _ = ping.tick() => ping_frame(),
-                _ = shutdown.cancelled() => return,
+                _ = shutdown.cancelled() => {
+                    // The console stops: a last event (clients that do not know it ignore
+                    // it), then the stream ends and clients reconnect.
+                    let _ = tx.send(data_frame(&stream_end())).await;
+                    return;
+                }
             };
             if tx.send(frame).await.is_err() {
                 return; // the client went away
@@ -95,6 +100,11 @@ pub async fn cluster_events(State(console): State<Arc<Console>>) -> Response {
     let mut response = Body::from_stream(stream).into_response();
     sse_headers(&mut response);
     response
+}
+
+/// The final event of a cluster stream when the console shuts down.
+pub fn stream_end() -> Value {
+    serde_json::json!({"type": "stream_end", "reason": "console_shutdown"})
 }
 
 /// A byte stream fed by a task; the task ends when the receiver (the response body) is

@@ -60,12 +60,8 @@ pub const BODY_LIMIT: usize = 4 * 1024 * 1024;
 /// Why the console could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
-    #[error("invalid Redis URL {url:?}: {source}")]
-    RedisUrl {
-        url: String,
-        #[source]
-        source: redis::RedisError,
-    },
+    #[error("{0}")]
+    Redis(#[from] turnstone_queue::QueueError),
     #[error("cannot build the HTTP client: {0}")]
     Http(#[from] reqwest::Error),
     #[error("cannot read the listener address: {0}")]
@@ -78,6 +74,7 @@ pub fn router(console: Arc<Console>) -> Router {
         .route("/", get(ui::index))
         .route("/static/{*path}", get(ui::static_file))
         .route("/health", get(api::health))
+        .route("/ready", get(api::ready))
         .route("/metrics", get(metrics::metrics))
         .route("/v1/api/cluster/overview", get(api::overview))
         .route("/v1/api/cluster/nodes", get(api::nodes))
@@ -121,8 +118,8 @@ async fn not_found() -> ApiError {
 #[derive(Debug)]
 pub struct Options {
     pub config: ConsoleConfig,
-    /// `redis://[:password@]host:port/db`.
-    pub redis_url: String,
+    /// Where Redis is and how to log in (URL, ACL user, password, TLS files).
+    pub redis: turnstone_queue::RedisSettings,
     /// Auth of the console's own routes (audience `turnstone-console`).
     pub auth: Authenticator,
     /// What the console presents to nodes.
@@ -177,11 +174,7 @@ impl Drop for Running {
 
 /// Starts the collector and serves the console on `listener`.
 pub async fn start(options: Options, listener: TcpListener) -> Result<Running, StartError> {
-    let redis =
-        redis::Client::open(options.redis_url.as_str()).map_err(|source| StartError::RedisUrl {
-            url: redact_url(&options.redis_url),
-            source,
-        })?;
+    let redis = options.redis.client()?;
     let collector = Collector::new(options.config, redis, options.credentials)?;
     let stop = CancellationToken::new();
     let console = Console::new(collector.clone(), options.auth, stop.clone())?;
@@ -208,30 +201,4 @@ pub async fn start(options: Options, listener: TcpListener) -> Result<Running, S
         server,
         tasks,
     })
-}
-
-/// A Redis URL with any password replaced by `***` (for messages and logs).
-pub fn redact_url(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme), Some(at)) if at > scheme => {
-            let creds = &url[scheme + 3..at];
-            match creds.split_once(':') {
-                Some((user, _)) => format!("{}{user}:***{}", &url[..scheme + 3], &url[at..]),
-                None => format!("{}***{}", &url[..scheme + 3], &url[at..]),
-            }
-        }
-        _ => url.to_string(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn passwords_are_redacted() {
-        assert_eq!(redact_url("redis://:pw@h:1/0"), "redis://:***@h:1/0");
-        assert_eq!(redact_url("redis://u:pw@h:1/0"), "redis://u:***@h:1/0");
-        assert_eq!(redact_url("redis://h:1/0"), "redis://h:1/0");
-    }
 }

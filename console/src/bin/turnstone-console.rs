@@ -2,15 +2,66 @@
 //! node UIs, dashboard). See `docs/console.md`.
 
 use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
 use turnstone_console::{ConsoleConfig, NodeCredentials, Options};
+use turnstone_queue::RedisSettings;
 use turnstone_runtime::auth::{
-    AUDIENCE_CONSOLE, AuthConfig, AuthEnv, Authenticator, ConfigToken, JwtSecret, TokenRole,
-    check_bind_policy,
+    AUDIENCE_CONSOLE, AuthConfig, AuthEnv, Authenticator, JwtSecret, check_bind_policy,
 };
-use turnstone_runtime::{LogFormat, Shutdown};
+use turnstone_runtime::{EnvAlias, ServiceSpec, Settings, exit_config_error};
+
+/// The console's part of the configuration contract beyond its flags.
+const SPEC: ServiceSpec = ServiceSpec {
+    binary: "turnstone-console",
+    table: Some("console"),
+    aliases: &[
+        EnvAlias {
+            old: "TURNSTONE_REDIS_HOST",
+            arg: "redis_host",
+            instead: "TURNSTONE_REDIS_URL",
+        },
+        EnvAlias {
+            old: "REDIS_HOST",
+            arg: "redis_host",
+            instead: "TURNSTONE_REDIS_URL",
+        },
+        EnvAlias {
+            old: "TURNSTONE_REDIS_PORT",
+            arg: "redis_port",
+            instead: "TURNSTONE_REDIS_URL",
+        },
+        EnvAlias {
+            old: "REDIS_PORT",
+            arg: "redis_port",
+            instead: "TURNSTONE_REDIS_URL",
+        },
+        EnvAlias {
+            old: "REDIS_PASSWORD",
+            arg: "redis_password",
+            instead: "TURNSTONE_REDIS_PASSWORD",
+        },
+        EnvAlias {
+            old: "TURNSTONE_PREFIX",
+            arg: "prefix",
+            instead: "TURNSTONE_REDIS_PREFIX",
+        },
+        EnvAlias {
+            old: "TURNSTONE_MQ_PREFIX",
+            arg: "prefix",
+            instead: "TURNSTONE_REDIS_PREFIX",
+        },
+    ],
+    secrets: &[
+        "TURNSTONE_JWT_SECRET",
+        "TURNSTONE_AUTH_TOKEN",
+        "TURNSTONE_REDIS_URL",
+        "TURNSTONE_REDIS_PASSWORD",
+    ],
+    extra_env: &[],
+};
 
 #[derive(Debug, Parser)]
 #[command(name = "turnstone-console", about = "The Turnstone cluster console")]
@@ -21,19 +72,38 @@ struct Args {
     /// Port to bind (0 picks a free one).
     #[arg(long, env = "TURNSTONE_CONSOLE_PORT", default_value_t = 8090)]
     port: u16,
-    /// Redis URL (`redis://[:password@]host:port/db`); overrides the --redis-* flags.
+    /// Redis URL (`redis://[user:password@]host:port/db`, `rediss://` for TLS); wins over
+    /// `--redis-host`/`--redis-port`/`--redis-db`.
     #[arg(long, env = "TURNSTONE_REDIS_URL", hide_env_values = true)]
     redis_url: Option<String>,
-    #[arg(long, env = "TURNSTONE_REDIS_HOST", default_value = "localhost")]
+    /// Redis host when no URL is given (old env names: `TURNSTONE_REDIS_HOST`, `REDIS_HOST`).
+    #[arg(long, default_value = "localhost")]
     redis_host: String,
-    #[arg(long, env = "TURNSTONE_REDIS_PORT", default_value_t = 6379)]
+    /// Redis port when no URL is given (old env names: `TURNSTONE_REDIS_PORT`, `REDIS_PORT`).
+    #[arg(long, default_value_t = 6379)]
     redis_port: u16,
+    /// Redis ACL user.
+    #[arg(long, env = "TURNSTONE_REDIS_USERNAME")]
+    redis_username: Option<String>,
+    /// Redis password (old env name: `REDIS_PASSWORD`).
     #[arg(long, env = "TURNSTONE_REDIS_PASSWORD", hide_env_values = true)]
     redis_password: Option<String>,
     #[arg(long, env = "TURNSTONE_REDIS_DB", default_value_t = 0)]
-    redis_db: u32,
-    /// Redis key prefix.
-    #[arg(long, env = "TURNSTONE_PREFIX", default_value = "turnstone")]
+    redis_db: i64,
+    /// Connect to Redis over TLS (as a `rediss://` URL does).
+    #[arg(long)]
+    redis_tls: bool,
+    /// PEM CA bundle that verifies Redis's certificate (default: the system roots).
+    #[arg(long, env = "TURNSTONE_REDIS_TLS_CA_FILE")]
+    redis_tls_ca: Option<PathBuf>,
+    /// PEM client certificate for mutual TLS (with `--redis-tls-key`).
+    #[arg(long, env = "TURNSTONE_REDIS_TLS_CERT_FILE")]
+    redis_tls_cert: Option<PathBuf>,
+    /// PEM key of the client certificate.
+    #[arg(long, env = "TURNSTONE_REDIS_TLS_KEY_FILE")]
+    redis_tls_key: Option<PathBuf>,
+    /// Redis key prefix (old env names: `TURNSTONE_PREFIX`, `TURNSTONE_MQ_PREFIX`).
+    #[arg(long, env = "TURNSTONE_REDIS_PREFIX", default_value = "turnstone")]
     prefix: String,
     /// Seconds between polls of every node.
     #[arg(long, default_value_t = 10.0)]
@@ -63,10 +133,10 @@ struct Args {
     /// A static token: accepted by the console (full access) and sent to the nodes.
     #[arg(long, env = "TURNSTONE_AUTH_TOKEN", hide_env_values = true)]
     auth_token: Option<String>,
-    #[arg(long, env = "TURNSTONE_LOG_LEVEL", default_value = "info")]
-    log_level: String,
-    #[arg(long, env = "TURNSTONE_LOG_FORMAT", value_enum, default_value = "text")]
-    log_format: LogFormat,
+    /// `--config` (its `[console]` table), `--log-level`, `--log-format`, `--drain-timeout`,
+    /// `--check-config`.
+    #[command(flatten)]
+    service: turnstone_runtime::ServiceArgs,
 }
 
 fn seconds(name: &str, v: f64) -> anyhow::Result<Duration> {
@@ -76,40 +146,35 @@ fn seconds(name: &str, v: f64) -> anyhow::Result<Duration> {
     Ok(Duration::from_secs_f64(v))
 }
 
-fn redis_url(args: &Args) -> String {
-    if let Some(url) = &args.redis_url {
-        return url.clone();
+fn redis_settings(args: &Args) -> RedisSettings {
+    RedisSettings {
+        url: args.redis_url.clone(),
+        host: args.redis_host.clone(),
+        port: args.redis_port,
+        username: args.redis_username.clone().filter(|u| !u.is_empty()),
+        password: args.redis_password.clone().filter(|p| !p.is_empty()),
+        db: args.redis_db,
+        tls: args.redis_tls,
+        tls_ca_file: args.redis_tls_ca.clone(),
+        tls_cert_file: args.redis_tls_cert.clone(),
+        tls_key_file: args.redis_tls_key.clone(),
     }
-    let auth = args
-        .redis_password
-        .as_deref()
-        .map(|p| format!(":{p}@"))
-        .unwrap_or_default();
-    format!(
-        "redis://{auth}{}:{}/{}",
-        args.redis_host, args.redis_port, args.redis_db
-    )
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
-    let args = Args::parse();
-    let _telemetry = turnstone_runtime::init_service_tracing(
-        &args.log_level.to_lowercase(),
-        args.log_format,
-        "turnstone-console",
-    )
-    .map_err(anyhow::Error::msg)?;
+/// Everything a start needs, checked without connecting anywhere.
+struct Prepared {
+    options: Options,
+    bind: SocketAddr,
+}
 
-    let env = AuthEnv::from_process();
-    let mut auth_config = AuthConfig::default();
-    if let Some(t) = args.auth_token.as_deref().filter(|t| !t.trim().is_empty())
-        && env.auth_token.as_deref() != Some(t)
-    {
-        auth_config
-            .tokens
-            .push(ConfigToken::new(t.trim(), TokenRole::Full));
-    }
+fn prepare(settings: &Settings<Args>) -> anyhow::Result<Prepared> {
+    let args = &settings.args;
+    let env = AuthEnv {
+        auth_enabled: std::env::var("TURNSTONE_AUTH_ENABLED").ok(),
+        auth_token: args.auth_token.clone(),
+        jwt_secret: settings.secret("TURNSTONE_JWT_SECRET"),
+    };
+    let auth_config = AuthConfig::default();
     let auth = Authenticator::from_config(&auth_config, &env, AUDIENCE_CONSOLE)?;
     check_bind_policy(auth.is_enabled(), args.host).map_err(anyhow::Error::msg)?;
     let secret = env
@@ -124,11 +189,9 @@ async fn main() -> anyhow::Result<()> {
              (a token the nodes accept): the console needs one to sign in users and to poll nodes"
         );
     }
-    if !auth.is_enabled() {
-        tracing::warn!(host = %args.host, "auth is DISABLED (allowed only on a loopback bind)");
-    }
     let credentials = NodeCredentials::new(secret, args.auth_token.clone());
-
+    let redis = redis_settings(args);
+    redis.validate()?;
     let config = ConsoleConfig {
         prefix: args.prefix.clone(),
         poll_interval: seconds("poll-interval", args.poll_interval)?,
@@ -141,27 +204,55 @@ async fn main() -> anyhow::Result<()> {
         fan_out_timeout: seconds("fan-out-timeout", args.fan_out_timeout)?,
         ..ConsoleConfig::default()
     };
-    let listener = tokio::net::TcpListener::bind(SocketAddr::new(args.host, args.port)).await?;
-    let running = turnstone_console::start(
-        Options {
+    Ok(Prepared {
+        options: Options {
             config,
-            redis_url: redis_url(&args),
+            redis,
             auth,
             credentials,
         },
-        listener,
+        bind: SocketAddr::new(args.host, args.port),
+    })
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let settings =
+        Settings::<Args>::load(&SPEC).unwrap_or_else(|e| exit_config_error(SPEC.binary, &e));
+    let prepared = prepare(&settings).unwrap_or_else(|e| exit_config_error(SPEC.binary, &e));
+    if settings.check {
+        settings.print_check(&[
+            ("redis", prepared.options.redis.display()),
+            (
+                "auth_enabled",
+                prepared.options.auth.is_enabled().to_string(),
+            ),
+        ]);
+        return Ok(());
+    }
+    let args = &settings.args;
+    let _telemetry = turnstone_runtime::init_service_tracing(
+        &args.service.log_level.to_lowercase(),
+        args.service.log_format,
+        "turnstone-console",
     )
-    .await?;
+    .map_err(anyhow::Error::msg)?;
+    settings.log_warnings();
+    if !prepared.options.auth.is_enabled() {
+        tracing::warn!(host = %args.host, "auth is DISABLED (allowed only on a loopback bind)");
+    }
+    let listener = tokio::net::TcpListener::bind(prepared.bind).await?;
+    let running = turnstone_console::start(prepared.options, listener).await?;
     println!("turnstone-console listening on {}", running.url());
     {
         use std::io::Write;
         std::io::stdout().flush()?;
     }
-    let shutdown = Shutdown::new();
-    tokio::spawn(shutdown.clone().trigger_on_signals());
+    // SIGTERM/SIGINT: `/ready` turns 503, cluster streams send their last event and end,
+    // the collector stops.
     let stopped = running.stop_token();
     tokio::select! {
-        _ = shutdown.triggered() => {}
+        _ = turnstone_runtime::signal_received() => {}
         _ = stopped.cancelled() => {}
     }
     running.shutdown().await;

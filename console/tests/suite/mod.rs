@@ -237,7 +237,7 @@ impl TestConsole {
         let running = turnstone_console::start(
             Options {
                 config,
-                redis_url: REDIS_URL.into(),
+                redis: turnstone_queue::RedisSettings::from_url(REDIS_URL),
                 auth,
                 credentials: NodeCredentials::new(Some(JwtSecret::new(SECRET)), None),
             },

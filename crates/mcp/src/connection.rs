@@ -244,10 +244,15 @@ pub(crate) async fn connect(
                     .map_err(|e| format!("header {k:?}: {e}"))?;
                 custom.insert(name, value);
             }
-            let http = reqwest::Client::builder()
+            let http = turnstone_http::client_builder()
                 .connect_timeout(config.startup_timeout)
                 .build()
-                .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+                .map_err(|e| {
+                    format!(
+                        "cannot build the HTTP client: {}",
+                        turnstone_http::describe(&e)
+                    )
+                })?;
             let transport = StreamableHttpClientTransport::with_client(
                 http,
                 StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(custom),

@@ -6,6 +6,7 @@
 //! default 500 ms, or redis-py 8's 5 s, turns an idle `BLPOP … 5` into an error. So blocking
 //! loops get a [`blocking_connection`] of their own.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use rand::Rng;
@@ -15,15 +16,38 @@ use redis::{AsyncConnectionConfig, Client, IntoConnectionInfo};
 use crate::QueueError;
 
 /// Where Redis is and how to log in: a URL (`redis://`, `rediss://` for TLS), or the
-/// original's separate host/port/password/db flags.
-#[derive(Debug, Clone, Default)]
+/// original's separate host/port/password/db flags; plus an ACL user name, and for TLS a CA
+/// file (instead of the system roots) and a client certificate and key (mutual TLS). The one
+/// place a Redis client is built, for the bridge, the console and the queue client alike.
+#[derive(Clone, Default)]
 pub struct RedisSettings {
     pub url: Option<String>,
     pub host: String,
     pub port: u16,
+    /// ACL user (`AUTH <username> <password>`); wins over one in the URL.
+    pub username: Option<String>,
+    /// Wins over one in the URL.
     pub password: Option<String>,
     pub db: i64,
     pub tls: bool,
+    /// PEM CA bundle that verifies the server (TLS; default: the system roots).
+    pub tls_ca_file: Option<PathBuf>,
+    /// PEM client certificate and key (mutual TLS; both or neither).
+    pub tls_cert_file: Option<PathBuf>,
+    pub tls_key_file: Option<PathBuf>,
+}
+
+impl std::fmt::Debug for RedisSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisSettings")
+            .field("url", &self.display())
+            .field("username", &self.username)
+            .field("password", &self.password.as_ref().map(|_| "<redacted>"))
+            .field("tls_ca_file", &self.tls_ca_file)
+            .field("tls_cert_file", &self.tls_cert_file)
+            .field("tls_key_file", &self.tls_key_file)
+            .finish()
+    }
 }
 
 impl RedisSettings {
@@ -34,7 +58,8 @@ impl RedisSettings {
         }
     }
 
-    /// The URL these settings name; the password is not included in [`Self::display`].
+    /// The URL these settings name (without the separate username/password, which
+    /// [`client`](Self::client) applies); [`Self::display`] hides credentials.
     pub fn to_url(&self) -> String {
         if let Some(url) = &self.url {
             return url.clone();
@@ -46,42 +71,91 @@ impl RedisSettings {
             &self.host
         };
         let port = if self.port == 0 { 6379 } else { self.port };
-        let auth = match &self.password {
-            Some(p) if !p.is_empty() => format!(":{}@", percent_encode(p)),
-            _ => String::new(),
-        };
-        format!("{scheme}://{auth}{host}:{port}/{}", self.db)
+        format!("{scheme}://{host}:{port}/{}", self.db)
     }
 
-    /// The URL without credentials, for logs.
+    /// The URL without credentials, for logs. Text that is no Redis URL is not shown at
+    /// all (it may be a secret given in the wrong place).
     pub fn display(&self) -> String {
         let url = self.to_url();
+        if !["redis://", "rediss://", "unix://", "redis+unix://"]
+            .iter()
+            .any(|scheme| url.starts_with(scheme))
+        {
+            return "<not a redis:// URL>".into();
+        }
         match (url.find("://"), url.rfind('@')) {
             (Some(s), Some(at)) if at > s => format!("{}***{}", &url[..s + 3], &url[at..]),
             _ => url,
         }
     }
 
+    /// Whether the connection is TLS (`rediss://` or `--redis-tls`).
+    pub fn is_tls(&self) -> bool {
+        self.tls || self.to_url().starts_with("rediss://")
+    }
+
+    /// Checks the settings without connecting: the URL parses, TLS files are readable and
+    /// used only with TLS, a client certificate comes with its key.
+    pub fn validate(&self) -> Result<(), QueueError> {
+        self.client().map(|_| ())
+    }
+
     pub fn client(&self) -> Result<Client, QueueError> {
-        let info = self
+        let bad = |what: String| QueueError::Settings(format!("{}: {what}", self.display()));
+        let mut info = self
             .to_url()
             .as_str()
             .into_connection_info()
-            .map_err(|e| QueueError::Settings(format!("{}: {e}", self.display())))?;
-        Ok(Client::open(info)?)
-    }
-}
-
-fn percent_encode(s: &str) -> String {
-    s.bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-                (b as char).to_string()
-            } else {
-                format!("%{b:02X}")
+            .map_err(|e| bad(e.to_string()))?;
+        let mut redis = info.redis_settings().clone();
+        if let Some(user) = self.username.as_deref().filter(|u| !u.is_empty()) {
+            redis = redis.set_username(user);
+        }
+        if let Some(password) = self.password.as_deref().filter(|p| !p.is_empty()) {
+            redis = redis.set_password(password);
+        }
+        info = info.set_redis_settings(redis);
+        let tls_files = self.tls_ca_file.is_some()
+            || self.tls_cert_file.is_some()
+            || self.tls_key_file.is_some();
+        if tls_files && !self.is_tls() {
+            return Err(bad(
+                "TLS CA/client certificate files need a rediss:// URL (or --redis-tls)".into(),
+            ));
+        }
+        let read = |what: &str, path: &PathBuf| {
+            std::fs::read(path)
+                .map_err(|e| bad(format!("cannot read {what} {}: {e}", path.display())))
+        };
+        let client_tls = match (&self.tls_cert_file, &self.tls_key_file) {
+            (Some(cert), Some(key)) => Some(redis::ClientTlsConfig {
+                client_cert: read("TLS client certificate", cert)?,
+                client_key: read("TLS client key", key)?,
+            }),
+            (None, None) => None,
+            _ => {
+                return Err(bad(
+                    "a TLS client certificate needs its key and a key its certificate".into(),
+                ));
             }
-        })
-        .collect()
+        };
+        let root_cert = self
+            .tls_ca_file
+            .as_ref()
+            .map(|ca| read("TLS CA file", ca))
+            .transpose()?;
+        if !tls_files {
+            return Ok(Client::open(info)?);
+        }
+        Ok(Client::build_with_tls(
+            info,
+            redis::TlsCertificates {
+                client_tls,
+                root_cert,
+            },
+        )?)
+    }
 }
 
 /// The shared, auto-reconnecting connection for non-blocking commands.
@@ -157,13 +231,19 @@ mod tests {
         let s = RedisSettings {
             host: "h".into(),
             port: 7000,
+            username: Some("app".into()),
             password: Some("p@ss word".into()),
             db: 2,
             ..RedisSettings::default()
         };
-        assert_eq!(s.to_url(), "redis://:p%40ss%20word@h:7000/2");
-        assert_eq!(s.display(), "redis://***@h:7000/2");
-        assert!(s.client().is_ok());
+        assert_eq!(s.to_url(), "redis://h:7000/2");
+        assert!(!format!("{s:?}").contains("p@ss"));
+        let client = s.client().unwrap();
+        let redis = client.get_connection_info().redis_settings();
+        assert_eq!(redis.username(), Some("app"));
+        assert_eq!(redis.password(), Some("p@ss word"));
+        let url = RedisSettings::from_url("redis://:pw@h:1/0");
+        assert_eq!(url.display(), "redis://***@h:1/0");
         let tls = RedisSettings {
             tls: true,
             ..RedisSettings::default()
@@ -182,8 +262,42 @@ mod tests {
     }
 
     #[test]
+    fn tls_files_need_tls_and_are_read_at_build() {
+        let plain = RedisSettings {
+            tls_ca_file: Some("/dev/null".into()),
+            ..RedisSettings::default()
+        };
+        let err = plain.client().unwrap_err().to_string();
+        assert!(err.contains("rediss://"), "{err}");
+        let missing = RedisSettings {
+            tls: true,
+            tls_ca_file: Some("/nonexistent/ca.pem".into()),
+            ..RedisSettings::default()
+        };
+        let err = missing.client().unwrap_err().to_string();
+        assert!(err.contains("/nonexistent/ca.pem"), "{err}");
+        let half = RedisSettings {
+            tls: true,
+            tls_cert_file: Some("/dev/null".into()),
+            ..RedisSettings::default()
+        };
+        assert!(
+            half.client()
+                .unwrap_err()
+                .to_string()
+                .contains("needs its key")
+        );
+    }
+
+    #[test]
     fn bad_url_is_a_settings_error() {
         let err = RedisSettings::from_url("http://nope").client().unwrap_err();
         assert!(matches!(err, QueueError::Settings(_)), "{err}");
+        // A secret pasted where the URL belongs is never echoed.
+        let err = RedisSettings::from_url("hunter2-password")
+            .client()
+            .unwrap_err()
+            .to_string();
+        assert!(!err.contains("hunter2"), "{err}");
     }
 }

@@ -114,6 +114,26 @@ impl ReliableQueue {
         Ok(())
     }
 
+    /// Gives every held message back to the front of the queue, in its original order, in
+    /// one atomic script (a consumer that stops for good: nothing stays in its processing
+    /// list). Returns how many moved.
+    pub async fn hand_back<C: ConnectionLike + Send>(
+        &self,
+        conn: &mut C,
+    ) -> Result<u64, QueueError> {
+        const HAND_BACK: &str = r#"
+local n = 0
+while redis.call('LMOVE', KEYS[1], KEYS[2], 'RIGHT', 'LEFT') do n = n + 1 end
+return n
+"#;
+        let moved: u64 = redis::Script::new(HAND_BACK)
+            .key(&self.processing)
+            .key(&self.queue)
+            .invoke_async(conn)
+            .await?;
+        Ok(moved)
+    }
+
     /// Length of the queue (not counting held messages).
     pub async fn len<C: AsyncCommands + Send>(&self, conn: &mut C) -> Result<u64, QueueError> {
         Ok(conn.llen(&self.queue).await?)

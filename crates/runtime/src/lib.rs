@@ -9,9 +9,15 @@
 
 pub mod auth;
 pub mod config;
+pub mod service;
+pub mod settings;
 pub mod shutdown;
 pub mod telemetry;
 
 pub use config::{ConfigError, ConfigLoader};
-pub use shutdown::Shutdown;
+pub use service::ServiceArgs;
+pub use settings::{EnvAlias, ServiceSpec, Settings, exit_config_error};
+pub use shutdown::{
+    DEFAULT_DRAIN_TIMEOUT, DRAIN_RETRY_AFTER_SECS, Drain, Shutdown, signal_received,
+};
 pub use telemetry::{LogFormat, OtlpSettings, TelemetryGuard, init_service_tracing, init_tracing};

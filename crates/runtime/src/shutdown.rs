@@ -1,5 +1,6 @@
 //! Graceful shutdown: one token every task watches, a tracker that waits for them, and the
-//! OS signals (SIGINT, SIGTERM) that trigger it.
+//! OS signals (SIGINT, SIGTERM) that trigger it; [`Drain`], the phases a serving process goes
+//! through before it stops (not ready → streams closed), and [`DEFAULT_DRAIN_TIMEOUT`].
 
 use std::future::Future;
 use std::time::Duration;
@@ -65,6 +66,69 @@ impl Shutdown {
     }
 }
 
+/// How long turns (node) or messages (bridge) in flight may take to finish after SIGTERM
+/// before they are cancelled or handed back (`--drain-timeout`, `TURNSTONE_DRAIN_TIMEOUT`).
+pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(25);
+
+/// What a client is told to wait before it retries work refused while draining
+/// (`Retry-After`, seconds).
+pub const DRAIN_RETRY_AFTER_SECS: u64 = 5;
+
+/// The drain of a serving process, in two phases that only move forward:
+///
+/// 1. [`begin`](Self::begin): readiness is false (`GET /ready` answers 503) and new work is
+///    refused with 503 + `Retry-After`; work in flight goes on, event streams stay open so
+///    their clients see it end;
+/// 2. [`close_streams`](Self::close_streams): every open event stream sends its final event
+///    and ends, so clients reconnect (elsewhere, or here after the restart) with
+///    `Last-Event-ID`.
+#[derive(Debug, Clone, Default)]
+pub struct Drain {
+    started: CancellationToken,
+    streams_closed: CancellationToken,
+}
+
+impl Drain {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Phase 1: not ready, no new work.
+    pub fn begin(&self) {
+        self.started.cancel();
+    }
+
+    pub fn is_draining(&self) -> bool {
+        self.started.is_cancelled()
+    }
+
+    /// Resolves once the drain began.
+    pub async fn began(&self) {
+        self.started.cancelled().await;
+    }
+
+    /// Phase 2: open event streams end (implies phase 1).
+    pub fn close_streams(&self) {
+        self.started.cancel();
+        self.streams_closed.cancel();
+    }
+
+    pub fn streams_are_closed(&self) -> bool {
+        self.streams_closed.is_cancelled()
+    }
+
+    /// Resolves once event streams must end.
+    pub async fn streams_closing(&self) {
+        self.streams_closed.cancelled().await;
+    }
+}
+
+/// Resolves on the first SIGINT or SIGTERM.
+pub async fn signal_received() {
+    wait_for_signal().await;
+    tracing::info!("shutdown signal received; draining");
+}
+
 async fn wait_for_signal() {
     #[cfg(unix)]
     {
@@ -106,6 +170,19 @@ mod tests {
         assert!(!shutdown.is_triggered());
         assert!(shutdown.drain(Duration::from_secs(5)).await);
         assert!(finished.load(Ordering::SeqCst));
+    }
+
+    #[tokio::test]
+    async fn drain_phases_only_move_forward() {
+        let drain = Drain::new();
+        assert!(!drain.is_draining() && !drain.streams_are_closed());
+        drain.begin();
+        assert!(drain.is_draining() && !drain.streams_are_closed());
+        drain.began().await;
+        let other = drain.clone();
+        other.close_streams();
+        drain.streams_closing().await;
+        assert!(drain.is_draining() && drain.streams_are_closed());
     }
 
     #[tokio::test(start_paused = true)]

@@ -104,15 +104,20 @@ pub fn init_service_tracing(
 fn otlp_provider(
     settings: &OtlpSettings,
 ) -> Result<opentelemetry_sdk::trace::SdkTracerProvider, String> {
-    use opentelemetry_otlp::{Protocol, WithExportConfig};
+    use opentelemetry_otlp::{Protocol, WithExportConfig, WithHttpConfig};
     let endpoint = settings.endpoint.clone();
     // The blocking HTTP client must not be built (or dropped) on an async runtime's thread.
     let exporter = std::thread::spawn(move || {
+        let http = turnstone_http::blocking_client_builder()
+            .build()
+            .map_err(|e| format!("HTTP client: {}", turnstone_http::describe(&e)))?;
         opentelemetry_otlp::SpanExporter::builder()
             .with_http()
+            .with_http_client(http)
             .with_protocol(Protocol::HttpBinary)
             .with_endpoint(endpoint)
             .build()
+            .map_err(|e| e.to_string())
     })
     .join()
     .map_err(|_| "OTLP exporter set-up panicked".to_string())?

@@ -15,7 +15,7 @@ use turnstone_runtime::auth::{
     AUDIENCE_SERVER, AuthConfig, AuthEnv, Authenticator, ConfigToken, TokenRole, check_bind_policy,
     generate_api_token,
 };
-use turnstone_runtime::{LogFormat, Shutdown};
+use turnstone_runtime::{EnvAlias, ServiceSpec, Settings, Shutdown, exit_config_error};
 use turnstone_store::StoreConfig;
 
 #[derive(Debug, Parser)]
@@ -36,8 +36,8 @@ struct Args {
     /// Model name (default: the first model the endpoint lists).
     #[arg(long, env = "TURNSTONE_MODEL")]
     model: Option<String>,
-    /// API key of the endpoint (default: OPENAI_API_KEY).
-    #[arg(long, env = "OPENAI_API_KEY", hide_env_values = true)]
+    /// API key of the endpoint (old env name: `OPENAI_API_KEY`).
+    #[arg(long, env = "TURNSTONE_API_KEY", hide_env_values = true)]
     api_key: Option<String>,
     /// Provider kind: `openai` (OpenAI-compatible) or `anthropic` (Messages API; the key from
     /// `--api-key` or `ANTHROPIC_API_KEY`). A `[models]` table in the config file wins.
@@ -47,11 +47,12 @@ struct Args {
     /// file's `[mcp.servers.*]`).
     #[arg(long)]
     mcp_config: Option<PathBuf>,
-    /// The config file (`[server]`, `[models.*]`, `[model]`, `[mcp.servers.*]`, `[tools]`);
-    /// default `~/.config/turnstone/config.toml` when it exists.
-    #[arg(long, env = "TURNSTONE_CONFIG")]
-    config: Option<PathBuf>,
-    /// Node id (default: `<hostname>_<4 hex>`).
+    /// `--config` (`[server]`, `[models.*]`, `[model]`, `[mcp.servers.*]`, `[tools]`;
+    /// default `~/.config/turnstone/config.toml` when it exists), `--log-level`,
+    /// `--log-format`, `--drain-timeout`, `--check-config`.
+    #[command(flatten)]
+    service: turnstone_runtime::ServiceArgs,
+    /// Node id (default: the host name).
     #[arg(long, env = "TURNSTONE_NODE_ID")]
     node_id: Option<String>,
     /// Most live workstreams; creating one more evicts the oldest idle one.
@@ -88,12 +89,6 @@ struct Args {
     /// Default: `[server] watch_tick_secs`, else 15.
     #[arg(long, env = "TURNSTONE_WATCH_TICK_SECS")]
     watch_tick_secs: Option<u64>,
-    /// Log level (error, warn, info, debug, trace, or an EnvFilter directive).
-    #[arg(long, env = "TURNSTONE_LOG_LEVEL", default_value = "info")]
-    log_level: String,
-    /// Log format.
-    #[arg(long, env = "TURNSTONE_LOG_FORMAT", value_enum, default_value = "text")]
-    log_format: LogFormat,
     /// Origins allowed by CORS, comma-separated (default: none, and no CORS at all).
     #[arg(long, env = "TURNSTONE_CORS_ORIGINS", value_delimiter = ',')]
     cors_origins: Vec<String>,
@@ -135,44 +130,61 @@ impl Args {
     }
 }
 
+/// How long open connections get to close after the drain before they are cut.
+const LISTENER_STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The node's part of the configuration contract beyond its flags.
+const SPEC: ServiceSpec = ServiceSpec {
+    binary: "turnstone-server",
+    table: None,
+    aliases: &[EnvAlias {
+        old: "OPENAI_API_KEY",
+        arg: "api_key",
+        instead: "TURNSTONE_API_KEY",
+    }],
+    secrets: &[
+        "TURNSTONE_JWT_SECRET",
+        "TURNSTONE_AUTH_TOKEN",
+        "TURNSTONE_API_KEY",
+        "TURNSTONE_DB_URL",
+    ],
+    extra_env: &["TURNSTONE_ADVERTISED_VERSION"],
+};
+
+/// The node id when none is configured: the host name (stable across restarts in a
+/// StatefulSet), else a random one.
 fn default_node_id() -> String {
-    let host = std::fs::read_to_string("/etc/hostname")
-        .ok()
-        .map(|h| h.trim().to_string())
-        .filter(|h| !h.is_empty() && h != "localhost");
-    let suffix = turnstone_engine::new_ws_id();
-    match host {
-        Some(h) => format!("{h}_{}", &suffix[..4]),
-        None => suffix[..12].to_string(),
-    }
+    turnstone_runtime::settings::hostname()
+        .filter(|h| h != "localhost")
+        .unwrap_or_else(|| turnstone_engine::new_ws_id()[..12].to_string())
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let args = Args::parse();
-    let _telemetry = turnstone_runtime::init_service_tracing(
-        &args.log_level.to_lowercase(),
-        args.log_format,
-        "turnstone-server",
-    )
-    .map_err(anyhow::Error::msg)?;
+    let settings =
+        Settings::<Args>::load(&SPEC).unwrap_or_else(|e| exit_config_error(SPEC.binary, &e));
+    let args = &settings.args;
+    // Everything below up to the backend connects to nothing: `--check-config` stops there.
+    let config_error = |e: &dyn std::fmt::Display| -> ! { exit_config_error(SPEC.binary, e) };
     if !matches!(args.provider.as_str(), "openai" | "anthropic") {
-        anyhow::bail!(
+        config_error(&format!(
             "--provider {}: expected `openai` (OpenAI-compatible) or `anthropic`",
             args.provider
-        );
+        ));
     }
-    let file = ServerFile::load(ServerFile::locate(args.config.as_deref()).as_deref())?;
-    if let Some(path) = &file.path {
-        tracing::info!(path = %path.display(), "config file read");
-    }
+    let file = ServerFile::load(ServerFile::locate(args.service.config.as_deref()).as_deref())
+        .unwrap_or_else(|e| config_error(&e));
     let mut mcp_servers = file.mcp_servers.clone();
     if let Some(path) = &args.mcp_config {
-        mcp_servers.extend(turnstone_mcp::load_mcp_json(path)?);
+        mcp_servers.extend(turnstone_mcp::load_mcp_json(path).unwrap_or_else(|e| config_error(&e)));
     }
 
     // Auth: on by default; off only on a loopback bind.
-    let env = AuthEnv::from_process();
+    let env = AuthEnv {
+        auth_enabled: std::env::var("TURNSTONE_AUTH_ENABLED").ok(),
+        auth_token: settings.secret("TURNSTONE_AUTH_TOKEN"),
+        jwt_secret: settings.secret("TURNSTONE_JWT_SECRET"),
+    };
     let mut auth_config = AuthConfig::default();
     let mut printed_token = None;
     if env.auth_token.is_none()
@@ -186,13 +198,58 @@ async fn main() -> anyhow::Result<()> {
             .push(ConfigToken::new(token.clone(), TokenRole::Full));
         printed_token = Some(token);
     }
-    let auth = Authenticator::from_config(&auth_config, &env, AUDIENCE_SERVER)?;
-    check_bind_policy(auth.is_enabled(), args.host).map_err(anyhow::Error::msg)?;
+    let auth = Authenticator::from_config(&auth_config, &env, AUDIENCE_SERVER)
+        .unwrap_or_else(|e| config_error(&e));
+    check_bind_policy(auth.is_enabled(), args.host).unwrap_or_else(|e| config_error(&e));
+    let ratelimit = server::ratelimit::RateLimitConfig {
+        enabled: args.ratelimit_enabled,
+        requests_per_second: args.ratelimit_rps,
+        burst: args.ratelimit_burst,
+        trusted_proxies: server::ratelimit::Cidr::parse_list(&args.ratelimit_trusted_proxies)
+            .unwrap_or_else(|e| config_error(&e)),
+    };
+    ratelimit.validate().unwrap_or_else(|e| config_error(&e));
+    let store_config = store_config(args).unwrap_or_else(|e| config_error(&e));
+    let watch_tick = file
+        .watch_tick(&args.engine_flags())
+        .unwrap_or_else(|e| config_error(&e));
+    file.apply_engine_settings(&args.engine_flags(), &mut EngineConfig::default())
+        .unwrap_or_else(|e| config_error(&e));
+    let node_id = args
+        .node_id
+        .clone()
+        .or(file.server.node_id.clone())
+        .unwrap_or_else(default_node_id);
+    if settings.check {
+        let config_file = file
+            .path
+            .as_ref()
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|| "(none)".into());
+        settings.print_check(&[
+            ("node_id", node_id),
+            ("config_file", config_file),
+            ("auth_enabled", auth.is_enabled().to_string()),
+            ("mcp_servers", mcp_servers.len().to_string()),
+        ]);
+        return Ok(());
+    }
+
+    let _telemetry = turnstone_runtime::init_service_tracing(
+        &args.service.log_level.to_lowercase(),
+        args.service.log_format,
+        "turnstone-server",
+    )
+    .map_err(anyhow::Error::msg)?;
+    settings.log_warnings();
+    if let Some(path) = &file.path {
+        tracing::info!(path = %path.display(), "config file read");
+    }
     if !auth.is_enabled() {
         tracing::warn!(host = %args.host, "auth is DISABLED (allowed only on a loopback bind)");
     }
 
-    let (backend, model, agent_model, models) = connect_backend(&args, &file).await?;
+    let (backend, model, agent_model, models) = connect_backend(args, &file).await?;
     let model_alias = models
         .as_ref()
         .map(|r| r.default_alias().to_string())
@@ -200,11 +257,6 @@ async fn main() -> anyhow::Result<()> {
     if backend.is_scripted() {
         tracing::info!(url = %backend.base_url, "no --base-url: using the built-in scripted model");
     }
-    let node_id = args
-        .node_id
-        .clone()
-        .or(file.server.node_id.clone())
-        .unwrap_or_else(default_node_id);
     let mut config = EngineConfig {
         model: model.clone(),
         model_alias: model_alias.clone(),
@@ -224,9 +276,6 @@ async fn main() -> anyhow::Result<()> {
     };
     // agent_max_turns, subagent_auto_approve_all, compaction, auto_title: flag > file.
     file.apply_engine_settings(&args.engine_flags(), &mut config)
-        .map_err(anyhow::Error::msg)?;
-    let watch_tick = file
-        .watch_tick(&args.engine_flags())
         .map_err(anyhow::Error::msg)?;
     // `mcp:server:tool` searches find the MCP manager here once it starts.
     let mcp_slot = turnstone_node::mcp_search::McpSlot::new();
@@ -248,13 +297,6 @@ async fn main() -> anyhow::Result<()> {
         max_workstreams: file.server.max_workstreams.unwrap_or(args.max_workstreams),
         ..ManagerConfig::default()
     };
-    let ratelimit = server::ratelimit::RateLimitConfig {
-        enabled: args.ratelimit_enabled,
-        requests_per_second: args.ratelimit_rps,
-        burst: args.ratelimit_burst,
-        trusted_proxies: server::ratelimit::Cidr::parse_list(&args.ratelimit_trusted_proxies)?,
-    };
-    ratelimit.validate()?;
     let options = NodeOptions {
         node_id: node_id.clone(),
         model,
@@ -272,26 +314,16 @@ async fn main() -> anyhow::Result<()> {
             .unwrap_or_else(|| env!("CARGO_PKG_VERSION").to_string()),
         ..NodeOptions::default()
     };
-    let persistence = if args.no_persistence {
-        None
-    } else {
-        let store_config = match args.db_backend.as_str() {
-            "sqlite" => StoreConfig::sqlite(&args.db_path),
-            "postgresql" | "postgres" => {
-                let url = args.db_url.clone().ok_or_else(|| {
-                    anyhow::anyhow!("--db-backend postgresql needs --db-url (or TURNSTONE_DB_URL)")
-                })?;
-                StoreConfig::postgres(url, args.db_pool_size)
-            }
-            other => anyhow::bail!("--db-backend {other}: expected sqlite or postgresql"),
-        };
-        let p = Persistence::open(&store_config, &node_id).await?;
+    let persistence = if let Some(store_config) = &store_config {
+        let p = Persistence::open(store_config, &node_id).await?;
         match p.store.prune_sessions(args.session_retention_days).await {
             Ok(n) if n > 0 => tracing::info!(pruned = n, "old and empty sessions pruned"),
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, "session pruning failed"),
         }
         Some(p)
+    } else {
+        None
     };
     // `ts_` API tokens are looked up in the store when there is one.
     let auth = match &persistence {
@@ -354,11 +386,30 @@ async fn main() -> anyhow::Result<()> {
     use std::io::Write;
     std::io::stdout().flush()?;
 
+    let drain_timeout = args.service.drain_timeout();
     let shutdown = Shutdown::new();
-    tokio::spawn(shutdown.clone().trigger_on_signals());
     let cleanup = spawn_idle_cleanup(node.clone(), shutdown.clone());
     let s = shutdown.clone();
-    server::run(listener, node, async move { s.triggered().await }).await?;
+    let mut serving = tokio::spawn(server::run(listener, node.clone(), async move {
+        s.triggered().await
+    }));
+    // SIGTERM/SIGINT: drain (not ready, no new turns, turns in flight finish or are
+    // cancelled, event streams end), then stop the listener.
+    tokio::select! {
+        served = &mut serving => served??,
+        _ = turnstone_runtime::signal_received() => {
+            let report = node.drain(drain_timeout).await;
+            tracing::info!(in_flight = report.in_flight, cancelled = report.cancelled, "drained");
+            shutdown.trigger();
+            match tokio::time::timeout(LISTENER_STOP_GRACE, &mut serving).await {
+                Ok(served) => served??,
+                Err(_) => {
+                    tracing::warn!("connections still open after the drain; closing them");
+                    serving.abort();
+                }
+            }
+        }
+    }
     cleanup.abort();
     if let Some(runner) = watch_runner {
         runner.stop().await;
@@ -381,6 +432,29 @@ async fn main() -> anyhow::Result<()> {
     drop(backend);
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The store the flags name; `None` with `--no-persistence`.
+fn store_config(args: &Args) -> Result<Option<StoreConfig>, String> {
+    if args.no_persistence {
+        return Ok(None);
+    }
+    let config = match args.db_backend.as_str() {
+        "sqlite" => StoreConfig::sqlite(&args.db_path),
+        "postgresql" | "postgres" => {
+            let url = args.db_url.clone().ok_or_else(|| {
+                "--db-backend postgresql needs --db-url (or TURNSTONE_DB_URL / TURNSTONE_DB_URL_FILE)"
+                    .to_string()
+            })?;
+            StoreConfig::postgres(url, args.db_pool_size)
+        }
+        other => {
+            return Err(format!(
+                "--db-backend {other}: expected sqlite or postgresql"
+            ));
+        }
+    };
+    Ok(Some(config))
 }
 
 /// The model backend: the config file's model registry (aliases, fallback chain), else

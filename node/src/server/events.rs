@@ -32,8 +32,10 @@ fn truncated(from: u64, to: u64) -> Value {
 }
 
 /// Follows `sub`, mapping each item to frames, with a keep-alive ping; ends when `until`
-/// resolves (the workstream closed) or the log is gone.
+/// resolves (the workstream closed) or the log is gone. When the node drains, what is
+/// already in the log is sent, then the final `stream_end` event, then the stream ends.
 fn follow<T: Sequenced>(
+    node: &Node,
     first: Vec<Frame>,
     sub: Subscription<T>,
     until: Option<WorkstreamHandle>,
@@ -45,6 +47,8 @@ fn follow<T: Sequenced>(
         until: Option<WorkstreamHandle>,
         ticker: tokio::time::Interval,
         map: M,
+        drain: turnstone_runtime::Drain,
+        end: Option<Frame>,
     }
     let mut ticker = tokio::time::interval(PING_INTERVAL);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -55,12 +59,16 @@ fn follow<T: Sequenced>(
         until,
         ticker,
         map,
+        drain: node.drain.clone(),
+        end: Some(Frame::event(None, super::drain::stream_end_event(node))),
     };
     futures::stream::unfold(state, |mut st| async move {
         loop {
             if let Some(frame) = st.queue.pop_front() {
                 return Some((frame, st));
             }
+            // The final event was sent: the stream is over.
+            st.end.as_ref()?;
             let closed = async {
                 match &st.until {
                     Some(ws) => ws.closed().await,
@@ -74,6 +82,10 @@ fn follow<T: Sequenced>(
                     None => return None,
                 },
                 _ = closed => return None,
+                _ = st.drain.streams_closing() => {
+                    let end = st.end.take();
+                    return end.map(|frame| (frame, st));
+                }
                 _ = st.ticker.tick() => return Some((Frame::Ping, st)),
             }
         }
@@ -152,9 +164,13 @@ pub async fn workstream_events(
         }
     }
     let (n, w) = (node.clone(), ws.clone());
-    Ok(sse::response(follow(first, sub, Some(ws), move |item| {
-        ws_frames(&n, &w, item)
-    })))
+    Ok(sse::response(follow(
+        &node,
+        first,
+        sub,
+        Some(ws),
+        move |item| ws_frames(&n, &w, item),
+    )))
 }
 
 /// Frames of one node-wide item on the global stream (original `ws_state`, `ws_activity`,
@@ -217,7 +233,7 @@ pub async fn global_events(State(node): State<Arc<Node>>, headers: HeaderMap) ->
         Vec::new()
     };
     let n = node.clone();
-    sse::response(follow(first, sub, None, move |item| {
+    sse::response(follow(&node, first, sub, None, move |item| {
         global_frames(&n, item)
     }))
 }
@@ -270,7 +286,7 @@ pub async fn node_events(
     });
     let mut first = vec![Frame::event(None, hello)];
     first.extend(sub.backlog().into_iter().flat_map(node_frames));
-    Ok(sse::response(follow(first, sub, None, node_frames)))
+    Ok(sse::response(follow(&node, first, sub, None, node_frames)))
 }
 
 /// Query of the node-wide stream; both are numbers, read by hand so that a bad value is a

@@ -6,6 +6,7 @@
 
 pub mod auth;
 pub mod body;
+pub mod drain;
 pub mod error;
 pub mod events;
 pub mod health;
@@ -77,6 +78,7 @@ pub fn router(node: Arc<Node>) -> Router {
         .merge(watches::routes());
     Router::new()
         .route("/health", get(health::health))
+        .route("/ready", get(drain::ready))
         .route("/metrics", get(metrics::metrics))
         .route("/", get(ui::index))
         .route("/static/{*path}", get(ui::static_file))
@@ -86,6 +88,10 @@ pub fn router(node: Arc<Node>) -> Router {
         // these after every route (the 405 fallback applies to routes registered before it).
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
+        .layer(axum::middleware::from_fn_with_state(
+            node.clone(),
+            drain::refuse_new_turns,
+        ))
         .layer(axum::middleware::from_fn_with_state(
             limiter,
             ratelimit::limit,

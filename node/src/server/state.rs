@@ -161,6 +161,8 @@ pub struct Node {
     mcp: std::sync::OnceLock<Arc<turnstone_mcp::McpManager>>,
     /// Content `open_preview` stored, per workstream (forgotten when it closes).
     pub previews: super::previews::PreviewStore,
+    /// The graceful drain (SIGTERM): readiness, refusal of new turns, end of event streams.
+    pub drain: turnstone_runtime::Drain,
 }
 
 impl std::fmt::Debug for Node {
@@ -251,6 +253,7 @@ impl Node {
             create_memo: tokio::sync::Mutex::default(),
             mcp: std::sync::OnceLock::new(),
             previews: super::previews::PreviewStore::default(),
+            drain: turnstone_runtime::Drain::new(),
         })
     }
 

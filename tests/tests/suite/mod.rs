@@ -2,6 +2,7 @@ mod harness;
 
 mod binaries;
 mod cluster;
+mod config_contract;
 mod mcp_node;
 mod mcp_skills_node;
 mod openai_load;

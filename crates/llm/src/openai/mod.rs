@@ -104,12 +104,17 @@ impl OpenAiProvider {
             value.set_sensitive(true);
             headers.insert(reqwest::header::AUTHORIZATION, value);
         }
-        let client = reqwest::Client::builder()
+        let client = turnstone_http::client_builder()
             .default_headers(headers)
             .connect_timeout(config.connect_timeout)
             .read_timeout(config.request_timeout)
             .build()
-            .map_err(|e| LlmError::Connect(format!("cannot build HTTP client: {e}")))?;
+            .map_err(|e| {
+                LlmError::Connect(format!(
+                    "cannot build HTTP client: {}",
+                    turnstone_http::describe(&e)
+                ))
+            })?;
         Ok(Self {
             config,
             client,

@@ -20,6 +20,7 @@ pub enum Access {
 const PUBLIC_PATHS: &[&str] = &[
     "/",
     "/health",
+    "/ready",
     "/metrics",
     "/openapi.json",
     "/docs",

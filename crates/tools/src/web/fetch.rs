@@ -226,14 +226,14 @@ impl Resolve for ScreeningResolver {
 }
 
 fn client(policy: SsrfPolicy, cfg: &FetchConfig) -> Result<reqwest::Client, String> {
-    reqwest::Client::builder()
+    turnstone_http::client_builder()
         .redirect(reqwest::redirect::Policy::none())
         .no_proxy()
         .dns_resolver(ScreeningResolver::new(policy, cfg.static_hosts.clone()))
         .connect_timeout(cfg.timeout)
         .user_agent(cfg.user_agent.clone())
         .build()
-        .map_err(|e| format!("cannot build HTTP client: {e}"))
+        .map_err(|e| format!("cannot build HTTP client: {}", turnstone_http::describe(&e)))
 }
 
 /// Turns a transport error into a [`FetchError`], finding a screening refusal in its chain.

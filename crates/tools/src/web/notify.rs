@@ -215,13 +215,18 @@ pub(crate) async fn deliver(
     backoff: &[Duration],
     timeout: Duration,
 ) -> Result<String, Vec<String>> {
-    let http = match reqwest::Client::builder()
+    let http = match turnstone_http::client_builder()
         .redirect(reqwest::redirect::Policy::none())
         .timeout(timeout)
         .build()
     {
         Ok(http) => http,
-        Err(e) => return Err(vec![format!("cannot build HTTP client: {e}")]),
+        Err(e) => {
+            return Err(vec![format!(
+                "cannot build HTTP client: {}",
+                turnstone_http::describe(&e)
+            )]);
+        }
     };
     let mut failures = Vec::new();
     for target in targets {

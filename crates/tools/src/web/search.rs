@@ -113,10 +113,10 @@ impl SearxngBackend {
             let path = format!("{}/", base.path());
             base.set_path(&path);
         }
-        let http = reqwest::Client::builder()
+        let http = turnstone_http::client_builder()
             .timeout(timeout)
             .build()
-            .map_err(|e| format!("cannot build HTTP client: {e}"))?;
+            .map_err(|e| format!("cannot build HTTP client: {}", turnstone_http::describe(&e)))?;
         Ok(Self { base, http })
     }
 }

@@ -40,6 +40,17 @@ pub struct Proc {
 }
 
 impl Proc {
+    /// Sends SIGTERM (a graceful stop).
+    pub fn sigterm(&self) {
+        if let Some(pid) = self.child.id() {
+            let status = std::process::Command::new("kill")
+                .args(["-TERM", &pid.to_string()])
+                .status()
+                .unwrap();
+            assert!(status.success(), "kill -TERM {pid} failed");
+        }
+    }
+
     pub fn kill9(&mut self) {
         if let Some(pid) = self.child.id() {
             let _ = std::process::Command::new("kill")
@@ -100,7 +111,8 @@ impl NodeProc {
         n
     }
 
-    async fn spawn(&mut self) {
+    /// Starts the node process (again, after it exited: same port, same database).
+    pub async fn spawn(&mut self) {
         let mut cmd = Command::new(binary("turnstone-server"));
         cmd.args([
             "--host",
@@ -305,7 +317,7 @@ impl BridgeProc {
         b
     }
 
-    fn spawn(&mut self) {
+    pub fn spawn(&mut self) {
         let log = std::env::var("TURNSTONE_TEST_BRIDGE_LOG").ok();
         let stderr = match log {
             Some(path) => Stdio::from(

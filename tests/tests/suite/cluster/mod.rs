@@ -5,6 +5,8 @@ pub mod harness;
 
 mod bridge_basics;
 mod bridge_faults;
+mod drain;
 mod mq_client;
 mod plan_relay;
 mod python_mq;
+mod tls_roots;

@@ -1,0 +1,361 @@
+//! The configuration contract, from the outside: `--check-config` of the node, the bridge
+//! and the console as processes — the effective configuration (secrets redacted) and exit 0,
+//! or exit 2 with one message naming the problem: a bad value, an unknown key in the
+//! service's table, an unreadable `*_FILE`, a secret given twice, an unknown `TURNSTONE_*`
+//! variable. Old names still work, with a warning.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+const SECRET: &str = "jwt-secret-from-a-file-0123456789abcdef-0123456789";
+const PASSWORD: &str = "redis-password-from-a-file";
+
+fn binary(name: &str) -> PathBuf {
+    turnstone_e2e::workspace_binary(name).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// `binary --check-config args…` with exactly `env` (plus PATH/HOME), in `dir`.
+fn check(name: &str, dir: &Path, args: &[&str], env: &[(&str, String)]) -> (i32, String, String) {
+    let mut cmd = Command::new(binary(name));
+    cmd.arg("--check-config")
+        .args(args)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", dir)
+        .current_dir(dir)
+        .stdin(Stdio::null());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let Output {
+        status,
+        stdout,
+        stderr,
+    } = cmd.output().unwrap();
+    (
+        status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&stdout).into_owned(),
+        String::from_utf8_lossy(&stderr).into_owned(),
+    )
+}
+
+struct Files {
+    dir: tempfile::TempDir,
+}
+
+impl Files {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("jwt"), format!("{SECRET}\n")).unwrap();
+        std::fs::write(dir.path().join("redis-password"), format!("{PASSWORD}\n")).unwrap();
+        std::fs::write(
+            dir.path().join("config.toml"),
+            "[server]\nmax_workstreams = 7\n\n[bridge]\nserver_url = \"http://node-a:8080\"\nconcurrency = 9\n\n[console]\npoll_interval = 3.5\nprefix = \"filecfg\"\n",
+        )
+        .unwrap();
+        Self { dir }
+    }
+
+    fn path(&self, name: &str) -> String {
+        self.dir.path().join(name).to_str().unwrap().to_string()
+    }
+}
+
+/// Asserts a failed check: exit 2, one line on stderr containing every `needle`.
+fn assert_refused((code, stdout, stderr): (i32, String, String), needles: &[&str]) {
+    assert_eq!(code, 2, "stdout: {stdout}\nstderr: {stderr}");
+    for n in needles {
+        assert!(stderr.contains(n), "`{n}` not in: {stderr}");
+    }
+    assert!(
+        !stderr.contains(SECRET) && !stderr.contains(PASSWORD),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn node_check_config_prints_the_effective_configuration_and_names_errors() {
+    let f = Files::new();
+    let dir = f.dir.path();
+    let env = vec![
+        ("TURNSTONE_CONFIG", f.path("config.toml")),
+        ("TURNSTONE_JWT_SECRET_FILE", f.path("jwt")),
+        ("TURNSTONE_NODE_ID", "node-7".to_string()),
+        ("TURNSTONE_DRAIN_TIMEOUT", "40".to_string()),
+        ("TURNSTONE_DB_PATH", f.path("n.db")),
+    ];
+    let (code, out, err) = check("turnstone-server", dir, &[], &env);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(
+        out.contains("node_id = \"node-7\"  # env TURNSTONE_NODE_ID"),
+        "{out}"
+    );
+    assert!(out.contains("drain_timeout = \"40\""), "{out}");
+    assert!(
+        out.contains("TURNSTONE_JWT_SECRET = \"<redacted>\"  # file "),
+        "{out}"
+    );
+    assert!(
+        !out.contains(SECRET) && !err.contains(SECRET),
+        "the secret leaked"
+    );
+    assert!(
+        !dir.join("n.db").exists(),
+        "--check-config must not open the store"
+    );
+
+    // Without a node id the host name is the default.
+    let (code, out, _) = check("turnstone-server", dir, &[], &env[..2]);
+    assert_eq!(code, 0);
+    let host = hostname();
+    assert!(out.contains(&format!("node_id = \"{host}\"")), "{out}");
+
+    // An old name: accepted, with a warning naming the new one.
+    let (code, out, err) = check(
+        "turnstone-server",
+        dir,
+        &[],
+        &[("OPENAI_API_KEY", "sk-old-name-key".into())],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("OPENAI_API_KEY is deprecated; use TURNSTONE_API_KEY"),
+        "{err}"
+    );
+    assert!(
+        out.contains("api_key = \"<redacted>\"  # env OPENAI_API_KEY"),
+        "{out}"
+    );
+    assert!(!out.contains("sk-old-name-key"));
+
+    // Errors: bad value, unknown key in its table, unreadable file, both, unknown variable.
+    assert_refused(
+        check("turnstone-server", dir, &["--drain-timeout", "soon"], &[]),
+        &["--drain-timeout", "soon"],
+    );
+    std::fs::write(dir.join("bad.toml"), "[server]\nmax_worksteams = 3\n").unwrap();
+    assert_refused(
+        check(
+            "turnstone-server",
+            dir,
+            &["--config", &f.path("bad.toml")],
+            &[],
+        ),
+        &["max_worksteams"],
+    );
+    assert_refused(
+        check(
+            "turnstone-server",
+            dir,
+            &[],
+            &[("TURNSTONE_DB_URL_FILE", f.path("missing-db-url"))],
+        ),
+        &["TURNSTONE_DB_URL_FILE", "missing-db-url"],
+    );
+    assert_refused(
+        check(
+            "turnstone-server",
+            dir,
+            &[],
+            &[
+                ("TURNSTONE_JWT_SECRET_FILE", f.path("jwt")),
+                ("TURNSTONE_JWT_SECRET", "inline".into()),
+            ],
+        ),
+        &["TURNSTONE_JWT_SECRET_FILE", "one way only"],
+    );
+    assert_refused(
+        check(
+            "turnstone-server",
+            dir,
+            &[],
+            &[("TURNSTONE_REDIS_URL", "redis://x".into())],
+        ),
+        &["TURNSTONE_REDIS_URL", "turnstone-server does not read"],
+    );
+}
+
+#[test]
+fn bridge_check_config_reads_its_table_secret_files_and_old_names() {
+    let f = Files::new();
+    let dir = f.dir.path();
+    let env = [
+        ("TURNSTONE_CONFIG", f.path("config.toml")),
+        ("TURNSTONE_JWT_SECRET_FILE", f.path("jwt")),
+        ("TURNSTONE_REDIS_PASSWORD_FILE", f.path("redis-password")),
+        ("TURNSTONE_REDIS_USERNAME", "bridge-user".into()),
+        ("REDIS_HOST", "redis.internal".into()),
+        ("TURNSTONE_MQ_PREFIX", "oldprefix".into()),
+        ("TURNSTONE_SERVER_URL", "http://127.0.0.1:9".into()),
+    ];
+    let (code, out, err) = check("turnstone-bridge", dir, &[], &env);
+    assert_eq!(code, 0, "{out}\n{err}");
+    // Env wins over the file; the file over defaults.
+    assert!(
+        out.contains("server_url = \"http://127.0.0.1:9\"  # env TURNSTONE_SERVER_URL"),
+        "{out}"
+    );
+    assert!(out.contains("concurrency = \"9\"  # "), "{out}");
+    assert!(out.contains("[bridge]"), "{out}");
+    assert!(
+        out.contains("redis_host = \"redis.internal\"  # env REDIS_HOST (deprecated alias)"),
+        "{out}"
+    );
+    assert!(out.contains("prefix = \"oldprefix\""), "{out}");
+    assert!(
+        out.contains("redis_password = \"<redacted>\"  # file "),
+        "{out}"
+    );
+    assert!(err.contains("REDIS_HOST is deprecated"), "{err}");
+    assert!(
+        err.contains("TURNSTONE_MQ_PREFIX is deprecated; use TURNSTONE_REDIS_PREFIX"),
+        "{err}"
+    );
+    for leaked in [SECRET, PASSWORD] {
+        assert!(
+            !out.contains(leaked) && !err.contains(leaked),
+            "a secret leaked"
+        );
+    }
+
+    std::fs::write(
+        dir.join("bad.toml"),
+        "[bridge]\nconcurency = 3\n[console]\nwhatever = 1\n",
+    )
+    .unwrap();
+    assert_refused(
+        check(
+            "turnstone-bridge",
+            dir,
+            &["--config", &f.path("bad.toml")],
+            &[],
+        ),
+        &["unknown key `concurency` in [bridge]"],
+    );
+    assert_refused(
+        check(
+            "turnstone-bridge",
+            dir,
+            &[],
+            &[("TURNSTONE_AUTH_TOKEN_FILE", f.path("nope"))],
+        ),
+        &["TURNSTONE_AUTH_TOKEN_FILE", "nope"],
+    );
+    assert_refused(
+        check(
+            "turnstone-bridge",
+            dir,
+            &["--redis-password", "inline"],
+            &[("TURNSTONE_REDIS_PASSWORD_FILE", f.path("redis-password"))],
+        ),
+        &["TURNSTONE_REDIS_PASSWORD_FILE", "one way only"],
+    );
+    assert_refused(
+        check(
+            "turnstone-bridge",
+            dir,
+            &[],
+            &[("TURNSTONE_CONSOLE_PORT", "1".into())],
+        ),
+        &["TURNSTONE_CONSOLE_PORT", "turnstone-bridge does not read"],
+    );
+    assert_refused(
+        check("turnstone-bridge", dir, &["--server-url", "node:8080"], &[]),
+        &["--server-url"],
+    );
+    assert_refused(
+        check(
+            "turnstone-bridge",
+            dir,
+            &[],
+            &[("TURNSTONE_REDIS_TLS_CA_FILE", f.path("no-ca.pem"))],
+        ),
+        &["rediss://"],
+    );
+}
+
+#[test]
+fn console_check_config_reads_its_table_secret_files_and_old_names() {
+    let f = Files::new();
+    let dir = f.dir.path();
+    let env = [
+        ("TURNSTONE_CONFIG", f.path("config.toml")),
+        ("TURNSTONE_JWT_SECRET_FILE", f.path("jwt")),
+        ("TURNSTONE_REDIS_URL_FILE", f.path("redis-password")),
+        ("TURNSTONE_REDIS_HOST", "old-host".into()),
+    ];
+    // The "URL" file holds no URL: a bad value, named without its secret.
+    assert_refused(check("turnstone-console", dir, &[], &env), &["redis"]);
+    std::fs::write(
+        dir.join("redis-url"),
+        format!("redis://console:{PASSWORD}@redis.internal:6380/1\n"),
+    )
+    .unwrap();
+    let env = [
+        ("TURNSTONE_CONFIG", f.path("config.toml")),
+        ("TURNSTONE_JWT_SECRET_FILE", f.path("jwt")),
+        ("TURNSTONE_REDIS_URL_FILE", f.path("redis-url")),
+        ("TURNSTONE_PREFIX", "oldprefix".into()),
+    ];
+    let (code, out, err) = check("turnstone-console", dir, &[], &env);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("poll_interval = \"3.5\"  # "), "{out}");
+    assert!(out.contains("redis_url = \"<redacted>\"  # file "), "{out}");
+    // The flag-less env name beats the file; the old name beats the file, with a warning.
+    assert!(out.contains("prefix = \"oldprefix\""), "{out}");
+    assert!(
+        err.contains("TURNSTONE_PREFIX is deprecated; use TURNSTONE_REDIS_PREFIX"),
+        "{err}"
+    );
+    for leaked in [SECRET, PASSWORD] {
+        assert!(
+            !out.contains(leaked) && !err.contains(leaked),
+            "a secret leaked"
+        );
+    }
+
+    std::fs::write(dir.join("bad.toml"), "[console]\npoll_intervall = 3\n").unwrap();
+    assert_refused(
+        check(
+            "turnstone-console",
+            dir,
+            &["--config", &f.path("bad.toml")],
+            &[],
+        ),
+        &["unknown key `poll_intervall` in [console]"],
+    );
+    assert_refused(
+        check(
+            "turnstone-console",
+            dir,
+            &[],
+            &[("TURNSTONE_JWT_SECRET_FILE", f.path("missing"))],
+        ),
+        &["TURNSTONE_JWT_SECRET_FILE", "missing"],
+    );
+    assert_refused(
+        check(
+            "turnstone-console",
+            dir,
+            &[],
+            &[("TURNSTONE_MODEL", "x".into())],
+        ),
+        &["TURNSTONE_MODEL", "turnstone-console does not read"],
+    );
+    assert_refused(
+        check(
+            "turnstone-console",
+            dir,
+            &["--poll-interval=-1"],
+            &[("TURNSTONE_JWT_SECRET_FILE", f.path("jwt"))],
+        ),
+        &["poll-interval"],
+    );
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .unwrap()
+        .trim()
+        .to_string()
+}
