@@ -100,7 +100,9 @@ def main() -> None:
         restarter = threading.Thread(target=restart_node_a)
         for i in range(SENDS):
             text = f"compose e2e {i} {uuid.uuid4().hex[:10]}"
-            cid = client.send(text, auto_approve=True)
+            # No auto_approve: the scripted model only echoes (no tool call to approve), and
+            # bridges relay producers' auto_approve only when started to allow it.
+            cid = client.send(text)
             texts[cid] = text
             if i == SENDS // 4:
                 restarter.start()
