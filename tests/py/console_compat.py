@@ -11,36 +11,16 @@ Run by console/tests/suite/python_sdk.rs.
 
 from __future__ import annotations
 
-import os
 import sys
-import threading
 
+from checks import check, finish, start_watchdog
 from turnstone.sdk import TurnstoneConsole
 from turnstone.sdk.events import ClusterEvent
 
 DEADLINE = 25.0
-_passed = 0
-
-
-def check(name: str, condition: bool, detail: object = "") -> None:
-    global _passed
-    if not condition:
-        print(f"FAIL {name}: {detail}", flush=True)
-        sys.exit(1)
-    _passed += 1
-    print(f"ok {name}: {detail}", flush=True)
-
-
-def watchdog() -> None:
-    print(f"FAIL watchdog: no result within {DEADLINE}s", flush=True)
-    os._exit(2)
-
-
 def main() -> None:
     base_url, token, emptier, other = sys.argv[1:5]
-    timer = threading.Timer(DEADLINE, watchdog)
-    timer.daemon = True
-    timer.start()
+    timer = start_watchdog(DEADLINE)
 
     with TurnstoneConsole(base_url, token=token) as console:
         health = console.health()
@@ -93,8 +73,7 @@ def main() -> None:
             close()
         check("stream_cluster_events.snapshot", isinstance(first, ClusterEvent) and first.type == "snapshot", first.type)
 
-    timer.cancel()
-    print(f"all {_passed} checks passed", flush=True)
+    finish(timer)
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ import threading
 import time
 import uuid
 
+from checks import check, finish, start_watchdog
 from turnstone.mq.client import TurnstoneClient
 from turnstone.mq.protocol import (
     ApprovalRequestEvent,
@@ -31,24 +32,6 @@ from turnstone.mq.protocol import (
 
 DEADLINE = float(os.environ.get("MQ_COMPAT_DEADLINE", "150"))
 TURN_TIMEOUT = 30.0
-
-_passed = 0
-
-
-
-def check(name: str, condition: bool, detail: object = "") -> None:
-    global _passed
-    if not condition:
-        print(f"FAIL {name}: {detail}", flush=True)
-        sys.exit(1)
-    _passed += 1
-    print(f"ok {name}: {detail}", flush=True)
-
-
-def watchdog() -> None:
-    print(f"FAIL watchdog: the run took longer than {DEADLINE} s", flush=True)
-    os._exit(2)
-
 
 def wait_for_node(client: TurnstoneClient, node_id: str) -> None:
     """The bridge writes its heartbeat once its node answers."""
@@ -197,15 +180,12 @@ def runs(client: TurnstoneClient, count: int) -> None:
 
 def main() -> None:
     host, port, node_id, count = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
-    timer = threading.Timer(DEADLINE, watchdog)
-    timer.daemon = True
-    timer.start()
+    timer = start_watchdog(DEADLINE)
     with TurnstoneClient(host=host, port=port) as client:
         wait_for_node(client, node_id)
         basic(client)
         runs(client, count)
-    timer.cancel()
-    print(f"all {_passed} checks passed", flush=True)
+    finish(timer)
 
 
 if __name__ == "__main__":

@@ -13,10 +13,10 @@ takes longer than DEADLINE seconds (the SDK's event iterators block).
 
 from __future__ import annotations
 
-import os
 import sys
 import threading
 
+import checks
 from turnstone.sdk import (
     ApproveRequestEvent,
     ConnectedEvent,
@@ -38,11 +38,7 @@ TURN_TIMEOUT = 15.0
 KNOWN_GAPS = {
 }
 
-_passed = 0
-
-
 def check(name: str, condition: bool, detail: object = "") -> None:
-    global _passed
     gap = KNOWN_GAPS.get(name)
     if gap is not None:
         if condition:
@@ -50,16 +46,7 @@ def check(name: str, condition: bool, detail: object = "") -> None:
             sys.exit(1)
         print(f"GAP {name}: {gap}: {detail}", flush=True)
         return
-    if not condition:
-        print(f"FAIL {name}: {detail}", flush=True)
-        sys.exit(1)
-    _passed += 1
-    print(f"ok {name}: {detail}", flush=True)
-
-
-def watchdog() -> None:
-    print(f"FAIL watchdog: the run took longer than {DEADLINE} s", flush=True)
-    os._exit(2)
+    checks.check(name, condition, detail)
 
 
 def approve_via_event_stream(client: TurnstoneServer, ws_id: str) -> None:
@@ -158,9 +145,7 @@ def main() -> None:
         print("usage: sdk_compat.py <base_url> <token>", file=sys.stderr)
         sys.exit(64)
     base_url, token = sys.argv[1], sys.argv[2]
-    timer = threading.Timer(DEADLINE, watchdog)
-    timer.daemon = True
-    timer.start()
+    timer = checks.start_watchdog(DEADLINE)
 
     with TurnstoneServer(base_url, token=token, timeout=10.0) as client:
         health = client.health()
@@ -260,9 +245,7 @@ def main() -> None:
         after = [w.id for w in client.list_workstreams().workstreams]
         check("list_workstreams.after_close", ws_id not in after, after)
 
-    timer.cancel()
-    gaps = f", {len(KNOWN_GAPS)} known gap(s)" if KNOWN_GAPS else ""
-    print(f"all {_passed} checks passed{gaps}", flush=True)
+    checks.finish(timer, f", {len(KNOWN_GAPS)} known gap(s)" if KNOWN_GAPS else "")
 
 
 if __name__ == "__main__":
