@@ -83,6 +83,10 @@ pub struct Args {
     /// Serve `/metrics` and `/health` of the bridge on this address (off when absent).
     #[arg(long, env = "TURNSTONE_BRIDGE_METRICS_ADDR")]
     pub metrics_addr: Option<SocketAddr>,
+    /// How often a `send` the node answers `busy` (its workstream's queue is full, or an
+    /// older node) is tried again, with backoff, before it is dead-lettered.
+    #[arg(long, env = "TURNSTONE_BUSY_RETRIES", default_value_t = 40)]
+    pub busy_retries: u32,
 }
 
 /// Validated settings.
@@ -102,6 +106,10 @@ pub struct BridgeConfig {
     pub pop_timeout: Duration,
     pub auth: NodeAuth,
     pub metrics_addr: Option<SocketAddr>,
+    /// Tries of a `send` answered `busy` before it is dead-lettered (reason `busy`).
+    pub busy_retries: u32,
+    /// Longest pause between two of those tries (the backoff starts at 100 ms).
+    pub busy_retry_max_delay: Duration,
 }
 
 /// How the bridge authenticates to its node.
@@ -129,6 +137,8 @@ impl BridgeConfig {
             pop_timeout: Duration::from_secs(5),
             auth: NodeAuth::None,
             metrics_addr: None,
+            busy_retries: 40,
+            busy_retry_max_delay: Duration::from_secs(2),
         }
     }
 
@@ -187,6 +197,7 @@ impl BridgeConfig {
         c.concurrency = args.concurrency;
         c.auth = auth;
         c.metrics_addr = args.metrics_addr;
+        c.busy_retries = args.busy_retries;
         Ok(c)
     }
 }

@@ -16,7 +16,11 @@
 //!    `POST` to each subscriber's first `content` frame (p50/p99/last). The subscribers run
 //!    in a child process (this binary re-executed) so that server and client sockets do not
 //!    share one open-file limit;
-//! 5. RSS growth with 10,000 workstreams opened through `POST /v1/api/workstreams/new`.
+//! 5. RSS growth with 10,000 workstreams opened through `POST /v1/api/workstreams/new`;
+//! 6. the same node persisting to SQLite (as `turnstone-server` does): latency at 1 and 100
+//!    concurrent and turns/s, next to the in-memory node of the same run — the cost of
+//!    answering a send only once it is committed and emitting `turn_complete` only once the
+//!    turn is (group commit, issue 20).
 //!
 //! Method and results are recorded in `docs/benchmarks.md`.
 
@@ -117,7 +121,7 @@ struct Served {
     base: String,
 }
 
-async fn start_node() -> Result<Served> {
+async fn start_node(persist: Option<&std::path::Path>) -> Result<Served> {
     let provider = Arc::new(ScriptedProvider::new().without_recording());
     let resilient = Resilient::new(
         provider,
@@ -137,19 +141,25 @@ async fn start_node() -> Result<Served> {
         vec![ConfigToken::new(TOKEN, TokenRole::Full)],
         AUDIENCE_SERVER,
     );
-    let node = Node::new(
-        engine,
-        ManagerConfig {
-            max_workstreams: 20_000,
-            idle_timeout: None,
-        },
-        auth,
-        NodeOptions {
-            node_id: "bench".into(),
-            model: "fake".into(),
-            ..NodeOptions::default()
-        },
-    );
+    let manager = ManagerConfig {
+        max_workstreams: 20_000,
+        idle_timeout: None,
+    };
+    let options = NodeOptions {
+        node_id: "bench".into(),
+        model: "fake".into(),
+        ..NodeOptions::default()
+    };
+    let node = match persist {
+        Some(path) => {
+            let store = turnstone_store::StoreConfig::sqlite(path);
+            let persistence = turnstone_node::persist::Persistence::open(&store, "bench")
+                .await
+                .map_err(|e| anyhow!("store: {e}"))?;
+            Node::with_persistence(engine, manager, auth, options, persistence)
+        }
+        None => Node::new(engine, manager, auth, options),
+    };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let base = format!("http://{}", listener.local_addr()?);
     let served = node.clone();
@@ -600,7 +610,7 @@ async fn fanout(base: &str, ws_id: &str, n: usize) -> Result<FanoutReport> {
 // ---------------------------------------------------------------------------------------
 
 async fn run(sizes: Sizes, full: bool) -> Result<()> {
-    let served = start_node().await?;
+    let served = start_node(None).await?;
     let node = served.node.clone();
     let client = Client::new(&served.base)?;
     // One workstream that stays, so closing the others never hits "last workstream".
@@ -648,6 +658,30 @@ async fn run(sizes: Sizes, full: bool) -> Result<()> {
     let fan_ws = client.create().await?;
     let fan = fanout(&served.base, &fan_ws, subscribers).await?;
     let _ = node.manager.close(&fan_ws);
+
+    // (6) the same on a node that persists (SQLite in a temporary directory).
+    let dir = tempfile::tempdir()?;
+    let persisted = start_node(Some(&dir.path().join("bench.db"))).await?;
+    let pclient = Client::new(&persisted.base)?;
+    let _pkeeper = pclient.create().await?;
+    let mut plat = Vec::new();
+    for (workstreams, turns) in [sizes.latency[0], sizes.latency[1]] {
+        let samples = latency(&pclient, &persisted.node, workstreams, turns, false).await?;
+        plat.push((workstreams, samples));
+    }
+    let persisted_turns_per_sec = throughput(
+        &pclient,
+        &persisted.node,
+        sizes.throughput_workstreams,
+        sizes.throughput_turns,
+    )
+    .await?;
+    let batches = persisted
+        .node
+        .persistence
+        .as_ref()
+        .map(|p| p.writer.counters())
+        .unwrap_or_default();
 
     let fan_delays: Vec<Duration> = fan
         .delays_us
@@ -715,6 +749,25 @@ async fn run(sizes: Sizes, full: bool) -> Result<()> {
         mib(mem.after_turn),
         mib(mem.after_turn.saturating_sub(mem.before)),
         mem.after_turn.saturating_sub(mem.before) as f64 / n / 1024.0,
+    );
+    for (workstreams, samples) in &plat {
+        println!(
+            "| persisted (SQLite): send → first content, {workstreams} concurrent ({} turns) | {:.3} ms ({:.1}× baseline) | {:.3} ms ({:.1}× baseline) | max {:.3} ms |",
+            samples.len(),
+            ms(pct(samples, 50.0)),
+            ratio(pct(samples, 50.0)),
+            ms(pct(samples, 99.0)),
+            ratio(pct(samples, 99.0)),
+            ms(samples.last().copied().unwrap_or_default()),
+        );
+    }
+    println!(
+        "| persisted (SQLite): turns/s, {} workstreams × {} turns | | | **{:.0} turns/s** ({} rows in {} transactions) |",
+        sizes.throughput_workstreams,
+        sizes.throughput_turns,
+        persisted_turns_per_sec,
+        batches.written,
+        batches.batches,
     );
     println!(
         "open-file soft limit {limit}; fan-out target {}, ran {}; busy retries {}",

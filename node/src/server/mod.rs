@@ -15,6 +15,7 @@ pub mod memories;
 pub mod metrics;
 pub mod openapi;
 pub mod previews;
+pub mod queue;
 pub mod ratelimit;
 pub mod skills;
 pub mod sse;
@@ -57,6 +58,11 @@ pub fn router(node: Arc<Node>) -> Router {
         .route("/api/workstreams/new", post(workstreams::create))
         .route("/api/workstreams/close", post(workstreams::close))
         .route("/api/approvals", get(workstreams::pending_approvals))
+        .route("/api/workstreams/{ws_id}/queue", get(queue::list))
+        .route(
+            "/api/workstreams/{ws_id}/queue/{correlation_id}",
+            axum::routing::delete(queue::remove),
+        )
         .route("/api/send", post(turns::send))
         .route("/api/approve", post(turns::approve))
         .route("/api/cancel", post(turns::cancel))

@@ -8,3 +8,4 @@ mod bridge_faults;
 mod mq_client;
 mod plan_relay;
 mod python_mq;
+mod queued_sends;
