@@ -104,7 +104,11 @@ fn main() {
                 rss_workstreams: 100,
             }
         };
-        rt.block_on(run(sizes, full))
+        if args.iter().any(|a| a == "--persisted") {
+            rt.block_on(durability_cost(&sizes))
+        } else {
+            rt.block_on(run(sizes, full))
+        }
     };
     rt.shutdown_timeout(Duration::from_secs(1));
     if let Err(e) = result {
@@ -659,30 +663,6 @@ async fn run(sizes: Sizes, full: bool) -> Result<()> {
     let fan = fanout(&served.base, &fan_ws, subscribers).await?;
     let _ = node.manager.close(&fan_ws);
 
-    // (6) the same on a node that persists (SQLite in a temporary directory).
-    let dir = tempfile::tempdir()?;
-    let persisted = start_node(Some(&dir.path().join("bench.db"))).await?;
-    let pclient = Client::new(&persisted.base)?;
-    let _pkeeper = pclient.create().await?;
-    let mut plat = Vec::new();
-    for (workstreams, turns) in [sizes.latency[0], sizes.latency[1]] {
-        let samples = latency(&pclient, &persisted.node, workstreams, turns, false).await?;
-        plat.push((workstreams, samples));
-    }
-    let persisted_turns_per_sec = throughput(
-        &pclient,
-        &persisted.node,
-        sizes.throughput_workstreams,
-        sizes.throughput_turns,
-    )
-    .await?;
-    let batches = persisted
-        .node
-        .persistence
-        .as_ref()
-        .map(|p| p.writer.counters())
-        .unwrap_or_default();
-
     let fan_delays: Vec<Duration> = fan
         .delays_us
         .iter()
@@ -750,25 +730,6 @@ async fn run(sizes: Sizes, full: bool) -> Result<()> {
         mib(mem.after_turn.saturating_sub(mem.before)),
         mem.after_turn.saturating_sub(mem.before) as f64 / n / 1024.0,
     );
-    for (workstreams, samples) in &plat {
-        println!(
-            "| persisted (SQLite): send → first content, {workstreams} concurrent ({} turns) | {:.3} ms ({:.1}× baseline) | {:.3} ms ({:.1}× baseline) | max {:.3} ms |",
-            samples.len(),
-            ms(pct(samples, 50.0)),
-            ratio(pct(samples, 50.0)),
-            ms(pct(samples, 99.0)),
-            ratio(pct(samples, 99.0)),
-            ms(samples.last().copied().unwrap_or_default()),
-        );
-    }
-    println!(
-        "| persisted (SQLite): turns/s, {} workstreams × {} turns | | | **{:.0} turns/s** ({} rows in {} transactions) |",
-        sizes.throughput_workstreams,
-        sizes.throughput_turns,
-        persisted_turns_per_sec,
-        batches.written,
-        batches.batches,
-    );
     println!(
         "open-file soft limit {limit}; fan-out target {}, ran {}; busy retries {}",
         sizes.fanout_subscribers,
@@ -777,6 +738,61 @@ async fn run(sizes: Sizes, full: bool) -> Result<()> {
     );
     if fan.subscribers < sizes.fanout_subscribers {
         println!("NOTE: fan-out reduced to fit the open-file limit");
+    }
+    durability_cost(&sizes).await
+}
+
+/// (6) The same turns on an in-memory node and on one persisting to SQLite (as
+/// `turnstone-server` does), in one run: what durable answers cost (a send is answered once
+/// its message is committed, `turn_complete` once the turn is — group commit). Alone with
+/// `--persisted` (the rest of the bench skipped).
+async fn durability_cost(sizes: &Sizes) -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    println!(
+        "| node | send → first content, 1 conc. p50 / p99 | 100 conc. p50 / p99 | turns/s ({} × {}) | store transactions |",
+        sizes.throughput_workstreams, sizes.throughput_turns
+    );
+    println!("|---|---|---|---|---|");
+    for persist in [None, Some(dir.path().join("bench.db"))] {
+        let served = start_node(persist.as_deref()).await?;
+        let client = Client::new(&served.base)?;
+        let _keeper = client.create().await?;
+        let one = latency(&client, &served.node, 1, sizes.latency[0].1, false).await?;
+        let many = latency(
+            &client,
+            &served.node,
+            sizes.latency[1].0,
+            sizes.latency[1].1,
+            false,
+        )
+        .await?;
+        let rate = throughput(
+            &client,
+            &served.node,
+            sizes.throughput_workstreams,
+            sizes.throughput_turns,
+        )
+        .await?;
+        let store = match served.node.persistence.as_ref() {
+            Some(p) => {
+                let c = p.writer.counters();
+                format!("{} rows in {} transactions", c.written, c.batches)
+            }
+            None => "—".into(),
+        };
+        println!(
+            "| {} | {:.3} / {:.3} ms | {:.3} / {:.3} ms | **{:.0}** | {store} |",
+            if persist.is_some() {
+                "persisted (SQLite)"
+            } else {
+                "in memory"
+            },
+            ms(pct(&one, 50.0)),
+            ms(pct(&one, 99.0)),
+            ms(pct(&many, 50.0)),
+            ms(pct(&many, 99.0)),
+            rate,
+        );
     }
     Ok(())
 }

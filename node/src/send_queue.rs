@@ -4,9 +4,9 @@
 //!
 //! One owner: [`SendQueues`] holds every workstream's FIFO; only [`submit`], [`pump`],
 //! [`remove`], [`clear`] and [`recover`] change it. With persistence every admitted send is
-//! first inserted into `queued_sends` through the batching writer and answered only once
-//! that row is committed (group commit: one transaction for what arrived in the same few
-//! ms); its turn's user message and the row's `started` mark are committed together
+//! inserted into `queued_sends` through the batching writer and answered only once that row
+//! is committed (group commit: one transaction for what arrived meanwhile); its turn's user
+//! message and the row's `started` mark are committed together
 //! (`StoreJournal::turn_started`), so a node restart runs every accepted message exactly
 //! once ([`recover`]).
 //!
@@ -276,29 +276,42 @@ pub async fn submit(
     if let Some(reason) = refusal {
         return Ok(Submitted::Busy { reason });
     }
-    if let Some(p) = &node.persistence {
-        let row = QueuedSend {
-            ws_id: ws_id.clone(),
-            correlation_id: key.clone(),
-            message: entry.message.clone(),
-            options: serde_json::to_string(&entry.options).unwrap_or_else(|_| "{}".into()),
-            state: QueuedState::Queued,
-            created: entry.queued_at.clone(),
-            updated: entry.queued_at.clone(),
-        };
-        let stored = match p.writer.write(WriteOp::QueueSend(row)).await {
-            Ok(()) => p.writer.committed().await,
-            Err(e) => Err(e),
-        };
-        if let Err(e) = stored {
-            // Not durable: not accepted. Whatever of it may have started is not answered
-            // as accepted either; a retry with the same key is a new attempt.
-            node.queues.take(&ws_id, &key);
-            node.forget_send(&key);
-            return Err(ApiError::Unavailable(format!("message not stored: {e}")));
+    // The turn may start before the row is committed: the writer commits in order, so the
+    // turn's user message (and its `started` mark) never lands before the row. The answer
+    // waits for the commit.
+    let stored = match &node.persistence {
+        Some(p) => {
+            let row = QueuedSend {
+                ws_id: ws_id.clone(),
+                correlation_id: key.clone(),
+                message: entry.message.clone(),
+                options: serde_json::to_string(&entry.options).unwrap_or_else(|_| "{}".into()),
+                state: QueuedState::Queued,
+                created: entry.queued_at.clone(),
+                updated: entry.queued_at.clone(),
+            };
+            match p.writer.write(WriteOp::QueueSend(row)).await {
+                Ok(()) => {
+                    pump(node, &ws_id);
+                    p.writer.committed().await
+                }
+                Err(e) => Err(e),
+            }
         }
+        None => {
+            pump(node, &ws_id);
+            Ok(())
+        }
+    };
+    if let Err(e) = stored {
+        // Not durable: not accepted. A message that has not started is withdrawn and its key
+        // forgotten (a retry is a new attempt); one that started keeps its key, so a retry
+        // is answered, not run again.
+        if node.queues.take(&ws_id, &key).is_some() {
+            node.forget_send(&key);
+        }
+        return Err(ApiError::Unavailable(format!("message not stored: {e}")));
     }
-    pump(node, &ws_id);
     Ok(match node.queues.position(&ws_id, &key) {
         Some(position) => Submitted::Queued { position },
         None if ws.is_closed() => Submitted::Closed,

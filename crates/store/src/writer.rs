@@ -5,10 +5,12 @@
 //! op of the batch. [`Writer::flush`] waits until everything queued before it is committed;
 //! [`Writer::shutdown`] flushes and stops the task.
 //!
-//! Group commit: [`Writer::committed`] waits until everything queued before it is committed
-//! *without* forcing a commit — it rides on the batch being assembled, so callers that need
-//! durability (a send answered only once its row is stored, a `turn_complete` only once the
-//! turn is) share one transaction per `max_delay` instead of one each.
+//! Group commit: [`Writer::committed`] waits until everything queued before it is committed.
+//! A waiter closes the batch being assembled with whatever has already arrived (no
+//! `max_delay` wait); what arrives while that transaction runs forms the next batch. So
+//! callers that need durability (a send answered only once its row is stored, a
+//! `turn_complete` only once the turn is) wait about one transaction, and under load share
+//! transactions instead of forcing one each.
 //! [`Writer::try_write_all`] queues ops that must land in the same transaction.
 //!
 //! Crash window: ops still in the queue or in the batch being assembled (at most
@@ -167,9 +169,9 @@ impl Writer {
         }
     }
 
-    /// Waits until every op queued before this call is committed, without forcing a commit
-    /// (group commit: it joins the batch being assembled). An error when that transaction
-    /// failed or the writer is shut down.
+    /// Waits until every op queued before this call is committed (group commit: it closes
+    /// the batch being assembled with what has arrived, sharing its transaction). An error
+    /// when that transaction failed or the writer is shut down.
     pub async fn committed(&self) -> Result<()> {
         let (done, wait) = oneshot::channel();
         self.tx
@@ -241,10 +243,17 @@ async fn run(
         };
         let mut pending = Some(first);
         let deadline = Instant::now() + config.max_delay;
+        // Someone waits for this batch: close it with what has already arrived instead of
+        // waiting for the deadline (what arrives meanwhile forms the next batch).
+        let mut awaited = false;
         loop {
             let cmd = match pending.take() {
                 Some(cmd) => cmd,
                 None if batch.ops.len() >= config.max_batch => break,
+                None if awaited => match rx.try_recv() {
+                    Ok(cmd) => cmd,
+                    Err(_) => break,
+                },
                 None => match tokio::time::timeout_at(deadline, rx.recv()).await {
                     Ok(Some(cmd)) => cmd,
                     Ok(None) | Err(_) => break,
@@ -257,7 +266,10 @@ async fn run(
                     // Everything before it is committed already.
                     let _ = done.send(true);
                 }
-                Command::Committed(done) => batch.waiters.push(done),
+                Command::Committed(done) => {
+                    batch.waiters.push(done);
+                    awaited = true;
+                }
                 Command::Flush(done) => {
                     batch.commit(store.as_ref(), &stats).await;
                     let _ = done.send(());

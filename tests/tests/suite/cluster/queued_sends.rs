@@ -526,7 +526,7 @@ async fn sigkilling_the_node_under_http_and_queue_load_never_loses_an_acknowledg
     let mut checked_completed = 0;
     let mut checked_acked = 0;
     for round in 0..KILLS {
-        tokio::time::sleep(Duration::from_millis(rng.random_range(800..2500))).await;
+        tokio::time::sleep(Duration::from_millis(rng.random_range(1500..3000))).await;
         node.kill9();
         // Let the observer drain what the node sent before it died.
         tokio::time::sleep(Duration::from_millis(300)).await;
