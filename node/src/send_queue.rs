@@ -274,6 +274,8 @@ pub async fn submit(
         return Ok(Submitted::Replayed { ws_id, status });
     }
     if let Some(reason) = refusal {
+        // As the original: the refusal is also a `busy_error` on the workstream's stream.
+        ws.emit_busy_error(format!("Already processing a request: {reason}."));
         return Ok(Submitted::Busy { reason });
     }
     // The turn may start before the row is committed: the writer commits in order, so the

@@ -870,6 +870,14 @@ impl WorkstreamHandle {
         });
     }
 
+    /// Emits `busy_error` (a send refused by someone other than [`send`](Self::send): the
+    /// node's queue).
+    pub fn emit_busy_error(&self, message: impl Into<String>) {
+        self.shared.emit(Event::BusyError {
+            message: message.into(),
+        });
+    }
+
     /// Tells this workstream's frontends to open a stored preview (`open_preview`).
     pub fn emit_preview(&self, preview_id: &str, kind: &str, title: &str, url: &str) {
         self.shared.emit(Event::Preview {

@@ -166,6 +166,14 @@ async fn a_full_queue_answers_busy_with_a_reason_and_the_bridge_dead_letters_aft
     // A plain HTTP client (no opt-in) gets `busy`, as the original's clients expect.
     let plain = send(&node, json!({"ws_id": ws, "message": "plain"})).await;
     assert_eq!(plain["status"], "busy", "{plain}");
+    // … and, as the original, a `busy_error` on the workstream's event stream.
+    assert!(
+        node.node_events()
+            .await
+            .iter()
+            .any(|e| e["type"] == "busy_error" && e["ws_id"] == ws.as_str()),
+        "no busy_error event"
+    );
     // Opted in: queued up to the bound, then `busy` with the reason.
     let first = send(
         &node,
