@@ -87,6 +87,10 @@ pub struct Args {
         default_missing_value = "true"
     )]
     pub allow_producer_auto_approve: bool,
+    /// How often a `send` the node answers `busy` (its workstream's queue is full, or an
+    /// older node) is tried again, with backoff, before it is dead-lettered.
+    #[arg(long, env = "TURNSTONE_BUSY_RETRIES", default_value_t = 40)]
+    pub busy_retries: u32,
 }
 
 /// Validated settings.
@@ -111,6 +115,10 @@ pub struct BridgeConfig {
     /// The cluster's JWT secret (`TURNSTONE_JWT_SECRET`), which signs the heartbeats so the
     /// console trusts their `server_url`; unsigned without it.
     pub heartbeat_secret: Option<turnstone_runtime::auth::JwtSecret>,
+    /// Tries of a `send` answered `busy` before it is dead-lettered (reason `busy`).
+    pub busy_retries: u32,
+    /// Longest pause between two of those tries (the backoff starts at 100 ms).
+    pub busy_retry_max_delay: Duration,
 }
 
 /// How the bridge authenticates to its node.
@@ -150,6 +158,8 @@ impl BridgeConfig {
             metrics_addr: None,
             allow_producer_auto_approve: false,
             heartbeat_secret: None,
+            busy_retries: 40,
+            busy_retry_max_delay: Duration::from_secs(2),
         }
     }
 
@@ -194,6 +204,7 @@ impl BridgeConfig {
         c.metrics_addr = args.metrics_addr;
         c.allow_producer_auto_approve = args.allow_producer_auto_approve;
         c.heartbeat_secret = jwt_secret.map(turnstone_runtime::auth::JwtSecret::new);
+        c.busy_retries = args.busy_retries;
         Ok(c)
     }
 }

@@ -701,16 +701,25 @@ async fn ack_event(ctx: &Ctx, msg: &InboundMessage, status: &str, detail: &str) 
     ctx.publish(&ctx.keys.events_ws(&ws_id), &ev).await;
 }
 
-/// A reply's ack: `ok` only for `{"status":"ok"}` (a `busy` is an error with no detail, as
-/// the original).
+/// A reply's ack: `ok` for `{"status":"ok"}`, `queued` (detail: the position) for a send
+/// that waits in its workstream's queue, else `error` with a detail saying why.
 async fn ack_reply(ctx: &Ctx, msg: &InboundMessage, reply: &Reply, raw: &str) {
     match reply {
         Reply::Accepted(b) => {
             let status = b.get("status").and_then(Value::as_str).unwrap_or("ok");
-            if status == "ok" {
-                ack_event(ctx, msg, "ok", "").await;
-            } else {
-                ack_event(ctx, msg, "error", "").await;
+            match status {
+                "ok" => ack_event(ctx, msg, "ok", "").await,
+                "queued" => {
+                    let position = b.get("position").and_then(Value::as_u64).unwrap_or(0);
+                    ack_event(
+                        ctx,
+                        msg,
+                        "queued",
+                        &format!("queued at position {position}"),
+                    )
+                    .await;
+                }
+                other => ack_event(ctx, msg, "error", &refusal_detail(other, b)).await,
             }
         }
         Reply::Rejected { error, .. } => {
@@ -735,6 +744,55 @@ fn auto_approve_refusal(cfg: &crate::BridgeConfig, msg: &InboundMessage) -> Opti
          auto_approve_tools (start it with --allow-producer-auto-approve to allow it)"
             .to_string()
     })
+}
+
+/// What a non-ok answer of the node means, for an ack's or dead letter's detail.
+fn refusal_detail(status: &str, body: &Value) -> String {
+    match body.get("reason").and_then(Value::as_str) {
+        Some(reason) if !reason.is_empty() => format!("{status}: {reason}"),
+        _ => format!("node answered {status}"),
+    }
+}
+
+/// Sends a `send` to the node, opting in to its queue. A `busy` answer (the workstream's
+/// queue is full, or an older node without queues) is not an answer to acknowledge: the
+/// send is tried again with backoff — the worker holds its shard meanwhile, so the
+/// workstream's later messages stay behind it — and after `busy_retries` tries it is
+/// dead-lettered with reason `busy` and an error event carrying its correlation id.
+/// `None` = node unavailable (the message stays held).
+async fn send_until_accepted(
+    ctx: &Ctx,
+    msg: &InboundMessage,
+    body: &Value,
+    raw: &str,
+    epoch: u64,
+) -> Option<Option<Reply>> {
+    let mut backoff = Backoff::new(Duration::from_millis(100), ctx.cfg.busy_retry_max_delay);
+    let mut tries = 0u32;
+    loop {
+        let reply = call(ctx, epoch, "/v1/api/send", body).await?;
+        let busy = match &reply {
+            Reply::Accepted(b) if b.get("status").and_then(Value::as_str) == Some("busy") => {
+                Some(refusal_detail("busy", b))
+            }
+            _ => None,
+        };
+        let Some(detail) = busy else {
+            return Some(Some(reply));
+        };
+        tries += 1;
+        ctx.metrics.inc(&ctx.metrics.node_retries);
+        if tries > ctx.cfg.busy_retries {
+            let reason = format!("busy: {detail} (tried {tries} times)");
+            fail(ctx, msg, raw, &reason).await;
+            return Some(None);
+        }
+        tracing::debug!(correlation_id = msg.correlation_id(), tries, %detail, "node busy; trying again");
+        if epoch != ctx.current_epoch() || !ctx.is_up() || ctx.cancel.is_cancelled() {
+            return None;
+        }
+        tokio::time::sleep(backoff.delay()).await;
+    }
 }
 
 fn is_unknown_ws(reply: &Reply) -> bool {
@@ -786,16 +844,22 @@ async fn local(
                 "correlation_id": cid,
                 "auto_approve": s.auto_approve,
                 "auto_approve_tools": s.auto_approve_tools,
+                "queue": true,
             });
-            let mut reply = call(ctx, epoch, "/v1/api/send", &body).await?;
+            let mut m = msg.clone();
+            if let InboundMessage::Send(x) = &mut m {
+                x.ws_id = ws_id.clone();
+            }
+            let Some(mut reply) = send_until_accepted(ctx, &m, &body, raw, epoch).await? else {
+                return Some(()); // dead-lettered
+            };
             if is_unknown_ws(&reply) && known_here(ctx, &ws_id).await {
                 // Our node lost it (restarted without it): bring it back, then deliver.
                 restore(ctx, epoch, &ws_id, None).await?;
-                reply = call(ctx, epoch, "/v1/api/send", &body).await?;
-            }
-            let mut m = msg.clone();
-            if let InboundMessage::Send(x) = &mut m {
-                x.ws_id = ws_id;
+                let Some(again) = send_until_accepted(ctx, &m, &body, raw, epoch).await? else {
+                    return Some(());
+                };
+                reply = again;
             }
             ack_reply(ctx, &m, &reply, raw).await;
         }
@@ -810,7 +874,15 @@ async fn local(
             ack_reply(ctx, msg, &reply, raw).await;
         }
         InboundMessage::Cancel(c) => {
-            let reply = call(ctx, epoch, "/v1/api/cancel", &json!({"ws_id": c.ws_id})).await?;
+            // `"all": true` also empties the workstream's queue (the node's `cancel`).
+            let all = value.get("all").and_then(Value::as_bool).unwrap_or(false);
+            let reply = call(
+                ctx,
+                epoch,
+                "/v1/api/cancel",
+                &json!({"ws_id": c.ws_id, "all": all}),
+            )
+            .await?;
             ack_reply(ctx, msg, &reply, raw).await;
         }
         InboundMessage::CloseWorkstream(c) => {
@@ -844,8 +916,12 @@ async fn local(
                 && !resumed
                 && !c.initial_message.is_empty()
             {
-                let body =
-                    json!({"message": c.initial_message, "ws_id": ws_id, "correlation_id": cid});
+                let body = json!({
+                    "message": c.initial_message,
+                    "ws_id": ws_id,
+                    "correlation_id": cid,
+                    "queue": true,
+                });
                 if let Reply::Rejected { error, .. } =
                     call(ctx, epoch, "/v1/api/send", &body).await?
                 {

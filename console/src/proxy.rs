@@ -212,7 +212,7 @@ pub async fn node_path(
         console.stats.proxy_requests.fetch_add(1, Ordering::Relaxed);
         req = req.timeout(console.collector.config.proxy_timeout);
         if method != Method::GET && method != Method::HEAD {
-            req = req.body(body);
+            req = req.body(opt_in_to_queue(&method, &tail, body));
         }
     }
     let resp = req
@@ -256,6 +256,24 @@ pub async fn node_path(
     }
     relay_security_headers(&upstream_headers, response.headers_mut(), true);
     Ok(response)
+}
+
+/// The console always opts its sends in to the node's queue (issue 20): a `POST …/api/send`
+/// whose JSON body does not say `"queue"` gets `"queue": true`, so a message typed while
+/// the workstream is busy waits for its turn instead of being refused `busy`. Anything
+/// else (or a body that is not a JSON object) passes unchanged.
+fn opt_in_to_queue(method: &Method, tail: &str, body: Bytes) -> Bytes {
+    let path = tail.trim_end_matches('/');
+    if method != Method::POST || !(path == "api/send" || path == "v1/api/send") {
+        return body;
+    }
+    match serde_json::from_slice::<serde_json::Value>(&body) {
+        Ok(serde_json::Value::Object(mut o)) if !o.contains_key("queue") => {
+            o.insert("queue".into(), serde_json::Value::Bool(true));
+            serde_json::to_vec(&o).map(Bytes::from).unwrap_or(body)
+        }
+        _ => body,
+    }
 }
 
 /// A node's root-relative redirect target, moved under the proxy prefix.

@@ -16,7 +16,11 @@
 //!    `POST` to each subscriber's first `content` frame (p50/p99/last). The subscribers run
 //!    in a child process (this binary re-executed) so that server and client sockets do not
 //!    share one open-file limit;
-//! 5. RSS growth with 10,000 workstreams opened through `POST /v1/api/workstreams/new`.
+//! 5. RSS growth with 10,000 workstreams opened through `POST /v1/api/workstreams/new`;
+//! 6. the same node persisting to SQLite (as `turnstone-server` does): latency at 1 and 100
+//!    concurrent and turns/s, next to the in-memory node of the same run — the cost of
+//!    answering a send only once it is committed and emitting `turn_complete` only once the
+//!    turn is (group commit, issue 20).
 //!
 //! Method and results are recorded in `docs/benchmarks.md`.
 
@@ -100,7 +104,11 @@ fn main() {
                 rss_workstreams: 100,
             }
         };
-        rt.block_on(run(sizes, full))
+        if args.iter().any(|a| a == "--persisted") {
+            rt.block_on(durability_cost(&sizes))
+        } else {
+            rt.block_on(run(sizes, full))
+        }
     };
     rt.shutdown_timeout(Duration::from_secs(1));
     if let Err(e) = result {
@@ -117,7 +125,7 @@ struct Served {
     base: String,
 }
 
-async fn start_node() -> Result<Served> {
+async fn start_node(persist: Option<&std::path::Path>) -> Result<Served> {
     let provider = Arc::new(ScriptedProvider::new().without_recording());
     let resilient = Resilient::new(
         provider,
@@ -137,19 +145,25 @@ async fn start_node() -> Result<Served> {
         vec![ConfigToken::new(TOKEN, TokenRole::Full)],
         AUDIENCE_SERVER,
     );
-    let node = Node::new(
-        engine,
-        ManagerConfig {
-            max_workstreams: 20_000,
-            idle_timeout: None,
-        },
-        auth,
-        NodeOptions {
-            node_id: "bench".into(),
-            model: "fake".into(),
-            ..NodeOptions::default()
-        },
-    );
+    let manager = ManagerConfig {
+        max_workstreams: 20_000,
+        idle_timeout: None,
+    };
+    let options = NodeOptions {
+        node_id: "bench".into(),
+        model: "fake".into(),
+        ..NodeOptions::default()
+    };
+    let node = match persist {
+        Some(path) => {
+            let store = turnstone_store::StoreConfig::sqlite(path);
+            let persistence = turnstone_node::persist::Persistence::open(&store, "bench")
+                .await
+                .map_err(|e| anyhow!("store: {e}"))?;
+            Node::with_persistence(engine, manager, auth, options, persistence)
+        }
+        None => Node::new(engine, manager, auth, options),
+    };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let base = format!("http://{}", listener.local_addr()?);
     let served = node.clone();
@@ -600,7 +614,7 @@ async fn fanout(base: &str, ws_id: &str, n: usize) -> Result<FanoutReport> {
 // ---------------------------------------------------------------------------------------
 
 async fn run(sizes: Sizes, full: bool) -> Result<()> {
-    let served = start_node().await?;
+    let served = start_node(None).await?;
     let node = served.node.clone();
     let client = Client::new(&served.base)?;
     // One workstream that stays, so closing the others never hits "last workstream".
@@ -724,6 +738,61 @@ async fn run(sizes: Sizes, full: bool) -> Result<()> {
     );
     if fan.subscribers < sizes.fanout_subscribers {
         println!("NOTE: fan-out reduced to fit the open-file limit");
+    }
+    durability_cost(&sizes).await
+}
+
+/// (6) The same turns on an in-memory node and on one persisting to SQLite (as
+/// `turnstone-server` does), in one run: what durable answers cost (a send is answered once
+/// its message is committed, `turn_complete` once the turn is — group commit). Alone with
+/// `--persisted` (the rest of the bench skipped).
+async fn durability_cost(sizes: &Sizes) -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    println!(
+        "| node | send → first content, 1 conc. p50 / p99 | 100 conc. p50 / p99 | turns/s ({} × {}) | store transactions |",
+        sizes.throughput_workstreams, sizes.throughput_turns
+    );
+    println!("|---|---|---|---|---|");
+    for persist in [None, Some(dir.path().join("bench.db"))] {
+        let served = start_node(persist.as_deref()).await?;
+        let client = Client::new(&served.base)?;
+        let _keeper = client.create().await?;
+        let one = latency(&client, &served.node, 1, sizes.latency[0].1, false).await?;
+        let many = latency(
+            &client,
+            &served.node,
+            sizes.latency[1].0,
+            sizes.latency[1].1,
+            false,
+        )
+        .await?;
+        let rate = throughput(
+            &client,
+            &served.node,
+            sizes.throughput_workstreams,
+            sizes.throughput_turns,
+        )
+        .await?;
+        let store = match served.node.persistence.as_ref() {
+            Some(p) => {
+                let c = p.writer.counters();
+                format!("{} rows in {} transactions", c.written, c.batches)
+            }
+            None => "—".into(),
+        };
+        println!(
+            "| {} | {:.3} / {:.3} ms | {:.3} / {:.3} ms | **{:.0}** | {store} |",
+            if persist.is_some() {
+                "persisted (SQLite)"
+            } else {
+                "in memory"
+            },
+            ms(pct(&one, 50.0)),
+            ms(pct(&one, 99.0)),
+            ms(pct(&many, 50.0)),
+            ms(pct(&many, 99.0)),
+            rate,
+        );
     }
     Ok(())
 }

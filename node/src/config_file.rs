@@ -14,6 +14,7 @@
 //! compact_max_tokens = 32768    # max_tokens of the compaction summary
 //! auto_title = true             # title new workstreams after their first exchange
 //! watch_tick_secs = 15          # seconds between looks for due watches
+//! max_queued_sends = 1000       # messages one workstream's queue holds (then `busy`)
 //!
 //! [models.local]                # the model registry (turnstone-llm): aliases, fallback
 //! provider = "openai"
@@ -80,6 +81,9 @@ pub struct ServerSection {
     pub auto_title: Option<bool>,
     /// Seconds between two looks for due watches (1 or more). Default 15.
     pub watch_tick_secs: Option<u64>,
+    /// Messages one workstream's queue holds (1 or more); `--max-queued-sends` wins.
+    /// Default 1000.
+    pub max_queued_sends: Option<usize>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -256,6 +260,9 @@ fn check_server(s: &ServerSection) -> Result<(), String> {
     if s.watch_tick_secs == Some(0) {
         return Err("[server]: watch_tick_secs must be 1 or more".into());
     }
+    if s.max_queued_sends == Some(0) {
+        return Err("[server]: max_queued_sends must be 1 or more".into());
+    }
     Ok(())
 }
 
@@ -387,6 +394,7 @@ web_search_backend = "mcp:brave:brave_web_search"
             ("[server]\nauto_compact_pct = -0.1\n", "auto_compact_pct"),
             ("[server]\ncompact_max_tokens = 0\n", "compact_max_tokens"),
             ("[server]\nwatch_tick_secs = 0\n", "watch_tick_secs"),
+            ("[server]\nmax_queued_sends = 0\n", "max_queued_sends"),
             ("[server]\nauto_title = \"yes\"\n", "auto_title"),
             ("[tools]\nagent_max_turns = 0\n", "agent_max_turns"),
             ("[tools]\nagent_max_turns = -1\n", "agent_max_turns"),

@@ -29,6 +29,7 @@ pub mod mcp_skills;
 pub mod mcp_tools;
 pub mod page_answerer;
 pub mod persist;
+pub mod send_queue;
 pub mod server;
 pub mod store_tools;
 pub mod watch_runner;

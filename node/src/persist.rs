@@ -267,6 +267,34 @@ impl Journal for StoreJournal {
         }
     }
 
+    /// The user message and the `started` mark of the send's queued entry go in one
+    /// transaction: after a crash the entry either still waits (its turn never reached the
+    /// database) or is marked started (it never runs twice).
+    fn turn_started(&self, ws_id: &str, correlation_id: &str, messages: &[ChatMessage]) {
+        let mut ops: Vec<WriteOp> = messages
+            .iter()
+            .flat_map(|m| NewMessage::from_chat(ws_id, m))
+            .map(WriteOp::Message)
+            .collect();
+        ops.push(WriteOp::QueueState {
+            correlation_id: correlation_id.to_string(),
+            state: turnstone_store::QueuedState::Started,
+        });
+        if let Err(e) = self.0.writer.try_write_all(ops) {
+            tracing::error!(error = %e, %ws_id, "conversation write dropped");
+        }
+    }
+
+    /// Group commit: resolves when the writer's current batch is committed.
+    fn committed(&self) -> futures::future::BoxFuture<'static, ()> {
+        let p = self.0.clone();
+        Box::pin(async move {
+            if let Err(e) = p.writer.committed().await {
+                tracing::error!(error = %e, "turn records not confirmed durable");
+            }
+        })
+    }
+
     fn config_changed(&self, ws_id: &str, key: &str, value: Option<&str>) {
         let op = WriteOp::Config {
             ws_id: ws_id.to_string(),

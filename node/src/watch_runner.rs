@@ -595,12 +595,7 @@ impl Runner {
             }
             Err(e) => return Err(Delivery::Later(format!("resume failed: {e}"))),
         };
-        let name = session
-            .workstream
-            .alias
-            .clone()
-            .or(session.workstream.title.clone())
-            .unwrap_or_else(|| session.workstream.name.clone());
+        let name = crate::server::workstreams::stored_name(&session.workstream);
         let stored = self.store.load_config(ws_id).await.unwrap_or_default();
         let handle = self
             .node

@@ -80,14 +80,14 @@
     }
   }
 
-  async function api(path, body) {
+  async function api(path, body, method) {
     const headers = {};
     if (body !== undefined) headers["Content-Type"] = "application/json";
     if (auth.token) headers.Authorization = "Bearer " + auth.token;
     let resp;
     try {
       resp = await fetch(path, {
-        method: body === undefined ? "GET" : "POST",
+        method: method || (body === undefined ? "GET" : "POST"),
         headers,
         body: body === undefined ? undefined : JSON.stringify(body),
         credentials: "same-origin",
@@ -990,6 +990,7 @@
         case "turn_complete":
           this.endSegment();
           this.setThinking(false);
+          if (current === this.id) refreshQueue();
           break;
         case "preview":
           // preview.js opens its pane (for the workstream on screen).
@@ -1043,6 +1044,7 @@
       if (current && views.has(current)) views.get(current).deactivate();
       current = id;
       viewFor(id).activate();
+      refreshQueue();
       if (window.TurnstonePreview) window.TurnstonePreview.showFor(id);
       scrollToEnd();
     }
@@ -1277,15 +1279,61 @@
     }
     const bubble = view.userMessage(text);
     try {
-      const data = await api("/v1/api/send", { ws_id: id, message: text });
+      // Opt in to the workstream's queue: a message sent while a turn runs waits for its
+      // own turn instead of being refused.
+      const data = await api("/v1/api/send", { ws_id: id, message: text, queue: true });
       if (data && data.status === "busy") {
         bubble.classList.add("failed");
-        view.line("error", "The workstream is busy — wait for the current turn or cancel it.");
+        view.line("error", "Not sent: " + (data.reason || "the workstream is busy"));
+      } else if (data && data.status === "queued") {
+        bubble.classList.add("queued");
+        view.line("info", "Queued (position " + data.position + "): it runs when the turns before it end.");
+        if (current === id) refreshQueue();
       }
     } catch (e) {
       bubble.classList.add("failed");
       if (e.status !== 401) view.line("error", "Not sent: " + e.message);
     }
+  }
+
+  // ---------------------------------------------------------------- queue
+
+  /** Lists the current workstream's queued messages above the composer, each removable. */
+  async function refreshQueue() {
+    const list = $("queue-list");
+    if (!list) return;
+    const id = current;
+    if (!id) {
+      list.hidden = true;
+      return;
+    }
+    let data;
+    try {
+      data = await api("/v1/api/workstreams/" + encodeURIComponent(id) + "/queue");
+    } catch (e) {
+      return;
+    }
+    if (current !== id) return;
+    const queued = (data && data.queued) || [];
+    list.replaceChildren(...queued.map((m, i) => el("li", { class: "queued-item" },
+      el("span", { class: "queued-pos", text: "#" + (i + 1) }),
+      el("span", { class: "queued-text", text: m.message, title: m.queued_at }),
+      el("button", {
+        type: "button",
+        class: "link-btn",
+        text: "Remove",
+        title: "Remove this message from the queue (it will not run)",
+        onclick: async () => {
+          try {
+            await api("/v1/api/workstreams/" + encodeURIComponent(id) + "/queue/" +
+              encodeURIComponent(m.correlation_id), undefined, "DELETE");
+          } catch (e) {
+            if (e.status !== 401 && views.has(id)) views.get(id).line("error", "Not removed: " + e.message);
+          }
+          refreshQueue();
+        },
+      }))));
+    list.hidden = queued.length === 0;
   }
 
   function autosize() {

@@ -173,8 +173,26 @@ async fn streams_are_not_buffered_and_carry_a_fresh_user_jwt() {
         .unwrap();
     assert_eq!(resp.status(), 200);
     let echo: serde_json::Value = resp.json().await.unwrap();
-    assert_eq!(echo["body"], r#"{"message":"hi"}"#);
+    // The console opts every send in to the node's queue (issue 20) …
+    let forwarded: serde_json::Value =
+        serde_json::from_str(echo["body"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        forwarded,
+        serde_json::json!({"message": "hi", "queue": true})
+    );
     assert_eq!(echo["content_type"], "application/json");
+    // … unless the caller said otherwise.
+    let resp = console
+        .http
+        .post(console.url("/node/fake/v1/api/send"))
+        .bearer_auth(TOKEN)
+        .header("content-type", "application/json")
+        .body(r#"{"message":"hi","queue":false}"#)
+        .send()
+        .await
+        .unwrap();
+    let echo: serde_json::Value = resp.json().await.unwrap();
+    assert_eq!(echo["body"], r#"{"message":"hi","queue":false}"#);
     let page = console
         .http
         .get(console.url("/node/fake/"))

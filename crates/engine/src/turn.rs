@@ -109,23 +109,23 @@ pub(crate) async fn run(
         tools: TurnTools::freeze(engine, shared),
     };
     shared.tool_ctx.begin_turn();
-    shared.push_message(ChatMessage::user(text));
+    shared.push_turn_message(ChatMessage::user(text), &turn.correlation_id);
     match turn.run_loop().await {
         Ok(()) => {
             turn.emit_status();
             crate::compact::after_turn(engine, shared, &turn.token).await;
-            turn.finish(WsState::Idle);
+            turn.finish(WsState::Idle).await;
             TurnEnd::Done
         }
         Err(Stop::Cancelled) => {
             shared.emit(Event::info("[Generation cancelled]"));
-            turn.finish(WsState::Idle);
+            turn.finish(WsState::Idle).await;
             TurnEnd::Cancelled
         }
         Err(Stop::Failed(message)) => {
             shared.emit(Event::error(format!("Error: {message}")));
             shared.emit(Event::StreamEnd);
-            turn.finish(WsState::Error);
+            turn.finish(WsState::Error).await;
             TurnEnd::Failed(message)
         }
         Err(Stop::Limit(requests)) => {
@@ -133,7 +133,7 @@ pub(crate) async fn run(
                 "[Stopped: this turn reached its limit of {requests} model requests]"
             )));
             turn.emit_status();
-            turn.finish(WsState::Idle);
+            turn.finish(WsState::Idle).await;
             TurnEnd::Limit(requests)
         }
     }
@@ -151,10 +151,12 @@ impl Turn<'_> {
         });
     }
 
-    /// Ends the turn: the workstream accepts a new send from here on, then the final state
-    /// and `turn_complete` are emitted (in that order), so a frontend that reacts to either
-    /// can send right away.
-    fn finish(&self, state: WsState) {
+    /// Ends the turn: once the journal has made the turn's records durable, the workstream
+    /// accepts a new send, then the final state and `turn_complete` are emitted (in that
+    /// order), so a frontend that reacts to either can send right away — and finds the turn
+    /// stored.
+    async fn finish(&self, state: WsState) {
+        self.shared.journal_committed().await;
         *lock(&self.shared.turn_token) = None;
         self.shared.busy.store(false, Ordering::Release);
         self.shared.set_state(state);

@@ -30,6 +30,18 @@ pub trait Journal: Send + Sync + 'static {
     /// A session setting of `ws_id` changed (`model`, `tool_loaded`); `None` removes it.
     /// Default: ignored.
     fn config_changed(&self, _ws_id: &str, _key: &str, _value: Option<&str>) {}
+    /// A turn began with `messages` (its user message); `correlation_id` is the send's.
+    /// Default: [`appended`](Self::appended). The node writes the message and the `started`
+    /// mark of the send's queued entry in one transaction.
+    fn turn_started(&self, ws_id: &str, _correlation_id: &str, messages: &[ChatMessage]) {
+        self.appended(ws_id, messages);
+    }
+    /// Resolves once everything handed to the journal so far is durable. The turn awaits it
+    /// before `turn_complete`, so a client that saw a turn complete finds it stored.
+    /// Default: at once.
+    fn committed(&self) -> futures::future::BoxFuture<'static, ()> {
+        Box::pin(std::future::ready(()))
+    }
 }
 
 /// The session setting holding the deferred tools `tool_search` loaded (a JSON list).
@@ -410,6 +422,22 @@ impl Shared {
 
     pub fn push_message(&self, message: ChatMessage) {
         self.append_messages(vec![message]);
+    }
+
+    /// Appends the user message that starts the turn of `correlation_id`.
+    pub(crate) fn push_turn_message(&self, message: ChatMessage, correlation_id: &str) {
+        let messages = vec![message];
+        if let Some(journal) = &self.journal {
+            journal.turn_started(&self.id, correlation_id, &messages);
+        }
+        lock(&self.messages).extend(messages);
+    }
+
+    /// Waits until the journal has made everything so far durable (at once without one).
+    pub(crate) async fn journal_committed(&self) {
+        if let Some(journal) = &self.journal {
+            journal.committed().await;
+        }
     }
 
     /// Appends messages at once (a fold) and hands them to the journal.
@@ -842,6 +870,14 @@ impl WorkstreamHandle {
         });
     }
 
+    /// Emits `busy_error` (a send refused by someone other than [`send`](Self::send): the
+    /// node's queue).
+    pub fn emit_busy_error(&self, message: impl Into<String>) {
+        self.shared.emit(Event::BusyError {
+            message: message.into(),
+        });
+    }
+
     /// Tells this workstream's frontends to open a stored preview (`open_preview`).
     pub fn emit_preview(&self, preview_id: &str, kind: &str, title: &str, url: &str) {
         self.shared.emit(Event::Preview {
@@ -877,8 +913,9 @@ async fn actor(engine: Arc<Engine>, shared: Arc<Shared>, mut inbox: mpsc::Receiv
                 ))
                 .instrument(span)
                 .await;
-                *lock(&shared.turn_token) = None;
-                shared.busy.store(false, Ordering::Release);
+                // The turn cleared `busy` and its token itself before `turn_complete`; a
+                // send may already have started the next turn, whose flag and token these
+                // are now — never clear them here.
                 shared.persist_loaded_tools();
                 crate::title::after_turn(&engine, &shared);
             }

@@ -62,6 +62,7 @@ mod error;
 mod ids;
 pub mod model;
 mod postgres;
+pub mod queued;
 mod resume;
 pub mod skills;
 mod sql_common;
@@ -80,6 +81,7 @@ pub use model::{
     StoredMessage, Workstream, WriteOp,
 };
 pub use postgres::PostgresStore;
+pub use queued::{QueuedSend, QueuedSendStore, QueuedState};
 pub use resume::rebuild_messages;
 pub use skills::{Skill, SkillSpec, SkillStore};
 pub use sqlite::{BUSY_TIMEOUT, SqliteStore};

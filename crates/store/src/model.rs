@@ -183,6 +183,13 @@ pub enum WriteOp {
         key: String,
         value: Option<String>,
     },
+    /// Insert a queued send (ignored when its `correlation_id` is stored already).
+    QueueSend(crate::queued::QueuedSend),
+    /// Move a `queued` send to another state (no-op when it is not `queued`, or unknown).
+    QueueState {
+        correlation_id: String,
+        state: crate::queued::QueuedState,
+    },
 }
 
 /// A workstream (= persistent session since the original's migration 006).

@@ -114,3 +114,4 @@ impl_store!(PostgresStore, sqlx::Postgres, "postgresql");
 crate::auth::impl_auth_store!(PostgresStore, sqlx::Postgres);
 crate::skills::impl_skill_store!(PostgresStore, sqlx::Postgres);
 crate::watches::impl_watch_store!(PostgresStore, sqlx::Postgres);
+crate::queued::impl_queued_send_store!(PostgresStore, sqlx::Postgres);

@@ -366,7 +366,7 @@ macro_rules! impl_store {
                     .iter()
                     .filter_map(|op| match op {
                         WriteOp::Message(m) => Some(m),
-                        WriteOp::Config { .. } => None,
+                        _ => None,
                     })
                     .collect();
                 // Multi-row inserts: far fewer statements per batch (8 binds per row stays
@@ -397,6 +397,9 @@ macro_rules! impl_store {
                 for op in ops {
                     match op {
                         WriteOp::Message(_) => {}
+                        WriteOp::QueueSend(_) | WriteOp::QueueState { .. } => {
+                            $crate::queued::write_queue_op!(tx, op);
+                        }
                         WriteOp::Config { ws_id, key, value: Some(value) } => {
                             sqlx::query(
                                 "INSERT INTO workstream_config (ws_id, key, value) VALUES ($1, $2, $3) \

@@ -100,3 +100,4 @@ impl_store!(SqliteStore, sqlx::Sqlite, "sqlite");
 crate::auth::impl_auth_store!(SqliteStore, sqlx::Sqlite);
 crate::skills::impl_skill_store!(SqliteStore, sqlx::Sqlite);
 crate::watches::impl_watch_store!(SqliteStore, sqlx::Sqlite);
+crate::queued::impl_queued_send_store!(SqliteStore, sqlx::Sqlite);

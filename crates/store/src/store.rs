@@ -88,7 +88,12 @@ pub async fn connect(config: &StoreConfig) -> Result<Arc<dyn Store>> {
 /// one test suite runs against both. Skills come from the [`SkillStore`] supertrait.
 #[async_trait]
 pub trait Store:
-    crate::auth::AuthStore + SkillStore + crate::watches::WatchStore + Send + Sync
+    crate::auth::AuthStore
+    + SkillStore
+    + crate::watches::WatchStore
+    + crate::queued::QueuedSendStore
+    + Send
+    + Sync
 {
     /// `"sqlite"` or `"postgresql"`.
     fn backend_name(&self) -> &'static str;

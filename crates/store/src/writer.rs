@@ -5,6 +5,14 @@
 //! op of the batch. [`Writer::flush`] waits until everything queued before it is committed;
 //! [`Writer::shutdown`] flushes and stops the task.
 //!
+//! Group commit: [`Writer::committed`] waits until everything queued before it is committed.
+//! A waiter closes the batch being assembled with whatever has already arrived (no
+//! `max_delay` wait); what arrives while that transaction runs forms the next batch. So
+//! callers that need durability (a send answered only once its row is stored, a
+//! `turn_complete` only once the turn is) wait about one transaction, and under load share
+//! transactions instead of forcing one each.
+//! [`Writer::try_write_all`] queues ops that must land in the same transaction.
+//!
 //! Crash window: ops still in the queue or in the batch being assembled (at most
 //! `capacity + max_batch` ops, and at most about `max_delay` old in steady state) are lost if
 //! the process dies. Nothing is lost silently otherwise: a full queue or a failed transaction
@@ -81,6 +89,11 @@ impl Stats {
 
 enum Command {
     Op(WriteOp),
+    /// Ops that are never split over two transactions.
+    Ops(Vec<WriteOp>),
+    /// Answered when the batch holding everything queued before it is committed (`false`:
+    /// that transaction failed).
+    Committed(oneshot::Sender<bool>),
     Flush(oneshot::Sender<()>),
     Shutdown(oneshot::Sender<()>),
 }
@@ -138,6 +151,42 @@ impl Writer {
         }
     }
 
+    /// Queues ops that must be committed in one transaction (a turn's user message and its
+    /// queued entry's `started` mark), without waiting. A full queue drops them all.
+    pub fn try_write_all(&self, ops: Vec<WriteOp>) -> Result<()> {
+        let n = ops.len() as u64;
+        match self.tx.try_send(Command::Ops(ops)) {
+            Ok(()) => {
+                self.stats.queued.fetch_add(n, Ordering::Relaxed);
+                Ok(())
+            }
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                self.stats.dropped.fetch_add(n, Ordering::Relaxed);
+                tracing::error!(ops = n, "store write queue full: writes dropped");
+                Err(StoreError::QueueFull)
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => self.closed(),
+        }
+    }
+
+    /// Waits until every op queued before this call is committed (group commit: it closes
+    /// the batch being assembled with what has arrived, sharing its transaction). An error
+    /// when that transaction failed or the writer is shut down.
+    pub async fn committed(&self) -> Result<()> {
+        let (done, wait) = oneshot::channel();
+        self.tx
+            .send(Command::Committed(done))
+            .await
+            .map_err(|_| StoreError::WriterClosed)?;
+        match wait.await {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(StoreError::InvalidInput(
+                "the transaction holding this write failed (see the writer's error log)".into(),
+            )),
+            Err(_) => Err(StoreError::WriterClosed),
+        }
+    }
+
     /// Waits until every op queued before this call is committed (or counted as failed).
     pub async fn flush(&self) -> Result<WriterCounters> {
         let (done, wait) = oneshot::channel();
@@ -182,28 +231,47 @@ async fn run(
     mut rx: mpsc::Receiver<Command>,
     stats: Arc<Stats>,
 ) {
-    let mut batch: Vec<WriteOp> = Vec::with_capacity(config.max_batch);
+    let mut batch = Batch {
+        ops: Vec::with_capacity(config.max_batch),
+        waiters: Vec::new(),
+    };
     loop {
         let Some(first) = rx.recv().await else {
             // Every handle is gone: nothing more can arrive.
-            commit(store.as_ref(), &mut batch, &stats).await;
+            batch.commit(store.as_ref(), &stats).await;
             return;
         };
         let mut pending = Some(first);
         let deadline = Instant::now() + config.max_delay;
+        // Someone waits for this batch: close it with what has already arrived instead of
+        // waiting for the deadline (what arrives meanwhile forms the next batch).
+        let mut awaited = false;
         loop {
             let cmd = match pending.take() {
                 Some(cmd) => cmd,
-                None if batch.len() >= config.max_batch => break,
+                None if batch.ops.len() >= config.max_batch => break,
+                None if awaited => match rx.try_recv() {
+                    Ok(cmd) => cmd,
+                    Err(_) => break,
+                },
                 None => match tokio::time::timeout_at(deadline, rx.recv()).await {
                     Ok(Some(cmd)) => cmd,
                     Ok(None) | Err(_) => break,
                 },
             };
             match cmd {
-                Command::Op(op) => batch.push(op),
+                Command::Op(op) => batch.ops.push(op),
+                Command::Ops(ops) => batch.ops.extend(ops),
+                Command::Committed(done) if batch.ops.is_empty() => {
+                    // Everything before it is committed already.
+                    let _ = done.send(true);
+                }
+                Command::Committed(done) => {
+                    batch.waiters.push(done);
+                    awaited = true;
+                }
                 Command::Flush(done) => {
-                    commit(store.as_ref(), &mut batch, &stats).await;
+                    batch.commit(store.as_ref(), &stats).await;
                     let _ = done.send(());
                 }
                 Command::Shutdown(done) => {
@@ -212,11 +280,13 @@ async fn run(
                     let mut waiters = vec![done];
                     while let Ok(cmd) = rx.try_recv() {
                         match cmd {
-                            Command::Op(op) => batch.push(op),
+                            Command::Op(op) => batch.ops.push(op),
+                            Command::Ops(ops) => batch.ops.extend(ops),
+                            Command::Committed(d) => batch.waiters.push(d),
                             Command::Flush(d) | Command::Shutdown(d) => waiters.push(d),
                         }
                     }
-                    commit(store.as_ref(), &mut batch, &stats).await;
+                    batch.commit(store.as_ref(), &stats).await;
                     for waiter in waiters {
                         let _ = waiter.send(());
                     }
@@ -224,14 +294,29 @@ async fn run(
                 }
             }
         }
-        commit(store.as_ref(), &mut batch, &stats).await;
+        batch.commit(store.as_ref(), &stats).await;
+    }
+}
+
+/// The ops of the transaction being assembled, and who waits for its commit.
+struct Batch {
+    ops: Vec<WriteOp>,
+    waiters: Vec<oneshot::Sender<bool>>,
+}
+
+impl Batch {
+    async fn commit(&mut self, store: &dyn Store, stats: &Stats) {
+        let ok = commit(store, &mut self.ops, stats).await;
+        for waiter in self.waiters.drain(..) {
+            let _ = waiter.send(ok);
+        }
     }
 }
 
 /// Writes the batch in one transaction, retrying once; counts the outcome.
-async fn commit(store: &dyn Store, batch: &mut Vec<WriteOp>, stats: &Stats) {
+async fn commit(store: &dyn Store, batch: &mut Vec<WriteOp>, stats: &Stats) -> bool {
     if batch.is_empty() {
-        return;
+        return true;
     }
     let n = batch.len() as u64;
     let mut result = store.write_batch(batch).await;
@@ -240,15 +325,17 @@ async fn commit(store: &dyn Store, batch: &mut Vec<WriteOp>, stats: &Stats) {
         tokio::time::sleep(Duration::from_millis(50)).await;
         result = store.write_batch(batch).await;
     }
+    batch.clear();
     match result {
         Ok(()) => {
             stats.written.fetch_add(n, Ordering::Relaxed);
             stats.batches.fetch_add(1, Ordering::Relaxed);
+            true
         }
         Err(e) => {
             stats.failed.fetch_add(n, Ordering::Relaxed);
             tracing::error!(error = %e, ops = n, "store batch failed: writes lost");
+            false
         }
     }
-    batch.clear();
 }

@@ -79,6 +79,11 @@ struct Args {
     /// PostgreSQL pool size.
     #[arg(long, env = "TURNSTONE_DB_POOL_SIZE", default_value_t = 2)]
     db_pool_size: u32,
+    /// Most messages one workstream's queue holds (sends that arrive while it is busy and
+    /// opt in with `"queue": true`); past it a send is answered `busy` with a reason.
+    /// Default: `[server] max_queued_sends`, else 1000.
+    #[arg(long, env = "TURNSTONE_MAX_QUEUED_SENDS")]
+    max_queued_sends: Option<usize>,
     /// Keep nothing on disk (no conversation history, no resume).
     #[arg(long)]
     no_persistence: bool,
@@ -332,6 +337,11 @@ async fn main() -> anyhow::Result<()> {
             .map(|o| o.trim().to_string())
             .filter(|o| !o.is_empty())
             .collect(),
+        max_queued_sends: args
+            .max_queued_sends
+            .or(file.server.max_queued_sends)
+            .unwrap_or(turnstone_node::send_queue::DEFAULT_MAX_QUEUED_SENDS)
+            .max(1),
         version: std::env::var("TURNSTONE_ADVERTISED_VERSION")
             .ok()
             .filter(|v| !v.trim().is_empty())
@@ -370,6 +380,10 @@ async fn main() -> anyhow::Result<()> {
         name: Some("default".into()),
         ..CreateOptions::default()
     })?;
+    // Messages a previous run accepted into a workstream's queue run now, once each.
+    turnstone_node::send_queue::recover(&node)
+        .await
+        .map_err(|e| anyhow::anyhow!("queued messages not recovered: {e:?}"))?;
     // MCP servers connect in the background: one slow or failing server never delays
     // start-up or the others.
     let mcp = (!mcp_servers.is_empty()).then(|| {

@@ -18,6 +18,7 @@ pub mod metrics;
 pub mod openapi;
 pub mod permissions;
 pub mod previews;
+pub mod queue;
 pub mod ratelimit;
 pub mod skills;
 pub mod sse;
@@ -60,6 +61,11 @@ pub fn router(node: Arc<Node>) -> Router {
         .route("/api/workstreams/new", post(workstreams::create))
         .route("/api/workstreams/close", post(workstreams::close))
         .route("/api/approvals", get(workstreams::pending_approvals))
+        .route("/api/workstreams/{ws_id}/queue", get(queue::list))
+        .route(
+            "/api/workstreams/{ws_id}/queue/{correlation_id}",
+            axum::routing::delete(queue::remove),
+        )
         .route("/api/send", post(turns::send))
         .route("/api/approve", post(turns::approve))
         .route("/api/cancel", post(turns::cancel))

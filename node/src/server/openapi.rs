@@ -196,6 +196,45 @@ struct SendRequest {
     /// result and starts nothing (same as the `Idempotency-Key` header).
     #[serde(default)]
     correlation_id: Option<String>,
+    /// Wait in the workstream's queue when it is busy: the answer is then
+    /// `{"status": "queued", "position": n}` and the message becomes its own turn later.
+    /// Without it a busy workstream answers `busy`, as the original.
+    #[serde(default)]
+    queue: Option<bool>,
+}
+
+/// `POST /v1/api/cancel` as documented: the original fields plus `all`.
+#[derive(JsonSchema)]
+#[allow(dead_code)]
+struct CancelRequest {
+    #[serde(flatten)]
+    body: CancelBody,
+    /// Also remove every queued message of the workstream (they never run).
+    #[serde(default)]
+    all: Option<bool>,
+}
+
+/// One queued message (`GET /v1/api/workstreams/{ws_id}/queue`).
+#[derive(JsonSchema)]
+#[allow(dead_code)]
+struct QueuedMessageView {
+    correlation_id: String,
+    message: String,
+    /// ISO timestamp of its arrival.
+    queued_at: String,
+}
+
+/// `GET /v1/api/workstreams/{ws_id}/queue`.
+#[derive(JsonSchema)]
+#[allow(dead_code)]
+struct QueueList {
+    ws_id: String,
+    /// A turn is running.
+    busy: bool,
+    /// The bound (`--max-queued-sends`).
+    max: u64,
+    /// Next first.
+    queued: Vec<QueuedMessageView>,
 }
 
 /// One row of `GET /v1/api/workstreams/saved` (the handler writes it as JSON).
@@ -267,6 +306,22 @@ const IDEMPOTENCY_KEY: Param = Param {
     required: false,
     count: false,
     description: "Same as `correlation_id` in the body.",
+};
+
+const WS_ID_PATH: Param = Param {
+    name: "ws_id",
+    location: ParamIn::Path,
+    required: true,
+    count: false,
+    description: "The workstream.",
+};
+
+const CORRELATION_ID_PATH: Param = Param {
+    name: "correlation_id",
+    location: ParamIn::Path,
+    required: true,
+    count: false,
+    description: "The queued message's correlation id.",
 };
 
 const WATCHES_WS_ID_QUERY: Param = Param {
@@ -392,7 +447,10 @@ pub const ROUTES: &[ApiRoute] = &[
         )
         .json::<super::internal::PendingApprovals>(),
     ApiRoute::post("/v1/api/send", "turns")
-        .summary("Send a user message (starts a turn); `{\"status\": \"busy\"}` while one runs")
+        .summary(
+            "Send a user message (starts a turn); while one runs `{\"status\": \"busy\"}`, \
+             or with `\"queue\": true` `{\"status\": \"queued\", \"position\": n}`",
+        )
         .body::<SendRequest>()
         .params(&[IDEMPOTENCY_KEY])
         .errors(&[404, 409]),
@@ -412,9 +470,21 @@ pub const ROUTES: &[ApiRoute] = &[
         .body::<CommandBody>()
         .errors(&[404]),
     ApiRoute::post("/v1/api/cancel", "turns")
-        .summary("Cancel the current generation")
-        .body::<CancelBody>()
+        .summary("Cancel the current generation (`\"all\": true`: and empty the queue)")
+        .body::<CancelRequest>()
+        .errors(&[404, 503]),
+    ApiRoute::get("/v1/api/workstreams/{ws_id}/queue", "turns")
+        .summary("The workstream's queued messages, next first")
+        .params(&[WS_ID_PATH])
+        .json::<QueueList>()
         .errors(&[404]),
+    ApiRoute::delete(
+        "/v1/api/workstreams/{ws_id}/queue/{correlation_id}",
+        "turns",
+    )
+    .summary("Remove one queued message (it never runs)")
+    .params(&[WS_ID_PATH, CORRELATION_ID_PATH])
+    .errors(&[404, 503]),
     ApiRoute::get("/v1/api/events", "events")
         .summary("Events of one workstream (SSE), resumable with Last-Event-ID")
         .params(&[WS_ID_QUERY, LAST_EVENT_ID_QUERY, LAST_EVENT_ID])

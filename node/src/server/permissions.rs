@@ -73,6 +73,12 @@ pub const ROUTE_PERMISSIONS: &[(&str, &str, Needs)] = &[
     ),
     ("POST", "/v1/api/send", WRITE),
     ("POST", "/v1/api/cancel", WRITE),
+    ("GET", "/v1/api/workstreams/{ws_id}/queue", READ),
+    (
+        "DELETE",
+        "/v1/api/workstreams/{ws_id}/queue/{correlation_id}",
+        WRITE,
+    ),
     ("POST", "/v1/api/plan", WRITE),
     ("POST", "/v1/api/command", WRITE),
     ("POST", "/v1/api/tools", WRITE),

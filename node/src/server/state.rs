@@ -104,6 +104,9 @@ pub struct NodeOptions {
     /// Origins allowed by CORS (`TURNSTONE_CORS_ORIGINS`); empty = no CORS at all, as the
     /// original (then `OPTIONS` is `405`).
     pub cors_origins: Vec<String>,
+    /// Most messages one workstream's queue holds (`--max-queued-sends`); past it a send
+    /// is answered `busy` with a reason.
+    pub max_queued_sends: usize,
     /// The version `/health` reports (`TURNSTONE_ADVERTISED_VERSION` overrides the build's;
     /// lets an operator or a test stage a version drift).
     pub version: String,
@@ -126,6 +129,7 @@ impl Default for NodeOptions {
             idempotency_capacity: 100_000,
             ratelimit: super::ratelimit::RateLimitConfig::default(),
             cors_origins: Vec::new(),
+            max_queued_sends: crate::send_queue::DEFAULT_MAX_QUEUED_SENDS,
             version: env!("CARGO_PKG_VERSION").to_string(),
             metrics_auth: false,
             sse_per_identity: 32,
@@ -202,6 +206,8 @@ pub struct Node {
     pub stream_slots: Arc<super::sse::StreamSlots>,
     /// The graceful drain (SIGTERM): readiness, refusal of new turns, end of event streams.
     pub drain: turnstone_runtime::Drain,
+    /// Queued user turns, per workstream (`crate::send_queue`).
+    pub queues: crate::send_queue::SendQueues,
 }
 
 impl std::fmt::Debug for Node {
@@ -279,7 +285,8 @@ impl Node {
             .duration_since(SystemTime::UNIX_EPOCH)
             .map(|d| d.as_millis() as u64)
             .unwrap_or_default();
-        Arc::new(Self {
+        let queues = crate::send_queue::SendQueues::new(options.max_queued_sends);
+        let node = Arc::new(Self {
             options,
             manager,
             node_log,
@@ -295,7 +302,10 @@ impl Node {
             setup_code: super::login::SetupCode::generate(),
             stream_slots: Arc::default(),
             drain: turnstone_runtime::Drain::new(),
-        })
+            queues,
+        });
+        crate::send_queue::SendQueues::start_dispatcher(&node);
+        node
     }
 
     /// Attaches the MCP manager (once; later calls are ignored).
@@ -429,11 +439,33 @@ impl Node {
             at: now,
         };
         // A refused send (busy) is not remembered: a retry may legitimately start the turn.
-        if outcome.status == "ok" {
+        if outcome.status != "busy" {
             memo.by_key.insert(key.to_string(), outcome.clone());
             memo.order.push_back(key.to_string());
         }
         (outcome, false)
+    }
+}
+
+impl Node {
+    /// Forgets a send's key (its message was not stored: a retry is a new attempt).
+    pub fn forget_send(&self, key: &str) {
+        let mut memo = lock(&self.idempotency);
+        memo.by_key.remove(key);
+        memo.order.retain(|k| k != key);
+    }
+
+    /// Remembers a key a previous run of the node accepted (`crate::send_queue::recover`).
+    pub fn remember_send(&self, key: &str, ws_id: &str, status: &'static str) {
+        let mut memo = lock(&self.idempotency);
+        let remembered = RememberedSend {
+            ws_id: ws_id.to_string(),
+            status,
+            at: SystemTime::now(),
+        };
+        if memo.by_key.insert(key.to_string(), remembered).is_none() {
+            memo.order.push_back(key.to_string());
+        }
     }
 }
 

@@ -15,6 +15,7 @@ use turnstone_runtime::auth::Identity;
 use super::body::WireJson;
 use super::error::ApiError;
 use super::state::Node;
+use crate::send_queue::{self, SendOptions, SendRequest, Submitted};
 
 /// Keys of `/send`, `/approve` and `/plan` bodies beyond the original's: `correlation_id`
 /// (send), `request_id` (approve, plan). Decoded like the rest, so a wrong type is a 400 naming the key,
@@ -29,11 +30,17 @@ pub struct Extras {
     /// the workstream's per-tool auto-approve set.
     auto_approve: Option<bool>,
     auto_approve_tools: Option<Vec<String>>,
+    /// `send`: wait in the workstream's queue when it is busy (instead of `busy`).
+    queue: Option<bool>,
+    /// `cancel`: also remove every queued message of the workstream.
+    all: Option<bool>,
 }
 
 /// `POST /v1/api/send`. A `correlation_id` in the body (or an `Idempotency-Key` header)
 /// makes it idempotent: a repeat within the window returns the first result and starts
-/// nothing.
+/// nothing. While the workstream is busy (or others wait) the send is refused `busy`, as
+/// the original, unless it says `"queue": true`: then it waits in the workstream's queue
+/// (`{"status":"queued","position":n}`) and becomes its own turn (`crate::send_queue`).
 pub async fn send(
     State(node): State<Arc<Node>>,
     identity: Option<Extension<Identity>>,
@@ -55,30 +62,21 @@ pub async fn send(
     let ws = node
         .workstream(&body.ws_id)
         .ok_or_else(ApiError::unknown_workstream)?;
-    if extras.auto_approve == Some(true) {
-        ws.set_skip_permissions(true);
-    }
-    if let Some(tools) = extras.auto_approve_tools.filter(|t| !t.is_empty()) {
-        ws.set_always_approved(tools.into_iter().collect());
-    }
-    let (outcome, replayed) = node.send_once(key.as_deref(), ws.id(), || {
-        match ws.send(message, key.clone()) {
-            SendOutcome::Started { .. } => "ok",
-            SendOutcome::Busy => "busy",
-            SendOutcome::Closed => "closed",
-        }
-    });
-    if outcome.status == "closed" {
+    let request = SendRequest {
+        message: message.to_string(),
+        key,
+        options: SendOptions {
+            auto_approve: extras.auto_approve,
+            auto_approve_tools: extras.auto_approve_tools.unwrap_or_default(),
+        },
+        queue: extras.queue.unwrap_or(false),
+    };
+    let submitted = send_queue::submit(&node, &ws, request).await?;
+    if submitted == Submitted::Closed {
         return Err(ApiError::unknown_workstream());
     }
-    if replayed && outcome.ws_id != ws.id() {
-        return Err(ApiError::Conflict {
-            message: "correlation_id was already used for another workstream".into(),
-            detail: json!({"ws_id": outcome.ws_id}),
-        });
-    }
-    let mut response = Json(json!({"status": outcome.status})).into_response();
-    if replayed {
+    let mut response = Json(submitted.body()).into_response();
+    if matches!(submitted, Submitted::Replayed { .. }) {
         response.headers_mut().insert(
             "idempotent-replayed",
             axum::http::HeaderValue::from_static("true"),
@@ -135,14 +133,22 @@ pub async fn approve(
     }
 }
 
-/// `POST /v1/api/cancel`.
+/// `POST /v1/api/cancel`: stops the running turn only — the next queued message then
+/// starts. With `"all": true` the workstream's queue is emptied first (`removed`: how many).
 pub async fn cancel(
     State(node): State<Arc<Node>>,
-    WireJson(body): WireJson<CancelBody>,
+    WireJson(raw): WireJson<Value>,
 ) -> Result<Json<Value>, ApiError> {
+    let body: CancelBody = turnstone_proto::api::decode_value("CancelBody", &raw)?;
+    let extras: Extras = turnstone_proto::api::decode_value("CancelBody", &raw)?;
     let ws = node
         .workstream(&body.ws_id)
         .ok_or_else(ApiError::unknown_workstream)?;
+    if extras.all == Some(true) {
+        let removed = send_queue::clear(&node, ws.id()).await?;
+        ws.cancel();
+        return Ok(Json(json!({"status": "ok", "removed": removed})));
+    }
     ws.cancel();
     Ok(Json(json!({"status": "ok"})))
 }

@@ -23,7 +23,14 @@ pub async fn list(State(node): State<Arc<Node>>) -> Json<Value> {
         .manager
         .list()
         .iter()
-        .map(|w| json!({"id": w.id(), "name": w.name(), "state": w.state()}))
+        .map(|w| {
+            json!({
+                "id": w.id(),
+                "name": w.name(),
+                "state": w.state(),
+                "queued": node.queues.len(w.id()),
+            })
+        })
         .collect();
     Json(json!({ "workstreams": rows }))
 }
@@ -57,6 +64,7 @@ pub async fn dashboard(State(node): State<Arc<Node>>) -> Json<Value> {
                 "node": "local",
                 "model": model,
                 "model_alias": model_alias,
+                "queue": node.queues.snapshot(w.id()),
             })
         })
         .collect();
@@ -266,18 +274,65 @@ async fn resume(node: &Node, body: &CreateWorkstreamBody) -> Result<Value, ApiEr
         .or(session.workstream.alias.clone())
         .or(session.workstream.title.clone())
         .unwrap_or_else(|| session.workstream.name.clone());
-    let stored = p.store.load_config(&ws_id).await.unwrap_or_default();
+    let ws = revive(node, session, name, body.auto_approve.then_some(true)).await?;
+    Ok(json!({"ws_id": ws.id(), "name": ws.name(), "resumed": true, "message_count": count}))
+}
+
+/// Makes a stored session live under its own id, with its settings and skill.
+async fn revive(
+    node: &Node,
+    session: turnstone_store::ResumedSession,
+    name: String,
+    skip_permissions: Option<bool>,
+) -> Result<turnstone_engine::WorkstreamHandle, ApiError> {
+    let ws_id = session.workstream.ws_id.clone();
+    let stored = match &node.persistence {
+        Some(p) => p.store.load_config(&ws_id).await.unwrap_or_default(),
+        None => Default::default(),
+    };
     let ws = node
         .create_workstream(CreateOptions {
             id: Some(ws_id),
             name: Some(name),
-            skip_permissions: body.auto_approve.then_some(true),
+            skip_permissions,
             history: session.messages,
         })
         .map_err(|e| ApiError::BadRequest(e.to_string()))?;
     restore_session_config(&ws, &stored).await;
     super::skills::restore(node, &ws, &stored).await;
-    Ok(json!({"ws_id": ws.id(), "name": ws.name(), "resumed": true, "message_count": count}))
+    Ok(ws)
+}
+
+/// The name a reopened workstream shows: its alias, else its title, else its stored name.
+pub(crate) fn stored_name(stored: &turnstone_store::Workstream) -> String {
+    stored
+        .alias
+        .clone()
+        .or(stored.title.clone())
+        .unwrap_or_else(|| stored.name.clone())
+}
+
+/// Brings `ws_id` back to life after a node restart (its queued messages must run): from
+/// the store with its history when it is there, else empty under the same id.
+pub(crate) async fn reopen(
+    node: &Node,
+    ws_id: &str,
+) -> Result<turnstone_engine::WorkstreamHandle, ApiError> {
+    let Some(p) = &node.persistence else {
+        return Err(ApiError::Unavailable("no persistence".into()));
+    };
+    match p.store.resume_session(ws_id).await {
+        Ok(session) if session.workstream.ws_id == ws_id => {
+            let name = stored_name(&session.workstream);
+            revive(node, session, name, None).await
+        }
+        _ => node
+            .create_workstream(CreateOptions {
+                id: Some(ws_id.to_string()),
+                ..CreateOptions::default()
+            })
+            .map_err(|e| ApiError::BadRequest(e.to_string())),
+    }
 }
 
 /// Restores what a resumed session stored beside its conversation: the tool-set intent

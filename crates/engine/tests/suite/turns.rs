@@ -1,4 +1,8 @@
-use turnstone_engine::{Event, Item, SendOutcome, WsState};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use turnstone_engine::{CreateOptions, Event, Item, SendOutcome, WorkstreamHandle, WsState};
 use turnstone_llm::Role;
 
 use super::harness::*;
@@ -118,6 +122,46 @@ async fn a_send_while_busy_is_refused_with_busy_error() {
     // And once idle, a new send works.
     let mut sub = send(&ws, "third");
     assert_eq!(content(&read_turn(&mut sub).await), "third");
+}
+
+#[tokio::test]
+async fn a_turn_started_from_turn_complete_stays_busy_until_it_ends() {
+    // The turn clears `busy` before `turn_complete`, so a frontend reacting to it can send
+    // at once. The workstream's task must not clear the flag again afterwards, or the turn
+    // started in between loses it and a second send is taken while it runs (found by the
+    // queued-sends burst test: the inbox overflowed and queued messages were lost).
+    let h = Harness::with(|o| o.llm.tokens_per_sec = Some(50.0)).await;
+    let slot: Arc<OnceLock<WorkstreamHandle>> = Arc::default();
+    let next: Arc<Mutex<Option<SendOutcome>>> = Arc::default();
+    let (hook_slot, hook_next) = (slot.clone(), next.clone());
+    let fired = Arc::new(AtomicBool::new(false));
+    let manager = h.manager.with_event_hook(Arc::new(move |env| {
+        if matches!(env.event, Event::TurnComplete { .. })
+            && !fired.swap(true, Ordering::SeqCst)
+            && let Some(ws) = hook_slot.get()
+        {
+            // Synchronously, inside the first turn's `turn_complete`.
+            let outcome = ws.send(
+                "a fairly long reply so that the turn is still running later",
+                None,
+            );
+            *hook_next.lock().unwrap() = Some(outcome);
+        }
+    }));
+    let ws = manager.create(CreateOptions::default()).unwrap().0;
+    slot.set(ws.clone()).ok();
+    let mut sub = send(&ws, "first");
+    read_turn(&mut sub).await;
+    assert!(matches!(
+        next.lock().unwrap().clone(),
+        Some(SendOutcome::Started { .. })
+    ));
+    // Whatever the task does after the first turn has happened by now.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(ws.is_busy(), "the running second turn lost its busy flag");
+    assert_eq!(ws.send("third", None), SendOutcome::Busy);
+    read_turn(&mut sub).await;
+    assert!(!ws.is_busy());
 }
 
 #[tokio::test]

@@ -118,13 +118,21 @@ fn scope_for(method: &str, path: &str) -> Scope {
         }
     }
     if method.eq_ignore_ascii_case("DELETE")
-        && path
+        && (path
             .strip_prefix("/api/memories/")
             .is_some_and(|name| !name.is_empty())
+            || is_queued_message(path))
     {
         return Scope::Write;
     }
     Scope::Read
+}
+
+/// `/api/workstreams/<ws>/queue/<correlation_id>` (one queued message).
+fn is_queued_message(path: &str) -> bool {
+    path.strip_prefix("/api/workstreams/")
+        .and_then(|rest| rest.split_once("/queue/"))
+        .is_some_and(|(ws, cid)| !ws.is_empty() && !cid.is_empty())
 }
 
 /// `/api/watches/<id>/cancel` with a non-empty id.

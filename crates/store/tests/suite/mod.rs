@@ -2,6 +2,7 @@ mod auth;
 mod events;
 mod large;
 mod memory;
+mod queued;
 mod schema;
 mod search;
 mod sessions;

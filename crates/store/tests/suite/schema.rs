@@ -35,6 +35,7 @@ async fn sqlite_and_postgres_schemas_match() {
             "approvals",
             "conversations",
             "prompt_templates",
+            "queued_sends",
             "roles",
             "structured_memories",
             "user_roles",

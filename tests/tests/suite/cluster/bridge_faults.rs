@@ -14,7 +14,7 @@ fn cid(i: usize) -> String {
 }
 
 /// Waits until the node has completed a turn for every id, then asserts each exactly once.
-async fn assert_exactly_once(node: &NodeProc, ids: &HashSet<String>, limit: Duration) {
+pub(super) async fn assert_exactly_once(node: &NodeProc, ids: &HashSet<String>, limit: Duration) {
     let deadline = tokio::time::Instant::now() + limit;
     loop {
         let turns = node.turns_by_correlation().await;

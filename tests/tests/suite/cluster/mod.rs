@@ -9,5 +9,6 @@ mod drain;
 mod mq_client;
 mod plan_relay;
 mod python_mq;
+mod queued_sends;
 mod redis_auth;
 mod tls_roots;

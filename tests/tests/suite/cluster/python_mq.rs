@@ -23,7 +23,7 @@ const RUNS: usize = 20;
 /// Guards against hangs only: two loops of 20 turns on a loaded debug build.
 const SCRIPT_DEADLINE: Duration = Duration::from_secs(170);
 
-fn venv_python() -> PathBuf {
+pub(super) fn venv_python() -> PathBuf {
     let venv = match std::env::var_os("TURNSTONE_PY_VENV") {
         Some(v) if !v.is_empty() => PathBuf::from(v),
         _ => {
@@ -42,7 +42,7 @@ fn venv_python() -> PathBuf {
 }
 
 /// A throw-away `redis-server` on a free loopback port, without persistence.
-async fn private_redis() -> (Proc, u16, tempfile::TempDir) {
+pub(super) async fn private_redis() -> (Proc, u16, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
     let child = Command::new("redis-server")
@@ -85,6 +85,25 @@ async fn private_redis() -> (Proc, u16, tempfile::TempDir) {
     (proc, port, dir)
 }
 
+/// `python tests/py/<script>` with a clean Python environment, output piped, killed on drop.
+pub(super) fn python_script(python: &Path, script: &str) -> Command {
+    let mut cmd = Command::new(python);
+    cmd.arg(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("py")
+            .join(script),
+    )
+    .env("PYTHONDONTWRITEBYTECODE", "1")
+    .env("PYTHONUNBUFFERED", "1")
+    .env_remove("PYTHONPATH")
+    .env_remove("PYTHONHOME")
+    .stdin(Stdio::null())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .kill_on_drop(true);
+    cmd
+}
+
 #[tokio::test]
 async fn the_original_python_mq_client_drives_node_and_bridge_unchanged() {
     let python = venv_python();
@@ -97,27 +116,17 @@ async fn the_original_python_mq_client_drives_node_and_bridge_unchanged() {
     let _bridge =
         BridgeProc::start_with(&node, &url, "turnstone", &["--allow-producer-auto-approve"]).await;
 
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("py/mq_compat.py");
-    let mut cmd = Command::new(&python);
-    cmd.arg(&script)
-        .args([
-            "127.0.0.1",
-            &port.to_string(),
-            &node.node_id,
-            &RUNS.to_string(),
-        ])
-        .env("PYTHONDONTWRITEBYTECODE", "1")
-        .env("PYTHONUNBUFFERED", "1")
-        .env(
-            "MQ_COMPAT_DEADLINE",
-            (SCRIPT_DEADLINE.as_secs() - 10).to_string(),
-        )
-        .env_remove("PYTHONPATH")
-        .env_remove("PYTHONHOME")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
+    let mut cmd = python_script(&python, "mq_compat.py");
+    cmd.args([
+        "127.0.0.1",
+        &port.to_string(),
+        &node.node_id,
+        &RUNS.to_string(),
+    ])
+    .env(
+        "MQ_COMPAT_DEADLINE",
+        (SCRIPT_DEADLINE.as_secs() - 10).to_string(),
+    );
     let output = tokio::time::timeout(SCRIPT_DEADLINE, cmd.spawn().unwrap().wait_with_output())
         .await
         .expect("mq_compat.py did not finish in time")
