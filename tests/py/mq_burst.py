@@ -29,7 +29,7 @@ DEADLINE = float(os.environ.get("MQ_BURST_DEADLINE", "150"))
 def main() -> None:
     host, port, count = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     client = TurnstoneClient(host=host, port=port)
-    ws_id = create_ws(client, "burst", auto_approve=True)  # exits 1 when it fails
+    ws_id = create_ws(client, "burst", auto_approve=False)  # exits 1 when it fails (plain text: nothing to approve)
     completed: list[str] = []
     acks: dict[str, int] = {}
     lock = threading.Condition()

@@ -83,6 +83,10 @@ async fn sigterm_drains_a_node_with_fifty_streams_and_turns_in_flight() {
             "fake-model".into(),
             "--drain-timeout".into(),
             drain_timeout.to_string(),
+            // The 50 streams share one identity here; the per-identity cap (32 by
+            // default) is tested in security::memory_caps.
+            "--sse-per-identity".into(),
+            "64".into(),
         ],
     )
     .await;

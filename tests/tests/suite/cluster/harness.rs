@@ -294,14 +294,24 @@ pub async fn wait_for_redis(what: &str, client: &redis::Client) {
     .await;
 }
 
+/// A service token (the console's proxy identity): every scope, but it may not switch
+/// approvals off (`auto_approve`), which needs the `tools.approve` permission by name.
 pub fn mint_token() -> String {
-    use turnstone_runtime::auth::{JwtSecret, NewClaims, mint};
-    mint(
-        &NewClaims::console_proxy(),
-        &JwtSecret::new(SECRET),
-        Duration::from_secs(3600),
+    mint_service_token(turnstone_runtime::auth::NewClaims::console_proxy())
+}
+
+/// [`mint_token`] that may also switch approvals off (`tools.approve`), for tests whose
+/// turns run auto-approved tools.
+pub fn approver_token() -> String {
+    use turnstone_runtime::auth::{APPROVALS_OFF_PERMISSION, NewClaims, Permissions};
+    mint_service_token(
+        NewClaims::console_proxy().with_permissions(Permissions::parse(APPROVALS_OFF_PERMISSION)),
     )
-    .unwrap()
+}
+
+fn mint_service_token(claims: turnstone_runtime::auth::NewClaims) -> String {
+    use turnstone_runtime::auth::{JwtSecret, mint};
+    mint(&claims, &JwtSecret::new(SECRET), Duration::from_secs(3600)).unwrap()
 }
 
 /// A `turnstone-bridge` for one node, with short liveness timings.

@@ -41,7 +41,9 @@ async fn http_ws(node: &NodeProc) -> String {
 }
 
 async fn send(node: &NodeProc, body: Value) -> Value {
-    let (status, reply) = node.post("/v1/api/send", body.clone()).await;
+    let (status, reply) = node
+        .post_as(&approver_token(), "/v1/api/send", body.clone())
+        .await;
     assert_eq!(status, 200, "send {body} → {reply}");
     reply
 }

@@ -20,8 +20,12 @@ fn token(sub: &str, scopes: &str, permissions: &str) -> String {
 async fn auto_approve_over_http_needs_the_approve_scope_and_tools_approve() {
     let node = NodeProc::start("sec-aa-http").await;
     let operator = token("user-op", "write", "read,write,workstreams.create");
-    let approver_without_permission = token("user-x", "approve", "read,write");
-    let admin = token("user-admin", "approve", "approve,tools.approve");
+    let approver_without_permission = token("user-x", "approve", "read,write,workstreams.create");
+    let admin = token(
+        "user-admin",
+        "approve",
+        "approve,tools.approve,workstreams.create",
+    );
 
     for body in [
         json!({"name": "a", "auto_approve": true}),
