@@ -66,6 +66,11 @@ pub struct Args {
     /// Approximate cap of each per-workstream Redis Stream.
     #[arg(long, default_value_t = 10_000)]
     pub stream_maxlen: u64,
+    /// Most entries kept in the dead-letter list (`{prefix}:dead`): the oldest are trimmed
+    /// (and counted in `turnstone_bridge_dead_letters_trimmed_total`) so that a flood of bad
+    /// messages cannot grow Redis without bound.
+    #[arg(long, env = "TURNSTONE_DEAD_LETTER_MAX", default_value_t = 10_000)]
+    pub dead_letter_max: u64,
     /// Seconds a per-workstream stream lives after its last event.
     #[arg(long, default_value_t = 86_400)]
     pub stream_ttl: u64,
@@ -104,6 +109,8 @@ pub struct BridgeConfig {
     pub lease_ttl: Duration,
     pub probe_interval: Duration,
     pub stream_maxlen: u64,
+    /// Most entries kept in the dead-letter list (`--dead-letter-max`).
+    pub dead_letter_max: u64,
     pub stream_ttl: Duration,
     pub concurrency: usize,
     /// How long a blocking pop waits before it re-checks for shutdown.
@@ -151,6 +158,7 @@ impl BridgeConfig {
             lease_ttl: Duration::from_secs(120),
             probe_interval: Duration::from_secs(2),
             stream_maxlen: 10_000,
+            dead_letter_max: 10_000,
             stream_ttl: Duration::from_secs(86_400),
             concurrency: 64,
             pop_timeout: Duration::from_secs(5),
@@ -198,6 +206,7 @@ impl BridgeConfig {
         c.lease_ttl = Duration::from_secs(args.lease_ttl);
         c.probe_interval = Duration::from_millis(args.probe_interval_ms.max(50));
         c.stream_maxlen = args.stream_maxlen.max(1);
+        c.dead_letter_max = args.dead_letter_max.max(1);
         c.stream_ttl = Duration::from_secs(args.stream_ttl.max(1));
         c.concurrency = args.concurrency;
         c.auth = auth;

@@ -164,7 +164,8 @@ impl Ctx {
     }
 
     /// Appends a dead letter: the reason, the original payload, who and when. Retries until
-    /// Redis takes it (a dead letter must not be lost either).
+    /// Redis takes it (a dead letter must not be lost either). The list keeps the newest
+    /// `--dead-letter-max` entries; what is trimmed is counted.
     pub async fn dead_letter(&self, reason: &str, payload: &str, correlation_id: &str) {
         let entry = json!({
             "reason": reason,
@@ -177,13 +178,26 @@ impl Ctx {
         let mut backoff = Backoff::default();
         loop {
             let mut conn = self.redis.clone();
-            let r: Result<i64, _> = redis::cmd("RPUSH")
-                .arg(self.keys.dead_letter())
-                .arg(&entry)
+            // Appended and trimmed to the newest `dead_letter_max` in one transaction.
+            let key = self.keys.dead_letter();
+            let max = isize::try_from(self.cfg.dead_letter_max).unwrap_or(isize::MAX);
+            let r: Result<(isize,), _> = redis::pipe()
+                .atomic()
+                .rpush(&key, &entry)
+                .ltrim(&key, -max, -1)
+                .ignore()
                 .query_async(&mut conn)
                 .await;
             match r {
-                Ok(_) => break,
+                Ok((len,)) => {
+                    let trimmed = u64::try_from(len.saturating_sub(max)).unwrap_or(0);
+                    if trimmed > 0 {
+                        self.metrics
+                            .dead_letters_trimmed
+                            .fetch_add(trimmed, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    break;
+                }
                 Err(e) if !self.cancel.is_cancelled() => {
                     tracing::warn!(error = %e, "dead letter not written yet; retrying");
                     tokio::time::sleep(backoff.delay()).await;

@@ -24,6 +24,7 @@ pub struct Metrics {
     pub inbound_abandoned: AtomicU64,
     pub node_retries: AtomicU64,
     pub dead_letters: AtomicU64,
+    pub dead_letters_trimmed: AtomicU64,
     pub events_received: AtomicU64,
     pub events_published: AtomicU64,
     pub events_replayed: AtomicU64,
@@ -50,7 +51,7 @@ impl Metrics {
             .replace('"', "\\\"")
             .replace('\n', "\\n");
         let mut out = String::new();
-        let counters: [(&str, &str, &AtomicU64); 15] = [
+        let counters: [(&str, &str, &AtomicU64); 16] = [
             (
                 "turnstone_bridge_inbound_received_total",
                 "Inbound messages taken from the queues.",
@@ -85,6 +86,11 @@ impl Metrics {
                 "turnstone_bridge_dead_letters_total",
                 "Messages moved to the dead-letter list.",
                 &self.dead_letters,
+            ),
+            (
+                "turnstone_bridge_dead_letters_trimmed_total",
+                "Oldest dead letters dropped to keep the list within --dead-letter-max.",
+                &self.dead_letters_trimmed,
             ),
             (
                 "turnstone_bridge_events_received_total",

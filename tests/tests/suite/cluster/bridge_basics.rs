@@ -237,3 +237,59 @@ async fn malformed_messages_are_dead_lettered_with_reasons_and_the_bridge_keeps_
     }
     mq.cleanup().await;
 }
+
+#[tokio::test]
+async fn the_dead_letter_list_keeps_the_newest_entries_and_counts_what_it_trims() {
+    let node = NodeProc::start("dead-cap").await;
+    let mut mq = Mq::shared("deadcap").await;
+    let metrics = format!("127.0.0.1:{}", free_port());
+    let _bridge = BridgeProc::start_with(
+        &node,
+        &mq.url,
+        &mq.prefix,
+        &["--dead-letter-max", "5", "--metrics-addr", &metrics],
+    )
+    .await;
+    for i in 0..12 {
+        mq.push_raw("inbound", &format!("not json {i:02}")).await;
+    }
+    let url = format!("http://{metrics}/metrics");
+    let counter = |text: &str, name: &str| {
+        // `name{node_id="…"} value`
+        text.lines()
+            .filter(|l| {
+                l.strip_prefix(name)
+                    .is_some_and(|rest| rest.starts_with('{'))
+            })
+            .find_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    let scrape = || async {
+        match reqwest::get(&url).await {
+            Ok(r) => r.text().await.unwrap_or_default(),
+            Err(_) => String::new(),
+        }
+    };
+    eventually(
+        "12 dead letters written",
+        Duration::from_secs(30),
+        || async { counter(&scrape().await, "turnstone_bridge_dead_letters_total") == 12 },
+    )
+    .await;
+    let text = scrape().await;
+    let dead = mq.dead_letters().await;
+    assert_eq!(dead.len(), 5, "the list is capped: {dead:#?}");
+    assert!(
+        dead.iter().all(|d| d["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("invalid JSON")),
+        "{dead:#?}"
+    );
+    assert_eq!(
+        counter(&text, "turnstone_bridge_dead_letters_trimmed_total"),
+        7,
+        "what was trimmed is counted: {text}"
+    );
+    mq.cleanup().await;
+}
