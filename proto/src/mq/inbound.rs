@@ -17,6 +17,8 @@ pub trait InboundEnvelope {
     fn set_timestamp(&mut self, ts: f64);
     /// The producer's W3C `traceparent`, if it sent one.
     fn traceparent(&self) -> Option<&str>;
+    /// Replaces the `traceparent`.
+    fn set_traceparent(&mut self, traceparent: Option<String>);
 }
 
 /// Declares one inbound payload: prepends the common fields (a fresh
@@ -57,6 +59,9 @@ macro_rules! inbound_struct {
             }
             fn traceparent(&self) -> Option<&str> {
                 self.traceparent.as_deref()
+            }
+            fn set_traceparent(&mut self, traceparent: Option<String>) {
+                self.traceparent = traceparent;
             }
         }
     };
