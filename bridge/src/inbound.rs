@@ -247,6 +247,16 @@ async fn worker(ctx: Arc<Ctx>, mut rx: mpsc::UnboundedReceiver<Job>) {
         }
         let q = queue(&ctx, job.source).clone();
         let span = tracing::info_span!("inbound", node_id = %ctx.node_id, queue = %q.queue);
+        // The producer's trace (the message's `traceparent`) continues here and, through
+        // the node calls' headers, in the node.
+        if let Some(tp) = job
+            .parsed
+            .as_ref()
+            .and_then(|v| v.get(turnstone_runtime::trace_context::TRACEPARENT))
+            .and_then(Value::as_str)
+        {
+            turnstone_runtime::trace_context::set_parent_from_traceparent(&span, tp);
+        }
         let handled = tracing::Instrument::instrument(
             handle(&ctx, &q, job.source, job.raw, job.parsed, job.epoch),
             span,

@@ -97,7 +97,9 @@ impl NodeClient {
         &self.base
     }
 
+    /// Adds the node credentials and the current trace context (`traceparent`).
     fn authorize(&self, req: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        let req = req.headers(turnstone_runtime::trace_context::current_headers());
         match &*self.auth {
             AuthHeader::None => req,
             AuthHeader::Static(h) => req.header(reqwest::header::AUTHORIZATION, h),

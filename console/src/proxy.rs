@@ -36,12 +36,15 @@ use crate::error::ApiError;
 use crate::events::sse_headers;
 use crate::state::Console;
 
-/// Request headers passed on to the node (everything else is dropped).
-const FORWARDED_REQUEST_HEADERS: [header::HeaderName; 4] = [
+/// Request headers passed on to the node (everything else is dropped). The W3C trace
+/// context travels on, so the node's spans join the caller's trace.
+const FORWARDED_REQUEST_HEADERS: [header::HeaderName; 6] = [
     header::CONTENT_TYPE,
     header::ACCEPT,
     header::HeaderName::from_static("last-event-id"),
     header::HeaderName::from_static("idempotency-key"),
+    header::HeaderName::from_static(turnstone_runtime::trace_context::TRACEPARENT),
+    header::HeaderName::from_static("tracestate"),
 ];
 
 /// Response headers of the node relayed to the browser besides `Content-Type`: the page's

@@ -41,6 +41,10 @@ pub struct SendOptions {
     /// Non-empty: replaces the workstream's per-tool auto-approve set.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub auto_approve_tools: Vec<String>,
+    /// The W3C trace context of the request that sent it: its turn joins that trace, also
+    /// when it starts later from the queue.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
 }
 
 impl SendOptions {
@@ -339,7 +343,13 @@ pub fn pump(node: &Node, ws_id: &str) {
         return;
     }
     next.options.apply(&ws);
-    match ws.send(next.message.clone(), Some(next.correlation_id.clone())) {
+    // The turn's span is a child of the current one: this, in the sender's trace.
+    let span = tracing::info_span!("start_turn", ws_id, correlation_id = %next.correlation_id);
+    if let Some(tp) = &next.options.traceparent {
+        turnstone_runtime::trace_context::set_parent_from_traceparent(&span, tp);
+    }
+    let sent = span.in_scope(|| ws.send(next.message.clone(), Some(next.correlation_id.clone())));
+    match sent {
         SendOutcome::Started { .. } => {
             q.pop_front();
         }

@@ -20,6 +20,7 @@ pub struct Seen {
     pub authorization: Option<String>,
     pub cookie: Option<String>,
     pub last_event_id: Option<String>,
+    pub traceparent: Option<String>,
 }
 
 #[derive(Debug)]
@@ -70,6 +71,7 @@ async fn record(
         authorization: header(h, "authorization"),
         cookie: header(h, "cookie"),
         last_event_id: header(h, "last-event-id"),
+        traceparent: header(h, "traceparent"),
     });
     next.run(req).await
 }

@@ -91,6 +91,9 @@ async fn a_real_node_is_usable_through_the_proxy() {
     assert_eq!(resp.status(), 404);
 }
 
+/// A W3C trace context as a caller sends it.
+const TRACEPARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
 #[tokio::test]
 async fn streams_are_not_buffered_and_carry_a_fresh_user_jwt() {
     let p = prefix();
@@ -105,6 +108,7 @@ async fn streams_are_not_buffered_and_carry_a_fresh_user_jwt() {
         .get(console.url("/node/fake/v1/api/events?ws_id=w"))
         .bearer_auth(READ_TOKEN)
         .header("last-event-id", "41")
+        .header("traceparent", TRACEPARENT)
         .header("cookie", "turnstone_auth=console-session")
         .send()
         .await
@@ -138,6 +142,11 @@ async fn streams_are_not_buffered_and_carry_a_fresh_user_jwt() {
         .unwrap();
     assert_eq!(req.path, "/v1/api/events?ws_id=w", "query kept");
     assert_eq!(req.last_event_id.as_deref(), Some("41"));
+    assert_eq!(
+        req.traceparent.as_deref(),
+        Some(TRACEPARENT),
+        "the caller's trace goes on to the node"
+    );
     assert_eq!(
         req.cookie, None,
         "the browser's cookies stay at the console"

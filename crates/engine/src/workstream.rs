@@ -195,6 +195,8 @@ pub(crate) enum Command {
         text: String,
         correlation_id: String,
         token: CancellationToken,
+        /// The sender's span: the turn's parent, so the turn joins the sender's trace.
+        caller: tracing::Span,
     },
     /// `/compact` (see `compact.rs`).
     Compact { token: CancellationToken },
@@ -606,6 +608,7 @@ impl WorkstreamHandle {
             text: text.into(),
             correlation_id: correlation_id.clone(),
             token,
+            caller: tracing::Span::current(),
         };
         match self.inbox.try_send(cmd) {
             Ok(()) => SendOutcome::Started { correlation_id },
@@ -902,8 +905,17 @@ async fn actor(engine: Arc<Engine>, shared: Arc<Shared>, mut inbox: mpsc::Receiv
                 text,
                 correlation_id,
                 token,
+                caller,
             } => {
-                let span = tracing::info_span!("turn", %correlation_id);
+                // A child of the sender's span when there is one (its trace continues),
+                // else of this workstream's.
+                let parent = if caller.is_none() {
+                    tracing::Span::current()
+                } else {
+                    caller
+                };
+                let span = tracing::info_span!(parent: &parent, "turn", ws_id = %shared.id, %correlation_id);
+                drop(parent);
                 Box::pin(crate::turn::run(
                     &engine,
                     &shared,

@@ -8,9 +8,13 @@
 //! system"), and an operator's own CA in the system store still counts. [`describe`] turns a
 //! `reqwest` error into its whole cause chain ("builder error" alone names nothing).
 //!
+//! [`trace_context`] carries the W3C trace context on outbound (and inbound) headers.
+//!
 //! It must not know anything but HTTP clients.
 
 use std::sync::OnceLock;
+
+pub mod trace_context;
 
 /// The bundled roots, parsed once.
 fn bundled_roots() -> &'static [reqwest::Certificate] {

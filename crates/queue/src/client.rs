@@ -226,6 +226,7 @@ impl TurnstoneClient {
     }
 
     async fn push(&self, node: &str, msg: InboundMessage) -> Result<String, ClientError> {
+        let msg = with_current_trace(msg);
         let queue = if node.is_empty() {
             self.keys.inbound()
         } else {
@@ -380,6 +381,7 @@ impl TurnstoneClient {
             return Err(ClientError::InvalidArgument("empty request_id".into()));
         }
         let key = self.keys.response(request_id);
+        let msg = with_current_trace(msg);
         let _: () = redis::pipe()
             .atomic()
             .cmd("RPUSH")
@@ -608,6 +610,16 @@ impl TurnstoneClient {
     }
 }
 
+/// `msg` with the current span's W3C `traceparent` when it names none, so the bridge and
+/// the node continue the producer's trace.
+fn with_current_trace(mut msg: InboundMessage) -> InboundMessage {
+    if msg.traceparent().is_none() {
+        let current = turnstone_runtime::trace_context::current_traceparent();
+        msg.envelope_mut().set_traceparent(current);
+    }
+    msg
+}
+
 fn check_ws(ws_id: &str) -> Result<(), ClientError> {
     if ws_id.is_empty() {
         return Err(ClientError::InvalidArgument("empty ws_id".into()));
@@ -794,6 +806,62 @@ mod tests {
             ..Default::default()
         })
         .encode()
+    }
+
+    #[tokio::test]
+    async fn a_push_carries_the_current_trace_unless_the_message_names_one() {
+        use opentelemetry::trace::TracerProvider as _;
+        use tracing::Instrument as _;
+        use tracing_subscriber::prelude::*;
+        opentelemetry::global::set_text_map_propagator(
+            opentelemetry_sdk::propagation::TraceContextPropagator::new(),
+        );
+        let provider = opentelemetry_sdk::trace::SdkTracerProvider::builder().build();
+        let subscriber = tracing_subscriber::registry()
+            .with(tracing_opentelemetry::layer().with_tracer(provider.tracer("test")));
+        // A current-thread runtime: the default subscriber holds across the awaits.
+        let _default = tracing::subscriber::set_default(subscriber);
+        let (c, mut raw) = client("trace").await;
+        let explicit = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+        let span = tracing::info_span!("producer");
+        let current = span
+            .in_scope(turnstone_runtime::trace_context::current_traceparent)
+            .expect("a span with a trace");
+        async {
+            c.send_text("w1", "traced").await.unwrap();
+            c.send(SendMessage {
+                ws_id: "w1".into(),
+                message: "own trace".into(),
+                traceparent: Some(explicit.into()),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        }
+        .instrument(span)
+        .await;
+        c.send_text("w1", "untraced").await.unwrap();
+        let pushed: Vec<String> = redis::cmd("LRANGE")
+            .arg(c.keys().inbound())
+            .arg(0)
+            .arg(-1)
+            .query_async(&mut raw)
+            .await
+            .unwrap();
+        let traceparents: Vec<Option<String>> = pushed
+            .iter()
+            .map(|m| {
+                InboundMessage::decode(m.as_bytes())
+                    .unwrap()
+                    .traceparent()
+                    .map(str::to_string)
+            })
+            .collect();
+        assert_eq!(
+            traceparents,
+            vec![Some(current), Some(explicit.to_string()), None]
+        );
+        cleanup(&c, &mut raw).await;
     }
 
     #[tokio::test]

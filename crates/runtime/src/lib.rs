@@ -21,3 +21,4 @@ pub use shutdown::{
     DEFAULT_DRAIN_TIMEOUT, DRAIN_RETRY_AFTER_SECS, Drain, Shutdown, signal_received,
 };
 pub use telemetry::{LogFormat, OtlpSettings, TelemetryGuard, init_service_tracing, init_tracing};
+pub use turnstone_http::trace_context;

@@ -137,6 +137,10 @@ fn init(
     otel: Option<&opentelemetry_sdk::trace::SdkTracerProvider>,
 ) -> Result<(), String> {
     use opentelemetry::trace::TracerProvider as _;
+    // W3C `traceparent` in and out (`turnstone_http::trace_context`).
+    opentelemetry::global::set_text_map_propagator(
+        opentelemetry_sdk::propagation::TraceContextPropagator::new(),
+    );
     let filter = EnvFilter::try_from_default_env()
         .or_else(|_| EnvFilter::try_new(level))
         .map_err(|e| format!("invalid log level {level:?}: {e}"))?;

@@ -106,6 +106,8 @@ struct Shared {
     replies: Mutex<VecDeque<ScriptReply>>,
     faults: Mutex<VecDeque<Fault>>,
     requests: Mutex<Vec<Value>>,
+    /// The `traceparent` header of each chat-completions request (`None` when absent).
+    traceparents: Mutex<Vec<Option<String>>>,
     responses: AtomicU64,
     nodelay_connections: AtomicUsize,
     shutdown: watch::Receiver<bool>,
@@ -150,6 +152,7 @@ impl FakeLlm {
             replies: Mutex::default(),
             faults: Mutex::default(),
             requests: Mutex::default(),
+            traceparents: Mutex::default(),
             responses: AtomicU64::new(0),
             nodelay_connections: AtomicUsize::new(0),
             shutdown: shutdown_rx.clone(),
@@ -223,6 +226,12 @@ impl FakeLlm {
         lock(&self.shared.requests).last().cloned()
     }
 
+    /// The W3C `traceparent` header of every chat-completions request, in order (`None`
+    /// where a request had none).
+    pub fn traceparents(&self) -> Vec<Option<String>> {
+        lock(&self.shared.traceparents).clone()
+    }
+
     /// How many chat-completions requests were received (including rejected and faulted ones).
     pub fn request_count(&self) -> usize {
         lock(&self.shared.requests).len()
@@ -288,7 +297,17 @@ fn error_response(status: StatusCode, message: &str) -> Response {
         .into_response()
 }
 
-async fn chat_completions(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
+async fn chat_completions(
+    State(shared): State<Arc<Shared>>,
+    headers: axum::http::HeaderMap,
+    body: Bytes,
+) -> Response {
+    lock(&shared.traceparents).push(
+        headers
+            .get("traceparent")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string),
+    );
     let value = serde_json::from_slice::<Value>(&body);
     lock(&shared.requests).push(match &value {
         Ok(v) => v.clone(),

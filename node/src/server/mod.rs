@@ -163,6 +163,8 @@ async fn trace_request(
     next: axum::middleware::Next,
 ) -> axum::response::Response {
     let span = tracing::info_span!("request", method = %req.method(), path = %req.uri().path());
+    // A caller's `traceparent` (the bridge, the console, any client) makes this a child span.
+    turnstone_runtime::trace_context::set_parent_from_headers(&span, req.headers());
     async move {
         let response = next.run(req).await;
         tracing::debug!(status = response.status().as_u16(), "response");

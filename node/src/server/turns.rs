@@ -68,6 +68,7 @@ pub async fn send(
         options: SendOptions {
             auto_approve: extras.auto_approve,
             auto_approve_tools: extras.auto_approve_tools.unwrap_or_default(),
+            traceparent: turnstone_runtime::trace_context::current_traceparent(),
         },
         queue: extras.queue.unwrap_or(false),
     };

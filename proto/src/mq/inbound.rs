@@ -15,6 +15,10 @@ pub trait InboundEnvelope {
     fn timestamp(&self) -> f64;
     /// Replaces the timestamp.
     fn set_timestamp(&mut self, ts: f64);
+    /// The producer's W3C `traceparent`, if it sent one.
+    fn traceparent(&self) -> Option<&str>;
+    /// Replaces the `traceparent`.
+    fn set_traceparent(&mut self, traceparent: Option<String>);
 }
 
 /// Declares one inbound payload: prepends the common fields (a fresh
@@ -31,6 +35,11 @@ macro_rules! inbound_struct {
                 pub correlation_id: String = new_correlation_id(),
                 /// Unix epoch seconds; now when absent (§1.1).
                 pub timestamp: f64 = now_timestamp(),
+                /// W3C trace context of the producer's span
+                /// (`00-<trace id>-<span id>-<flags>`): the bridge's handling and the
+                /// node's turn join that trace. Omitted when absent.
+                #[serde(skip_serializing_if = "Option::is_none")]
+                pub traceparent: Option<String> = None,
                 $($rest)*
             }
         }
@@ -47,6 +56,12 @@ macro_rules! inbound_struct {
             }
             fn set_timestamp(&mut self, ts: f64) {
                 self.timestamp = ts;
+            }
+            fn traceparent(&self) -> Option<&str> {
+                self.traceparent.as_deref()
+            }
+            fn set_traceparent(&mut self, traceparent: Option<String>) {
+                self.traceparent = traceparent;
             }
         }
     };
@@ -193,6 +208,13 @@ impl InboundMessage {
     /// Unix epoch seconds when the message was built.
     pub fn timestamp(&self) -> f64 {
         self.envelope().timestamp()
+    }
+
+    /// The producer's W3C `traceparent`; `None` when absent or empty.
+    pub fn traceparent(&self) -> Option<&str> {
+        self.envelope()
+            .traceparent()
+            .filter(|t| !t.trim().is_empty())
     }
 
     /// The addressed workstream; `""` when empty or when the type has no

@@ -140,3 +140,19 @@ fn snapshot_of_encoded_outbound() {
     }
     insta::assert_snapshot!("outbound_encoded", out);
 }
+
+#[test]
+fn an_inbound_traceparent_is_read_kept_and_omitted_when_absent() {
+    let tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let with = format!(r#"{{"type":"send","ws_id":"w","message":"hi","traceparent":"{tp}"}}"#);
+    let msg = InboundMessage::decode(with.as_bytes()).unwrap();
+    assert_eq!(msg.traceparent(), Some(tp));
+    assert_eq!(value(&msg.encode())["traceparent"], tp);
+    let without = InboundMessage::decode(br#"{"type":"cancel","ws_id":"w"}"#).unwrap();
+    assert_eq!(without.traceparent(), None);
+    assert!(value(&without.encode()).get("traceparent").is_none());
+    let empty = InboundMessage::decode(br#"{"type":"health","traceparent":""}"#).unwrap();
+    assert_eq!(empty.traceparent(), None);
+    let wrong = InboundMessage::decode(br#"{"type":"send","traceparent":7}"#).unwrap_err();
+    assert!(wrong.to_string().contains("traceparent"), "{wrong}");
+}

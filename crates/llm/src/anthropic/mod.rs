@@ -277,6 +277,7 @@ impl AnthropicProvider {
             .client
             .post(self.url())
             .header(reqwest::header::ACCEPT, "text/event-stream")
+            .headers(turnstone_http::trace_context::current_headers())
             .json(body);
         let response = tokio::time::timeout(self.config.request_timeout, request.send())
             .await

@@ -133,6 +133,8 @@ impl OpenAiProvider {
 
     /// Sends a request and waits for a successful response head.
     async fn send(&self, request: reqwest::RequestBuilder) -> Result<reqwest::Response, LlmError> {
+        // The turn's trace continues at the provider (W3C `traceparent`).
+        let request = request.headers(turnstone_http::trace_context::current_headers());
         let response = tokio::time::timeout(self.config.request_timeout, request.send())
             .await
             .map_err(|_| {

@@ -318,6 +318,8 @@ fn mint_service_token(claims: turnstone_runtime::auth::NewClaims) -> String {
 pub struct BridgeProc {
     pub proc: Option<Proc>,
     pub args: Vec<String>,
+    /// Extra environment for the process (e.g. the OTLP endpoint).
+    pub env: Vec<(String, String)>,
 }
 
 impl BridgeProc {
@@ -331,6 +333,25 @@ impl BridgeProc {
         prefix: &str,
         extra: &[&str],
     ) -> Self {
+        let mut b = Self::configure(node, redis_url, prefix, extra);
+        b.spawn();
+        b
+    }
+
+    /// [`Self::start`] with extra environment variables.
+    pub async fn start_with_env(
+        node: &NodeProc,
+        redis_url: &str,
+        prefix: &str,
+        env: Vec<(String, String)>,
+    ) -> Self {
+        let mut b = Self::configure(node, redis_url, prefix, &[]);
+        b.env = env;
+        b.spawn();
+        b
+    }
+
+    fn configure(node: &NodeProc, redis_url: &str, prefix: &str, extra: &[&str]) -> Self {
         let mut args: Vec<String> = [
             "--server-url",
             &node.url,
@@ -353,9 +374,11 @@ impl BridgeProc {
         .map(|s| s.to_string())
         .collect();
         args.extend(extra.iter().map(|s| s.to_string()));
-        let mut b = Self { proc: None, args };
-        b.spawn();
-        b
+        Self {
+            proc: None,
+            args,
+            env: Vec::new(),
+        }
     }
 
     pub fn spawn(&mut self) {
@@ -374,6 +397,7 @@ impl BridgeProc {
             .args(&self.args)
             .env("TURNSTONE_JWT_SECRET", SECRET)
             .env_remove("TURNSTONE_AUTH_TOKEN")
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(stderr)
