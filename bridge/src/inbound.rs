@@ -246,7 +246,12 @@ async fn worker(ctx: Arc<Ctx>, mut rx: mpsc::UnboundedReceiver<Job>) {
             continue;
         }
         let q = queue(&ctx, job.source).clone();
-        let span = tracing::info_span!("inbound", node_id = %ctx.node_id, queue = %q.queue);
+        let span = tracing::info_span!(
+            "inbound",
+            node_id = %ctx.node_id,
+            queue = %q.queue,
+            trace_id = tracing::field::Empty
+        );
         // The producer's trace (the message's `traceparent`) continues here and, through
         // the node calls' headers, in the node.
         if let Some(tp) = job
@@ -257,6 +262,7 @@ async fn worker(ctx: Arc<Ctx>, mut rx: mpsc::UnboundedReceiver<Job>) {
         {
             turnstone_runtime::trace_context::set_parent_from_traceparent(&span, tp);
         }
+        turnstone_runtime::trace_context::record_trace_id(&span);
         let handled = tracing::Instrument::instrument(
             handle(&ctx, &q, job.source, job.raw, job.parsed, job.epoch),
             span,

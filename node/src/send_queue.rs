@@ -344,10 +344,16 @@ pub fn pump(node: &Node, ws_id: &str) {
     }
     next.options.apply(&ws);
     // The turn's span is a child of the current one: this, in the sender's trace.
-    let span = tracing::info_span!("start_turn", ws_id, correlation_id = %next.correlation_id);
+    let span = tracing::info_span!(
+        "start_turn",
+        ws_id,
+        correlation_id = %next.correlation_id,
+        trace_id = tracing::field::Empty
+    );
     if let Some(tp) = &next.options.traceparent {
         turnstone_runtime::trace_context::set_parent_from_traceparent(&span, tp);
     }
+    turnstone_runtime::trace_context::record_trace_id(&span);
     let sent = span.in_scope(|| ws.send(next.message.clone(), Some(next.correlation_id.clone())));
     match sent {
         SendOutcome::Started { .. } => {

@@ -171,7 +171,8 @@ fn init(
                 fmt::layer()
                     .json()
                     .with_current_span(true)
-                    .with_span_list(false)
+                    // Ancestors too: a turn's lines carry its request's `trace_id`.
+                    .with_span_list(true)
                     .with_writer(std::io::stderr)
                     .with_filter(filter),
             )

@@ -162,7 +162,12 @@ async fn trace_request(
     req: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> axum::response::Response {
-    let span = tracing::info_span!("request", method = %req.method(), path = %req.uri().path());
+    let span = tracing::info_span!(
+        "request",
+        method = %req.method(),
+        path = %req.uri().path(),
+        trace_id = tracing::field::Empty
+    );
     // A caller's `traceparent` (the bridge, the console, any client) makes this a child span.
     turnstone_runtime::trace_context::set_parent_from_headers(&span, req.headers());
     async move {
