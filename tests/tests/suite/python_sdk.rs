@@ -146,18 +146,8 @@ impl Drop for Server {
 
 /// Runs the script and returns its exit status, stdout and stderr.
 async fn run_script(python: &Path, url: &str, token: &str) -> (ExitStatus, String, String) {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("py/sdk_compat.py");
-    let mut cmd = Command::new(python);
-    cmd.arg(&script)
-        .args([url, token])
-        .env("PYTHONDONTWRITEBYTECODE", "1")
-        .env("PYTHONUNBUFFERED", "1")
-        .env_remove("PYTHONPATH")
-        .env_remove("PYTHONHOME")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
+    let mut cmd = super::cluster::python_mq::python_script(python, "sdk_compat.py");
+    cmd.args([url, token]);
     // httpx honours proxy variables; the node is on loopback.
     for var in ["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"] {
         cmd.env_remove(var).env_remove(var.to_lowercase());

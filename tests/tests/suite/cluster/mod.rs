@@ -8,7 +8,7 @@ mod bridge_faults;
 mod drain;
 mod mq_client;
 mod plan_relay;
-mod python_mq;
+pub(crate) mod python_mq;
 mod queued_sends;
 mod redis_auth;
 mod tls_roots;

@@ -86,7 +86,7 @@ pub(super) async fn private_redis() -> (Proc, u16, tempfile::TempDir) {
 }
 
 /// `python tests/py/<script>` with a clean Python environment, output piped, killed on drop.
-pub(super) fn python_script(python: &Path, script: &str) -> Command {
+pub(crate) fn python_script(python: &Path, script: &str) -> Command {
     let mut cmd = Command::new(python);
     cmd.arg(
         Path::new(env!("CARGO_MANIFEST_DIR"))
