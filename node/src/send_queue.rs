@@ -23,7 +23,7 @@ use turnstone_engine::{Event, Item, SendOutcome, WorkstreamHandle};
 use turnstone_store::{QueuedSend, QueuedState, WriteOp};
 
 use crate::server::error::ApiError;
-use crate::server::state::{Node, NodeEventKind};
+use crate::server::state::{Node, NodeEventKind, lock};
 
 /// Default bound of one workstream's queue (`--max-queued-sends`).
 pub const DEFAULT_MAX_QUEUED_SENDS: usize = 1000;
@@ -135,10 +135,6 @@ impl Drop for SendQueues {
             task.abort();
         }
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl SendQueues {
@@ -325,12 +321,17 @@ pub async fn submit(
     })
 }
 
-/// Starts the next queued turn of `ws_id` when the workstream is idle.
+/// Starts the next queued turn of `ws_id` when the workstream is idle. Not while the node
+/// drains: a queued message is not in flight, it stays in the store and runs after the
+/// restart (the drain waits only for turns already running).
 pub fn pump(node: &Node, ws_id: &str) {
     let Some(ws) = node.workstream(ws_id) else {
         discard(node, ws_id);
         return;
     };
+    if node.drain.is_draining() {
+        return;
+    }
     let mut queues = lock(&node.queues.queues);
     let Some(q) = queues.get_mut(ws_id) else {
         return;
@@ -383,10 +384,7 @@ pub async fn remove(node: &Node, ws_id: &str, correlation_id: &str) -> Result<bo
 
 /// Empties `ws_id`'s queue (`cancel {"all": true}`); returns how many were removed.
 pub async fn clear(node: &Node, ws_id: &str) -> Result<usize, ApiError> {
-    let removed: Vec<String> = lock(&node.queues.queues)
-        .remove(ws_id)
-        .map(|q| q.into_iter().map(|m| m.correlation_id).collect())
-        .unwrap_or_default();
+    let removed = take_queue(node, ws_id);
     let n = removed.len();
     mark_removed(node, removed).await?;
     Ok(n)
@@ -394,10 +392,7 @@ pub async fn clear(node: &Node, ws_id: &str) -> Result<usize, ApiError> {
 
 /// A closed workstream's queue is dropped (its rows marked removed in the background).
 fn discard(node: &Node, ws_id: &str) {
-    let removed: Vec<String> = lock(&node.queues.queues)
-        .remove(ws_id)
-        .map(|q| q.into_iter().map(|m| m.correlation_id).collect())
-        .unwrap_or_default();
+    let removed = take_queue(node, ws_id);
     if removed.is_empty() {
         return;
     }
@@ -412,6 +407,14 @@ fn discard(node: &Node, ws_id: &str) {
             tracing::error!(error = %e, ws_id, "removal of queued messages not recorded");
         }
     }
+}
+
+/// Takes `ws_id`'s whole queue out of memory: the correlation ids it held, next first.
+fn take_queue(node: &Node, ws_id: &str) -> Vec<String> {
+    lock(&node.queues.queues)
+        .remove(ws_id)
+        .map(|q| q.into_iter().map(|m| m.correlation_id).collect())
+        .unwrap_or_default()
 }
 
 fn removed_ops(correlation_ids: Vec<String>) -> Vec<WriteOp> {
@@ -476,7 +479,11 @@ pub async fn recover(node: &Arc<Node>) -> Result<usize, ApiError> {
             tracing::error!(ws_id = %row.ws_id, error = ?e, "workstream with queued messages not reopened; they wait in the store");
             continue;
         }
-        let options = serde_json::from_str(&row.options).unwrap_or_default();
+        // A row whose options no longer parse runs with none (approvals stay on) and says so.
+        let options = serde_json::from_str(&row.options).unwrap_or_else(|e| {
+            tracing::warn!(correlation_id = %row.correlation_id, error = %e, "queued message's options unreadable; it runs without them");
+            SendOptions::default()
+        });
         lock(&node.queues.queues)
             .entry(row.ws_id.clone())
             .or_default()

@@ -109,7 +109,7 @@ impl Drop for StreamSlot {
 
 impl StreamSlots {
     fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, usize>> {
-        self.open.lock().unwrap_or_else(|e| e.into_inner())
+        super::state::lock(&self.open)
     }
 
     /// A slot for `key`, or `None` when it already holds `max` open streams.

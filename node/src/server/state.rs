@@ -218,7 +218,8 @@ impl std::fmt::Debug for Node {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+/// A `std` mutex's guard, poisoning ignored (a panicking holder leaves plain data behind).
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 

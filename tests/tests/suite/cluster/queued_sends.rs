@@ -676,3 +676,59 @@ async fn sigkilling_the_bridge_under_bursty_producers_keeps_every_send_once_and_
     assert!(dead.is_empty(), "dead letters: {dead:?}");
     mq.cleanup().await;
 }
+
+#[tokio::test]
+async fn a_draining_node_starts_no_queued_turn_and_runs_them_after_the_restart() {
+    let mut node = NodeProc::start("drain-q").await;
+    let ws = http_ws(&node).await;
+    occupy(&node, &ws, 2, &cid(0xd0, 999)).await;
+    let ids: Vec<String> = (0..3).map(|i| cid(0xd0, i)).collect();
+    for (i, c) in ids.iter().enumerate() {
+        let reply = send(
+            &node,
+            json!({"ws_id": ws, "message": format!("held {i}"), "queue": true, "correlation_id": c}),
+        )
+        .await;
+        assert_eq!(reply["status"], "queued", "{reply}");
+    }
+    // SIGTERM while the 2 s turn runs: it finishes, the queue waits for the next start.
+    let proc = node.proc.as_mut().unwrap();
+    proc.sigterm();
+    let status = tokio::time::timeout(Duration::from_secs(20), proc.child.wait())
+        .await
+        .expect("the node did not exit after SIGTERM")
+        .unwrap();
+    assert!(status.success(), "{status:?}");
+    let store = open_store(&node).await;
+    let users: Vec<String> = store
+        .load_messages(&ws)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|r| r.role == "user")
+        .filter_map(|r| r.content)
+        .collect();
+    assert_eq!(
+        users,
+        vec!["TOOL: sleep 2".to_string()],
+        "only the running turn finished during the drain"
+    );
+    drop(store);
+    node.spawn().await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let order = turn_order(&node, &ws).await;
+        if order.len() >= ids.len() {
+            assert_eq!(
+                order, ids,
+                "after the restart: each held message, in order, once"
+            );
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "after the restart only {order:?} ran"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
