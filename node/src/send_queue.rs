@@ -31,6 +31,10 @@ pub const DEFAULT_MAX_QUEUED_SENDS: usize = 1000;
 /// compaction or a watch turn ended, the node log was truncated).
 const SWEEP_EVERY: Duration = Duration::from_millis(500);
 
+/// The status of a send that was neither started nor queued (refused, or its row could not
+/// be handed to the writer): never remembered, so a retry is a new attempt.
+pub(crate) const NOT_ADMITTED: &str = "busy";
+
 /// What a send asks for besides its text; applied when its turn starts.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -239,7 +243,21 @@ pub async fn submit(
         queued_at: turnstone_store::timestamp::now(),
         options: request.options.clone(),
     };
+    // With persistence the row is handed to the writer inside the admission, before the
+    // message is visible to `pump` or its key to a repeat: the writer commits in order, so
+    // the turn's `started` mark never precedes the row, and a repeat that waits for the
+    // commit waits for the row.
+    let row = node.persistence.as_ref().map(|_| QueuedSend {
+        ws_id: ws_id.clone(),
+        correlation_id: key.clone(),
+        message: entry.message.clone(),
+        options: serde_json::to_string(&entry.options).unwrap_or_else(|_| "{}".into()),
+        state: QueuedState::Queued,
+        created: entry.queued_at.clone(),
+        updated: entry.queued_at.clone(),
+    });
     let mut refusal = None;
+    let mut not_stored = None;
     let (first, replayed) = node.send_once(Some(&key), &ws_id, || {
         let mut queues = lock(&node.queues.queues);
         let q = queues.entry(ws_id.clone()).or_default();
@@ -248,14 +266,20 @@ pub async fn submit(
             refusal = Some(
                 "the workstream is busy; send with \"queue\": true to wait in its queue".into(),
             );
-            return "busy";
+            return NOT_ADMITTED;
         }
         if q.len() >= node.queues.max_per_ws {
             refusal = Some(format!(
                 "queue full: {} messages already wait for this workstream (max_queued_sends)",
                 q.len()
             ));
-            return "busy";
+            return NOT_ADMITTED;
+        }
+        if let (Some(p), Some(row)) = (&node.persistence, row)
+            && let Err(e) = p.writer.try_write(WriteOp::QueueSend(row))
+        {
+            not_stored = Some(e);
+            return NOT_ADMITTED;
         }
         q.push_back(entry.clone());
         "queued"
@@ -267,43 +291,33 @@ pub async fn submit(
                 detail: json!({"ws_id": first.ws_id}),
             });
         }
+        // The first attempt may still wait for its commit: a repeat is answered only once
+        // the message is durable too.
+        if let Some(p) = &node.persistence {
+            p.writer
+                .committed()
+                .await
+                .map_err(|e| ApiError::Unavailable(format!("message not stored: {e}")))?;
+        }
         let status = match node.queues.position(&ws_id, &key) {
             Some(position) => json!({"status": "queued", "position": position}),
             None => json!({"status": "ok"}),
         };
         return Ok(Submitted::Replayed { ws_id, status });
     }
+    if let Some(e) = not_stored {
+        return Err(ApiError::Unavailable(format!("message not stored: {e}")));
+    }
     if let Some(reason) = refusal {
         // As the original: the refusal is also a `busy_error` on the workstream's stream.
         ws.emit_busy_error(format!("Already processing a request: {reason}."));
         return Ok(Submitted::Busy { reason });
     }
-    // The turn may start before the row is committed: the writer commits in order, so the
-    // turn's user message (and its `started` mark) never lands before the row. The answer
-    // waits for the commit.
+    pump(node, &ws_id);
+    // The answer waits for the row's commit.
     let stored = match &node.persistence {
-        Some(p) => {
-            let row = QueuedSend {
-                ws_id: ws_id.clone(),
-                correlation_id: key.clone(),
-                message: entry.message.clone(),
-                options: serde_json::to_string(&entry.options).unwrap_or_else(|_| "{}".into()),
-                state: QueuedState::Queued,
-                created: entry.queued_at.clone(),
-                updated: entry.queued_at.clone(),
-            };
-            match p.writer.write(WriteOp::QueueSend(row)).await {
-                Ok(()) => {
-                    pump(node, &ws_id);
-                    p.writer.committed().await
-                }
-                Err(e) => Err(e),
-            }
-        }
-        None => {
-            pump(node, &ws_id);
-            Ok(())
-        }
+        Some(p) => p.writer.committed().await,
+        None => Ok(()),
     };
     if let Err(e) = stored {
         // Not durable: not accepted. A message that has not started is withdrawn and its key

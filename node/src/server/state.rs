@@ -439,8 +439,8 @@ impl Node {
             status: start(),
             at: now,
         };
-        // A refused send (busy) is not remembered: a retry may legitimately start the turn.
-        if outcome.status != "busy" {
+        // A send that was not admitted is not remembered: a retry may legitimately start it.
+        if outcome.status != crate::send_queue::NOT_ADMITTED {
             memo.by_key.insert(key.to_string(), outcome.clone());
             memo.order.push_back(key.to_string());
         }

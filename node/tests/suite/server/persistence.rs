@@ -279,3 +279,61 @@ async fn a_tool_set_intent_is_stored_as_intent_and_restored_on_resume() {
         json!(["bash"])
     );
 }
+
+/// A repeated send (same `correlation_id`) while the first attempt still waits for its
+/// commit is answered only once the message is durable: acknowledging it earlier would lose
+/// an acknowledged message if the node died before the commit. The database is held locked
+/// by a second connection so the first commit cannot happen yet.
+#[tokio::test]
+async fn a_repeated_send_is_answered_only_once_the_first_attempt_is_durable() {
+    use sqlx::Connection as _;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("node.db");
+    let t = TestNode::start_persistent(&db).await;
+    let mut locker = sqlx::SqliteConnection::connect(&format!("sqlite://{}", db.display()))
+        .await
+        .unwrap();
+    sqlx::query("BEGIN IMMEDIATE").execute(&mut locker).await.unwrap();
+    let body = json!({"ws_id": t.default_ws, "message": "only once", "correlation_id": "k-durable"});
+    let first = tokio::spawn({
+        let (url, body) = (t.base.clone(), body.clone());
+        async move { post_json(&url, body).await }
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let repeat = tokio::spawn({
+        let (url, body) = (t.base.clone(), body.clone());
+        async move { post_json(&url, body).await }
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        !first.is_finished() && !repeat.is_finished(),
+        "a send was acknowledged while its message could not be committed"
+    );
+    sqlx::query("ROLLBACK").execute(&mut locker).await.unwrap();
+    let (s1, b1) = first.await.unwrap();
+    let (s2, b2) = repeat.await.unwrap();
+    assert_eq!((s1, s2), (200, 200), "{b1} {b2}");
+    assert_eq!(b2["status"], "ok", "{b2}");
+    let p = t.node.persistence.clone().unwrap();
+    p.writer.flush().await.unwrap();
+    let users = p
+        .store
+        .load_messages(&t.default_ws)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|m| m.role == "user" && m.content.as_deref() == Some("only once"))
+        .count();
+    assert_eq!(users, 1, "the repeat ran the message again");
+}
+
+async fn post_json(url: &str, body: serde_json::Value) -> (u16, serde_json::Value) {
+    let resp = reqwest::Client::new()
+        .post(format!("{url}/v1/api/send"))
+        .bearer_auth(FULL)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    (resp.status().as_u16(), resp.json().await.unwrap_or_default())
+}
