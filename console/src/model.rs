@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 use tokio::time::Instant;
+use turnstone_proto::api::{self, Health};
 
 /// The console's own version; breaks ties when deciding the cluster's majority version.
 pub const CONSOLE_VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -233,17 +234,18 @@ fn stall_reason(
     now: Instant,
     rules: &ZombieRules,
 ) -> Option<String> {
-    let lag_ms = health
-        .get("event_loop_lag_ms")
-        .and_then(Value::as_f64)
-        .unwrap_or(0.0);
+    // The node's reply as the wire contract types it; a reading that does not decode (an
+    // empty `{}` after a failed poll, a foreign node) counts as no progress information.
+    let health: Health = match health {
+        Value::Object(o) if !o.is_empty() => {
+            api::decode_value("health", health).unwrap_or_default()
+        }
+        _ => Health::default(),
+    };
+    let lag_ms = health.event_loop_lag_ms.unwrap_or(0.0);
     let lag_limit = rules.max_event_loop_lag.as_secs_f64() * 1000.0;
-    let seq = health
-        .get("events")
-        .and_then(|e| e.get("node_seq"))
-        .and_then(Value::as_u64);
-    let ws = health.get("workstreams");
-    let busy = num(ws.and_then(|w| w.get("thinking"))) + num(ws.and_then(|w| w.get("running")));
+    let seq = health.events.as_ref().map(|e| e.node_seq);
+    let busy = health.workstreams.thinking + health.workstreams.running;
     let stuck = match seq {
         Some(seq) if busy > 0 && progress.node_seq == Some(seq) => {
             let since = *progress.stuck_since.get_or_insert(now);

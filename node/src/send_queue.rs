@@ -73,6 +73,17 @@ pub struct QueuedMessage {
     pub options: SendOptions,
 }
 
+impl QueuedMessage {
+    /// Its wire form (`GET …/queue`, the dashboard's `queue`).
+    pub fn wire(&self) -> turnstone_proto::api::QueuedSend {
+        turnstone_proto::api::QueuedSend {
+            correlation_id: self.correlation_id.clone(),
+            message: self.message.clone(),
+            queued_at: self.queued_at.clone(),
+        }
+    }
+}
+
 /// A send as the handler decoded it.
 #[derive(Debug, Clone)]
 pub struct SendRequest {

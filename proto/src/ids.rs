@@ -1,21 +1,50 @@
-//! Identifiers and timestamps as the wire spells them (cluster spec §1.1).
+//! Identifiers and timestamps as the wire spells them (cluster spec §1.1, node spec §1.3).
+//!
+//! The one place ids are made. One length per kind, all lowercase hex:
+//!
+//! | id | length | where |
+//! |---|---|---|
+//! | `correlation_id` (MQ messages, sends, turns) | 12 ([`SHORT_ID_LEN`]) | the original takes the head of a uuid4 |
+//! | approval / plan-review `request_id` | 12 ([`SHORT_ID_LEN`]) | cluster spec §1.1 ("approval `request_id`: 12 hex chars") |
+//! | `ws_id` | 32 ([`WS_ID_LEN`]) | a uuid4 without dashes (node spec §1.3.11) |
+//!
+//! The engine re-exports these (`turnstone_engine::new_request_id` and friends); until
+//! issue 19 it made its own 16-digit request ids.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Length of a `correlation_id` / approval `request_id`: 12 lowercase hex digits.
 pub const SHORT_ID_LEN: usize = 12;
 
+/// Length of a workstream id: 32 lowercase hex digits.
+pub const WS_ID_LEN: usize = 32;
+
+/// `len` random lowercase hex digits.
+pub fn random_hex(len: usize) -> String {
+    use std::fmt::Write;
+    let mut out = String::with_capacity(len + 16);
+    while out.len() < len {
+        let _ = write!(out, "{:016x}", rand::random::<u64>());
+    }
+    out.truncate(len);
+    out
+}
+
 /// A fresh `correlation_id`: 12 random lowercase hex digits (48 bits), the
 /// shape the original takes from the head of a uuid4 (cluster spec §1.1).
 pub fn new_correlation_id() -> String {
-    let bits: u64 = rand::random::<u64>() & 0xffff_ffff_ffff;
-    format!("{bits:012x}")
+    random_hex(SHORT_ID_LEN)
 }
 
 /// A fresh approval / plan-review `request_id`; same shape as a correlation id
 /// (cluster spec §1.1, §3.7).
 pub fn new_request_id() -> String {
-    new_correlation_id()
+    random_hex(SHORT_ID_LEN)
+}
+
+/// A fresh workstream id: 32 random lowercase hex digits.
+pub fn new_ws_id() -> String {
+    random_hex(WS_ID_LEN)
 }
 
 /// Whether `s` looks like a generated short id (12 lowercase hex digits).
@@ -42,6 +71,19 @@ mod tests {
         assert!(ids.iter().all(|id| is_short_id(id)), "{ids:?}");
         let distinct: std::collections::HashSet<_> = ids.iter().collect();
         assert!(distinct.len() > 60);
+    }
+
+    #[test]
+    fn every_kind_has_its_one_length() {
+        assert!(is_short_id(&new_request_id()));
+        let ws = new_ws_id();
+        assert_eq!(ws.len(), WS_ID_LEN);
+        assert!(
+            ws.bytes()
+                .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+        );
+        assert_eq!(random_hex(0), "");
+        assert_eq!(random_hex(40).len(), 40);
     }
 
     #[test]

@@ -4,6 +4,10 @@
 //! on, compatible with Turnstone v0.9.6 (see `spec/cluster-protocol.md` and
 //! `spec/node-api.md`):
 //!
+//! - [`event`]: the events a workstream emits ([`event::Event`]), declared once: the
+//!   engine builds them, the node serialises them, and the SSE and MQ views below derive
+//!   from them ([`event::Event::to_ws_event`], [`mq::OutboundEvent::from_event`]); also the
+//!   node-wide stream's entries ([`event::NodeStreamEntry`]);
 //! - [`mq`]: the Redis MQ messages — 10 inbound message types
 //!   ([`mq::InboundMessage`]), 25 outbound event types ([`mq::OutboundEvent`]),
 //!   the node heartbeat value, and the SSE → MQ relay shapes (cluster spec §1);
@@ -13,7 +17,8 @@
 //! - [`keys`]: the Redis key and channel schema as functions of a prefix
 //!   (cluster spec §2);
 //! - [`api`]: the simple HTTP request/response bodies (node spec §1.3);
-//! - [`ids`]: correlation/request ids and wire timestamps.
+//! - [`ids`]: every generated id (correlation, request, workstream; one length per kind)
+//!   and wire timestamps.
 //!
 //! Decoding is tolerant the way the original is: unknown keys are ignored,
 //! missing keys take the spec defaults, and bad input is a [`ProtoError`],
@@ -28,6 +33,7 @@ mod error;
 mod tolerant;
 
 pub mod api;
+pub mod event;
 pub mod ids;
 pub mod keys;
 pub mod mq;

@@ -190,25 +190,5 @@ pub(crate) fn to_tool_spec(s: turnstone_tools::FunctionSpec) -> ToolSpec {
     }
 }
 
-fn random_hex(len: usize) -> String {
-    use rand::Rng;
-    let mut rng = rand::rng();
-    (0..len)
-        .map(|_| char::from_digit(rng.random_range(0..16), 16).unwrap_or('0'))
-        .collect()
-}
-
-/// A fresh workstream id: 32 lowercase hex digits.
-pub fn new_ws_id() -> String {
-    random_hex(32)
-}
-
-/// A fresh correlation id: 12 lowercase hex digits (the MQ protocol's format).
-pub fn new_correlation_id() -> String {
-    random_hex(12)
-}
-
-/// A fresh approval request id.
-pub fn new_request_id() -> String {
-    random_hex(16)
-}
+// Ids come from the wire contract's one id module (lengths documented there).
+pub use turnstone_proto::ids::{new_correlation_id, new_request_id, new_ws_id};

@@ -78,44 +78,8 @@ involved, what each step changes, how to verify the result, and the risks or ope
 questions. That message, and only that message, is the plan: the user reviews it and your \
 parent carries it out, so make it complete and self-contained.";
 
-/// How a plan review was decided.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum PlanDecision {
-    /// Empty feedback: the plan stands.
-    Accept,
-    /// `n`, `no` or `reject` (any case), a cancel or the timeout.
-    Reject,
-    /// Any other feedback: the planner runs again with it.
-    Refine,
-}
-
-impl PlanDecision {
-    /// The wire name (`accept`, `reject`, `refine`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Accept => "accept",
-            Self::Reject => "reject",
-            Self::Refine => "refine",
-        }
-    }
-
-    /// What a reply means: `""` accepts, `n`/`no`/`reject` (any case, surrounding blanks
-    /// ignored) rejects, anything else refines.
-    pub fn classify(feedback: &str) -> Self {
-        let reply = feedback.trim();
-        if reply.is_empty() {
-            Self::Accept
-        } else if ["n", "no", "reject"]
-            .iter()
-            .any(|w| reply.eq_ignore_ascii_case(w))
-        {
-            Self::Reject
-        } else {
-            Self::Refine
-        }
-    }
-}
+/// How a plan review was decided (a wire type: `plan_resolved.decision`).
+pub use turnstone_proto::event::PlanDecision;
 
 /// The recorded verdict of one plan review.
 #[derive(Debug, Clone, PartialEq, Eq)]

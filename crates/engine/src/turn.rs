@@ -532,6 +532,7 @@ impl Turn<'_> {
                     approval_label: prepared.approval_label.clone(),
                     needs_approval: prepared.needs_approval,
                     error: None,
+                    ..ToolItem::default()
                 },
                 prepared: Some(prepared),
                 tool: Some(tool),

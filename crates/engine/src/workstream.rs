@@ -953,5 +953,6 @@ pub(crate) fn error_item(call_id: &str, name: &str, error: String) -> ToolItem {
         approval_label: name.to_string(),
         needs_approval: false,
         error: Some(error),
+        ..ToolItem::default()
     }
 }

@@ -11,6 +11,7 @@ use futures::Stream;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use turnstone_engine::{Event, Item, Sequenced, Subscription, WorkstreamHandle, WsState};
+use turnstone_proto::sse::{GlobalEvent, WsActivity, WsEvent};
 
 use super::error::ApiError;
 use super::sse::{self, Frame, PING_INTERVAL};
@@ -102,12 +103,12 @@ fn ws_frames(node: &Node, ws: &WorkstreamHandle, item: Item) -> Vec<Frame> {
             }
             let mut frames = Vec::with_capacity(2);
             if let Event::TurnComplete { content, state, .. } = &env.event {
-                frames.push(Frame::event(
+                frames.push(Frame::typed(
                     None,
-                    views::ws_state(node, ws, *state, Some(content)),
+                    &WsEvent::WsState(views::ws_state(node, ws, *state, Some(content))),
                 ));
             }
-            frames.push(Frame::event(Some(env.seq), views::event_json(&env.event)));
+            frames.push(Frame::typed(Some(env.seq), &env.event));
             frames
         }
     }
@@ -179,7 +180,7 @@ fn global_frames(node: &Node, item: Item<NodeEvent>) -> Vec<Frame> {
     let Item::Event(entry) = item else {
         return Vec::new();
     };
-    let value = match &entry.kind {
+    let event = match &entry.kind {
         NodeEventKind::Ws(env) => {
             let Some(ws) = node.workstream(&env.ws_id) else {
                 return Vec::new();
@@ -189,19 +190,18 @@ fn global_frames(node: &Node, item: Item<NodeEvent>) -> Vec<Frame> {
                 Event::StateChange { state }
                     if !matches!(state, WsState::Idle | WsState::Error) =>
                 {
-                    views::ws_state(node, &ws, *state, None)
+                    GlobalEvent::WsState(views::ws_state(node, &ws, *state, None))
                 }
                 Event::TurnComplete { state, content, .. } => {
-                    views::ws_state(node, &ws, *state, Some(content))
+                    GlobalEvent::WsState(views::ws_state(node, &ws, *state, Some(content)))
                 }
                 Event::Activity {
                     activity,
                     activity_state,
-                } => json!({
-                    "type": "ws_activity",
-                    "ws_id": &*env.ws_id,
-                    "activity": activity,
-                    "activity_state": activity_state,
+                } => GlobalEvent::WsActivity(WsActivity {
+                    ws_id: env.ws_id.to_string(),
+                    activity: activity.clone(),
+                    activity_state: activity_state.clone(),
                 }),
                 _ => return Vec::new(),
             }
@@ -209,15 +209,16 @@ fn global_frames(node: &Node, item: Item<NodeEvent>) -> Vec<Frame> {
         // An explicit close is announced on the node-wide stream only (as the original).
         NodeEventKind::Closed { reason, .. } if reason == "closed" => return Vec::new(),
         NodeEventKind::Created { .. } => return Vec::new(),
+        // The notice as it is, without the node-wide stream's `node_seq`.
         NodeEventKind::Closed { .. } | NodeEventKind::Renamed { .. } => {
-            let mut v = entry.to_json();
-            if let Some(o) = v.as_object_mut() {
-                o.remove("node_seq");
-            }
-            v
+            return entry
+                .notice()
+                .map(|notice| Frame::typed(Some(entry.seq), &notice))
+                .into_iter()
+                .collect();
         }
     };
-    vec![Frame::event(Some(entry.seq), value)]
+    vec![Frame::typed(Some(entry.seq), &event)]
 }
 
 /// `GET /v1/api/events/global` — live state of every workstream (no initial frame).
@@ -233,7 +234,10 @@ pub async fn global_events(State(node): State<Arc<Node>>, headers: HeaderMap) ->
 
 fn node_frames(item: Item<NodeEvent>) -> Vec<Frame> {
     match item {
-        Item::Event(entry) => vec![Frame::event(Some(entry.seq), entry.to_json())],
+        Item::Event(entry) => vec![Frame::Json {
+            id: Some(entry.seq),
+            json: entry.encode(),
+        }],
         Item::Truncated { from, to } => vec![Frame::event(None, truncated(from, to))],
     }
 }

@@ -5,24 +5,31 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::State;
-use serde_json::{Value, json};
 use turnstone_engine::WsState;
 use turnstone_llm::BreakerState;
+use turnstone_proto::api::{
+    Health, HealthBackend, HealthEvents, HealthMcp, HealthWorkstreams, STATUS_OK,
+};
 
 use super::state::Node;
 
-pub async fn health(State(node): State<Arc<Node>>) -> Json<Value> {
-    let mut counts = [0u64; 5];
+pub async fn health(State(node): State<Arc<Node>>) -> Json<Health> {
     let list = node.manager.list();
+    let mut workstreams = HealthWorkstreams {
+        total: list.len() as u64,
+        ..HealthWorkstreams::default()
+    };
     for w in &list {
-        let i = match w.state() {
-            WsState::Idle => 0,
-            WsState::Thinking => 1,
-            WsState::Running => 2,
-            WsState::Attention => 3,
-            WsState::Error => 4,
+        let count = match w.state() {
+            WsState::Idle => &mut workstreams.idle,
+            WsState::Thinking => &mut workstreams.thinking,
+            WsState::Running => &mut workstreams.running,
+            WsState::Attention => &mut workstreams.attention,
+            WsState::Error => &mut workstreams.error,
+            // A live workstream is never closed.
+            WsState::Closed => continue,
         };
-        counts[i] += 1;
+        *count += 1;
     }
     let breaker = node.manager.engine().provider().breaker().state();
     let (circuit, up) = match breaker {
@@ -37,36 +44,35 @@ pub async fn health(State(node): State<Arc<Node>>) -> Json<Value> {
         .metrics
         .last_turn_completed_age()
         .map(|age| (age.as_secs_f64() * 100.0).round() / 100.0);
-    let mut body = json!({
-        "status": if up { "ok" } else { "degraded" },
-        "version": node.options.version,
-        "node_id": node.options.node_id,
-        "uptime_seconds": uptime,
-        "model": node.options.model,
-        "max_ws": node.manager.config().max_workstreams,
-        "workstreams": {
-            "total": list.len(),
-            "idle": counts[0],
-            "thinking": counts[1],
-            "running": counts[2],
-            "attention": counts[3],
-            "error": counts[4],
-        },
-        "backend": {"status": if up { "up" } else { "down" }, "circuit_state": circuit},
-        "events": {
-            "node_seq": node.node_log.last_seq(),
-            "truncations": node.node_log.truncation_count(),
-        },
-        "event_loop_lag_ms": lag_ms,
-        "last_turn_completed_age_seconds": last_turn_age,
-    });
     // `mcp` only when an MCP client exists, as the original.
-    if let (Some(m), Some(o)) = (node.mcp(), body.as_object_mut()) {
+    let mcp = node.mcp().map(|m| {
         let c = m.counts();
-        o.insert(
-            "mcp".into(),
-            json!({"servers": c.servers, "resources": c.resources, "prompts": c.prompts, "tools": c.tools, "connected": c.connected}),
-        );
-    }
-    Json(body)
+        HealthMcp {
+            servers: c.servers as u64,
+            resources: c.resources as u64,
+            prompts: c.prompts as u64,
+            tools: Some(c.tools as u64),
+            connected: Some(c.connected as u64),
+        }
+    });
+    Json(Health {
+        status: if up { STATUS_OK } else { "degraded" }.to_string(),
+        version: node.options.version.clone(),
+        node_id: node.options.node_id.clone(),
+        uptime_seconds: uptime,
+        model: node.options.model.clone(),
+        max_ws: node.manager.config().max_workstreams as u64,
+        workstreams,
+        backend: HealthBackend {
+            status: if up { "up" } else { "down" }.to_string(),
+            circuit_state: circuit.to_string(),
+        },
+        events: Some(HealthEvents {
+            node_seq: node.node_log.last_seq(),
+            truncations: node.node_log.truncation_count(),
+        }),
+        event_loop_lag_ms: Some(lag_ms),
+        last_turn_completed_age_seconds: Some(last_turn_age),
+        mcp,
+    })
 }

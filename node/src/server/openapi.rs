@@ -23,8 +23,8 @@ use schemars::{JsonSchema, Schema};
 use serde_json::{Map, Value, json};
 use turnstone_proto::api::{
     ApproveBody, CancelBody, CloseWorkstreamBody, CommandBody, CreateWorkstreamBody,
-    CreateWorkstreamReply, Dashboard, ErrorReply, Health, PlanBody, SendBody, StatusReply,
-    WorkstreamList,
+    CreateWorkstreamReply, Dashboard, ErrorReply, Health, PlanBody, QueueList, SendBody,
+    StatusReply, WorkstreamList,
 };
 use turnstone_runtime::auth::{Access, required_scope};
 
@@ -186,55 +186,21 @@ impl ApiRoute {
     }
 }
 
-/// `POST /v1/api/send` as documented: the original fields plus the idempotency key.
+/// `POST /v1/api/send` as documented: the original fields plus ours (`correlation_id`,
+/// `queue`, the auto-approve pair), all declared on [`SendBody`].
 #[derive(JsonSchema)]
 #[allow(dead_code)]
 struct SendRequest {
     #[serde(flatten)]
     body: SendBody,
-    /// Makes the send idempotent: a repeat within the retention window returns the first
-    /// result and starts nothing (same as the `Idempotency-Key` header).
-    #[serde(default)]
-    correlation_id: Option<String>,
-    /// Wait in the workstream's queue when it is busy: the answer is then
-    /// `{"status": "queued", "position": n}` and the message becomes its own turn later.
-    /// Without it a busy workstream answers `busy`, as the original.
-    #[serde(default)]
-    queue: Option<bool>,
 }
 
-/// `POST /v1/api/cancel` as documented: the original fields plus `all`.
+/// `POST /v1/api/cancel` as documented: the original fields plus `all` ([`CancelBody`]).
 #[derive(JsonSchema)]
 #[allow(dead_code)]
 struct CancelRequest {
     #[serde(flatten)]
     body: CancelBody,
-    /// Also remove every queued message of the workstream (they never run).
-    #[serde(default)]
-    all: Option<bool>,
-}
-
-/// One queued message (`GET /v1/api/workstreams/{ws_id}/queue`).
-#[derive(JsonSchema)]
-#[allow(dead_code)]
-struct QueuedMessageView {
-    correlation_id: String,
-    message: String,
-    /// ISO timestamp of its arrival.
-    queued_at: String,
-}
-
-/// `GET /v1/api/workstreams/{ws_id}/queue`.
-#[derive(JsonSchema)]
-#[allow(dead_code)]
-struct QueueList {
-    ws_id: String,
-    /// A turn is running.
-    busy: bool,
-    /// The bound (`--max-queued-sends`).
-    max: u64,
-    /// Next first.
-    queued: Vec<QueuedMessageView>,
 }
 
 /// One row of `GET /v1/api/workstreams/saved` (the handler writes it as JSON).

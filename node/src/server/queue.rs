@@ -5,27 +5,32 @@ use std::sync::Arc;
 use axum::Json;
 use axum::extract::{Path, State};
 use serde_json::{Value, json};
+use turnstone_proto::api::QueueList;
 
 use super::error::ApiError;
 use super::state::Node;
 use crate::send_queue;
 
 /// `GET /v1/api/workstreams/{ws_id}/queue` — the messages waiting for their turn, next
-/// first: `{"ws_id", "busy", "max": bound, "queued": [{"correlation_id", "message",
-/// "queued_at"}]}`.
+/// first ([`QueueList`]).
 pub async fn list(
     State(node): State<Arc<Node>>,
     Path(ws_id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<QueueList>, ApiError> {
     let ws = node
         .workstream(&ws_id)
         .ok_or_else(ApiError::unknown_workstream)?;
-    Ok(Json(json!({
-        "ws_id": ws.id(),
-        "busy": ws.is_busy(),
-        "max": node.options.max_queued_sends,
-        "queued": node.queues.snapshot(ws.id()),
-    })))
+    Ok(Json(QueueList {
+        ws_id: ws.id().to_string(),
+        busy: ws.is_busy(),
+        max: node.options.max_queued_sends as u64,
+        queued: node
+            .queues
+            .snapshot(ws.id())
+            .iter()
+            .map(|m| m.wire())
+            .collect(),
+    }))
 }
 
 /// `DELETE /v1/api/workstreams/{ws_id}/queue/{correlation_id}` — removes one waiting

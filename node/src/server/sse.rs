@@ -15,6 +15,8 @@ use serde_json::Value;
 pub enum Frame {
     /// An event with an optional id.
     Event { id: Option<u64>, data: Value },
+    /// An event already serialised (its JSON text), with an optional id.
+    Json { id: Option<u64>, json: String },
     /// A keep-alive comment.
     Ping,
 }
@@ -24,22 +26,34 @@ impl Frame {
         Self::Event { id, data }
     }
 
+    /// An event from a typed value, serialised once, straight to text.
+    pub fn typed(id: Option<u64>, value: &impl serde::Serialize) -> Self {
+        Self::Json {
+            id,
+            // Cannot fail: every key is a string and no wire type's Serialize errors.
+            json: serde_json::to_string(value).unwrap_or_default(),
+        }
+    }
+
     /// The bytes on the wire.
     pub fn encode(&self) -> Bytes {
         match self {
-            Self::Event { id, data } => {
-                let mut out = String::new();
-                if let Some(id) = id {
-                    out.push_str(&format!("id: {id}\r\n"));
-                }
-                out.push_str("data: ");
-                out.push_str(&data.to_string());
-                out.push_str("\r\n\r\n");
-                Bytes::from(out)
-            }
+            Self::Event { id, data } => data_frame(*id, &data.to_string()),
+            Self::Json { id, json } => data_frame(*id, json),
             Self::Ping => Bytes::from(format!("\u{3a} ping - {}\r\n\r\n", utc_now())),
         }
     }
+}
+
+fn data_frame(id: Option<u64>, json: &str) -> Bytes {
+    let mut out = String::with_capacity(json.len() + 32);
+    if let Some(id) = id {
+        out.push_str(&format!("id: {id}\r\n"));
+    }
+    out.push_str("data: ");
+    out.push_str(json);
+    out.push_str("\r\n\r\n");
+    Bytes::from(out)
 }
 
 fn utc_now() -> String {

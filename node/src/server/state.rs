@@ -5,11 +5,15 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-use serde_json::{Value, json};
+use std::borrow::Cow;
+
+use serde_json::Value;
 use turnstone_engine::{
     Closed, CreateOptions, Envelope, Event, EventLog, Manager, ManagerError, Sequenced,
     WorkstreamHandle,
 };
+use turnstone_proto::event::{NodeNotice, NodeStreamBody, NodeStreamEntry, NodeWsEvent};
+use turnstone_proto::sse;
 use turnstone_runtime::auth::Authenticator;
 
 use crate::persist::{Persistence, StoreJournal};
@@ -49,40 +53,51 @@ impl Sequenced for NodeEvent {
 }
 
 impl NodeEvent {
-    /// The JSON of this entry on the node-wide stream: the workstream event with `ws_id`,
-    /// its per-workstream `seq` as `ws_seq`, and `node_seq`.
-    pub fn to_json(&self) -> Value {
-        let mut value = match &self.kind {
-            NodeEventKind::Ws(env) => {
-                let mut v = serde_json::to_value(&env.event).unwrap_or(Value::Null);
-                if let Some(o) = v.as_object_mut() {
-                    o.insert("ws_id".into(), json!(&*env.ws_id));
-                    o.insert("ws_seq".into(), json!(env.seq));
-                }
-                v
-            }
+    /// The node-level notice this entry is, as the wire has it (`None` for a workstream
+    /// event).
+    pub fn notice(&self) -> Option<NodeNotice> {
+        Some(match &self.kind {
+            NodeEventKind::Ws(_) => return None,
             NodeEventKind::Closed {
                 ws_id,
                 reason,
                 name,
-            } => {
-                let mut v = json!({"type": "ws_closed", "ws_id": ws_id, "reason": reason});
-                if let (Some(name), Some(o)) = (name, v.as_object_mut()) {
-                    o.insert("name".into(), json!(name));
-                }
-                v
-            }
-            NodeEventKind::Renamed { ws_id, name } => {
-                json!({"type": "ws_rename", "ws_id": ws_id, "name": name})
-            }
-            NodeEventKind::Created { ws_id, name } => {
-                json!({"type": "ws_created", "ws_id": ws_id, "name": name})
-            }
+            } => NodeNotice::WsClosed(sse::WsClosed {
+                ws_id: ws_id.clone(),
+                reason: Some(reason.clone()),
+                name: name.clone(),
+            }),
+            NodeEventKind::Renamed { ws_id, name } => NodeNotice::WsRename(sse::WsRename {
+                ws_id: ws_id.clone(),
+                name: name.clone(),
+            }),
+            NodeEventKind::Created { ws_id, name } => NodeNotice::WsCreated(sse::WsCreated {
+                ws_id: ws_id.clone(),
+                name: name.clone(),
+            }),
+        })
+    }
+
+    /// The JSON text of this entry on the node-wide stream ([`NodeStreamEntry`]): the
+    /// workstream event with `ws_id`, its per-workstream `seq` as `ws_seq`, and `node_seq`.
+    /// One serialisation, straight from the typed event (no `Value` in between).
+    pub fn encode(&self) -> String {
+        let body = match &self.kind {
+            NodeEventKind::Ws(env) => NodeStreamBody::Ws(NodeWsEvent {
+                event: Cow::Borrowed(&env.event),
+                ws_id: Cow::Borrowed(&env.ws_id),
+                ws_seq: env.seq,
+            }),
+            _ => match self.notice() {
+                Some(notice) => NodeStreamBody::Notice(Cow::Owned(notice)),
+                None => return String::new(),
+            },
         };
-        if let Some(o) = value.as_object_mut() {
-            o.insert("node_seq".into(), json!(self.seq));
+        NodeStreamEntry {
+            body,
+            node_seq: self.seq,
         }
-        value
+        .encode()
     }
 }
 
@@ -472,5 +487,5 @@ impl Node {
 
 /// Is this per-workstream event one the original's per-workstream stream carries?
 pub fn per_ws_visible(event: &Event) -> bool {
-    !matches!(event, Event::Activity { .. })
+    event.per_ws_visible()
 }

@@ -9,32 +9,15 @@ use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use serde_json::{Value, json};
 use turnstone_engine::{ApproveOutcome, PlanOutcome, SendOutcome};
-use turnstone_proto::api::{ApproveBody, CancelBody, CommandBody, PlanBody, SendBody};
+use turnstone_proto::api::{
+    ApproveBody, CancelBody, CancelReply, CommandBody, PlanBody, SendBody, StatusReply,
+};
 use turnstone_runtime::auth::Identity;
 
 use super::body::WireJson;
 use super::error::ApiError;
 use super::state::Node;
 use crate::send_queue::{self, SendOptions, SendRequest, Submitted};
-
-/// Keys of `/send`, `/approve` and `/plan` bodies beyond the original's: `correlation_id`
-/// (send), `request_id` (approve, plan). Decoded like the rest, so a wrong type is a 400 naming the key,
-/// never silently ignored.
-#[derive(Debug, serde::Deserialize, Default)]
-#[serde(default)]
-pub struct Extras {
-    correlation_id: Option<String>,
-    request_id: Option<String>,
-    /// MQ `send` fields the bridge passes through: `auto_approve: true` turns blanket
-    /// auto-approval on (sticky, as the original); non-empty `auto_approve_tools` replaces
-    /// the workstream's per-tool auto-approve set.
-    auto_approve: Option<bool>,
-    auto_approve_tools: Option<Vec<String>>,
-    /// `send`: wait in the workstream's queue when it is busy (instead of `busy`).
-    queue: Option<bool>,
-    /// `cancel`: also remove every queued message of the workstream.
-    all: Option<bool>,
-}
 
 /// `POST /v1/api/send`. A `correlation_id` in the body (or an `Idempotency-Key` header)
 /// makes it idempotent: a repeat within the window returns the first result and starts
@@ -45,15 +28,13 @@ pub async fn send(
     State(node): State<Arc<Node>>,
     identity: Option<Extension<Identity>>,
     headers: HeaderMap,
-    WireJson(raw): WireJson<Value>,
+    WireJson(body): WireJson<SendBody>,
 ) -> Result<Response, ApiError> {
-    let body: SendBody = turnstone_proto::api::decode_value("SendBody", &raw)?;
-    let extras: Extras = turnstone_proto::api::decode_value("SendBody", &raw)?;
-    let key = super::state::idempotency_key(extras.correlation_id.as_deref(), &headers)?;
+    let key = super::state::idempotency_key(Some(&body.correlation_id), &headers)?;
     super::auth::check_approvals_off(
         identity.as_deref(),
-        extras.auto_approve == Some(true),
-        extras.auto_approve_tools.as_deref().unwrap_or_default(),
+        body.auto_approve == Some(true),
+        &body.auto_approve_tools,
     )?;
     let message = body.message.trim();
     if message.is_empty() {
@@ -66,11 +47,11 @@ pub async fn send(
         message: message.to_string(),
         key,
         options: SendOptions {
-            auto_approve: extras.auto_approve,
-            auto_approve_tools: extras.auto_approve_tools.unwrap_or_default(),
+            auto_approve: body.auto_approve,
+            auto_approve_tools: body.auto_approve_tools,
             traceparent: turnstone_runtime::trace_context::current_traceparent(),
         },
-        queue: extras.queue.unwrap_or(false),
+        queue: body.queue,
     };
     let submitted = send_queue::submit(&node, &ws, request).await?;
     if submitted == Submitted::Closed {
@@ -90,11 +71,9 @@ pub async fn send(
 /// verdict. With nothing ever decided it is `200 {"status":"ok"}`, as the original.
 pub async fn approve(
     State(node): State<Arc<Node>>,
-    WireJson(raw): WireJson<Value>,
-) -> Result<Json<Value>, ApiError> {
-    let body: ApproveBody = turnstone_proto::api::decode_value("ApproveBody", &raw)?;
-    let extras: Extras = turnstone_proto::api::decode_value("ApproveBody", &raw)?;
-    let request_id = extras.request_id.as_deref().unwrap_or("");
+    WireJson(body): WireJson<ApproveBody>,
+) -> Result<Json<StatusReply>, ApiError> {
+    let request_id = body.request_id.as_str();
     let ws = node
         .workstream(&body.ws_id)
         .ok_or_else(ApiError::unknown_workstream)?;
@@ -120,7 +99,7 @@ pub async fn approve(
     }
     match ws.approve(body.approved, body.feedback.clone(), body.always) {
         ApproveOutcome::Resolved(_) | ApproveOutcome::NotPending(None) => {
-            Ok(Json(json!({"status": "ok"})))
+            Ok(Json(StatusReply::default()))
         }
         ApproveOutcome::NotPending(Some(v)) => Err(ApiError::Conflict {
             message: "Approval already decided".into(),
@@ -138,20 +117,17 @@ pub async fn approve(
 /// starts. With `"all": true` the workstream's queue is emptied first (`removed`: how many).
 pub async fn cancel(
     State(node): State<Arc<Node>>,
-    WireJson(raw): WireJson<Value>,
-) -> Result<Json<Value>, ApiError> {
-    let body: CancelBody = turnstone_proto::api::decode_value("CancelBody", &raw)?;
-    let extras: Extras = turnstone_proto::api::decode_value("CancelBody", &raw)?;
+    WireJson(body): WireJson<CancelBody>,
+) -> Result<Json<CancelReply>, ApiError> {
     let ws = node
         .workstream(&body.ws_id)
         .ok_or_else(ApiError::unknown_workstream)?;
-    if extras.all == Some(true) {
-        let removed = send_queue::clear(&node, ws.id()).await?;
-        ws.cancel();
-        return Ok(Json(json!({"status": "ok", "removed": removed})));
+    let mut reply = CancelReply::default();
+    if body.all {
+        reply.removed = Some(send_queue::clear(&node, ws.id()).await? as u64);
     }
     ws.cancel();
-    Ok(Json(json!({"status": "ok"})))
+    Ok(Json(reply))
 }
 
 /// `POST /v1/api/plan` — answers the pending plan review (`""` accepts, `n`/`no`/`reject`
@@ -161,11 +137,9 @@ pub async fn cancel(
 /// that is no longer pending is answered from the durable record.
 pub async fn plan(
     State(node): State<Arc<Node>>,
-    WireJson(raw): WireJson<Value>,
-) -> Result<Json<Value>, ApiError> {
-    let body: PlanBody = turnstone_proto::api::decode_value("PlanBody", &raw)?;
-    let extras: Extras = turnstone_proto::api::decode_value("PlanBody", &raw)?;
-    let request_id = extras.request_id.as_deref().unwrap_or("");
+    WireJson(body): WireJson<PlanBody>,
+) -> Result<Json<StatusReply>, ApiError> {
+    let request_id = body.request_id.as_str();
     let ws = node
         .workstream(&body.ws_id)
         .ok_or_else(ApiError::unknown_workstream)?;
@@ -197,7 +171,7 @@ pub async fn plan(
     }
     match ws.plan_feedback(&body.feedback) {
         PlanOutcome::Resolved(_) | PlanOutcome::NotPending(None) => {
-            Ok(Json(json!({"status": "ok"})))
+            Ok(Json(StatusReply::default()))
         }
         PlanOutcome::NotPending(Some(v)) => Err(plan_conflict(&v)),
     }

@@ -4,6 +4,7 @@
 use serde_json::{Value, json};
 use turnstone_engine::{Event, WorkstreamHandle, WsState};
 use turnstone_llm::{ChatMessage, Role};
+use turnstone_proto::sse;
 
 use super::state::Node;
 
@@ -73,27 +74,23 @@ pub fn context_ratio(node: &Node, ws: &WorkstreamHandle) -> f64 {
 }
 
 /// A `ws_state` payload (global stream; also per-workstream at turn end, so the original
-/// SDK's `send_and_wait` completes — node spec §2.7).
+/// SDK's `send_and_wait` completes — node spec §2.7). `content` only when idle.
 pub fn ws_state(
     node: &Node,
     ws: &WorkstreamHandle,
     state: WsState,
     content: Option<&str>,
-) -> Value {
+) -> sse::WsState {
     let (activity, activity_state) = ws.activity();
-    let mut v = json!({
-        "type": "ws_state",
-        "ws_id": ws.id(),
-        "state": state,
-        "tokens": ws.tokens_total(),
-        "context_ratio": context_ratio(node, ws),
-        "activity": activity,
-        "activity_state": activity_state,
-    });
-    if state == WsState::Idle {
-        v["content"] = json!(content.unwrap_or(""));
+    sse::WsState {
+        ws_id: ws.id().to_string(),
+        state,
+        tokens: ws.tokens_total(),
+        context_ratio: context_ratio(node, ws),
+        activity,
+        activity_state,
+        content: (state == WsState::Idle).then(|| content.unwrap_or("").to_string()),
     }
-    v
 }
 
 /// The frames a client gets when it attaches without `Last-Event-ID`: `connected`, `status`

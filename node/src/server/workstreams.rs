@@ -9,7 +9,10 @@ use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use serde_json::{Value, json};
 use turnstone_engine::{CreateOptions, ManagerError, WsState};
-use turnstone_proto::api::{CloseWorkstreamBody, CreateWorkstreamBody};
+use turnstone_proto::api::{
+    CloseWorkstreamBody, CreateWorkstreamBody, Dashboard, DashboardAggregate, DashboardWorkstream,
+    WorkstreamList, WorkstreamSummary,
+};
 use turnstone_runtime::auth::Identity;
 
 use super::body::WireJson;
@@ -18,67 +21,66 @@ use super::state::Node;
 use super::views;
 
 /// `GET /v1/api/workstreams` — live workstreams in creation order.
-pub async fn list(State(node): State<Arc<Node>>) -> Json<Value> {
-    let rows: Vec<Value> = node
+pub async fn list(State(node): State<Arc<Node>>) -> Json<WorkstreamList> {
+    let workstreams = node
         .manager
         .list()
         .iter()
-        .map(|w| {
-            json!({
-                "id": w.id(),
-                "name": w.name(),
-                "state": w.state(),
-                "queued": node.queues.len(w.id()),
-            })
+        .map(|w| WorkstreamSummary {
+            id: w.id().to_string(),
+            name: w.name(),
+            state: w.state(),
+            queued: Some(node.queues.len(w.id()) as u64),
         })
         .collect();
-    Json(json!({ "workstreams": rows }))
+    Json(WorkstreamList { workstreams })
 }
 
 /// `GET /v1/api/dashboard` — enriched rows and aggregates (node spec §1.3.4).
-pub async fn dashboard(State(node): State<Arc<Node>>) -> Json<Value> {
+pub async fn dashboard(State(node): State<Arc<Node>>) -> Json<Dashboard> {
     let list = node.manager.list();
-    let mut total_tokens = 0;
-    let mut total_tool_calls = 0;
-    let mut active = 0;
-    let rows: Vec<Value> = list
+    let mut aggregate = DashboardAggregate {
+        total_count: list.len() as u64,
+        uptime_seconds: node.uptime().as_secs(),
+        ..DashboardAggregate::default()
+    };
+    let workstreams = list
         .iter()
         .map(|w| {
             let (activity, activity_state) = w.activity();
             let (model, model_alias) = views::model_of(&node, w);
-            total_tokens += w.tokens_total();
-            total_tool_calls += w.tool_calls_total();
+            aggregate.total_tokens += w.tokens_total();
+            aggregate.total_tool_calls += w.tool_calls_total();
             if w.state() != WsState::Idle {
-                active += 1;
+                aggregate.active_count += 1;
             }
-            json!({
-                "id": w.id(),
-                "name": w.name(),
-                "state": w.state(),
-                "title": w.title().unwrap_or_default(),
-                "tokens": w.tokens_total(),
-                "context_ratio": (views::context_ratio(&node, w) * 1000.0).round() / 1000.0,
-                "activity": activity,
-                "activity_state": activity_state,
-                "tool_calls": w.tool_calls_total(),
-                "node": "local",
-                "model": model,
-                "model_alias": model_alias,
-                "queue": node.queues.snapshot(w.id()),
-            })
+            DashboardWorkstream {
+                id: w.id().to_string(),
+                name: w.name(),
+                state: w.state(),
+                title: w.title().unwrap_or_default(),
+                tokens: w.tokens_total(),
+                context_ratio: (views::context_ratio(&node, w) * 1000.0).round() / 1000.0,
+                activity,
+                activity_state,
+                tool_calls: w.tool_calls_total(),
+                node: "local".to_string(),
+                model,
+                model_alias,
+                queue: Some(
+                    node.queues
+                        .snapshot(w.id())
+                        .iter()
+                        .map(|m| m.wire())
+                        .collect(),
+                ),
+            }
         })
         .collect();
-    Json(json!({
-        "workstreams": rows,
-        "aggregate": {
-            "total_tokens": total_tokens,
-            "total_tool_calls": total_tool_calls,
-            "active_count": active,
-            "total_count": list.len(),
-            "uptime_seconds": node.uptime().as_secs(),
-            "node": "local",
-        }
-    }))
+    Json(Dashboard {
+        workstreams,
+        aggregate,
+    })
 }
 
 /// `POST /v1/api/workstreams/new`. With a `correlation_id` (or an `Idempotency-Key`

@@ -3,6 +3,7 @@
 //! routing, approvals and dedup are the bridge's business.
 
 use super::outbound::*;
+use crate::event::Event;
 use crate::sse::{OutputWarning, Status, Verdict, WsEvent, WsState};
 
 fn json_list(items: &[String]) -> String {
@@ -97,6 +98,13 @@ impl StateChangeEvent {
 }
 
 impl OutboundEvent {
+    /// The event a bridge publishes on `{p}:events:{ws_id}` for an engine event: the MQ
+    /// form of its SSE view ([`Event::to_ws_event`], then [`Self::from_ws_event`]); `None`
+    /// where the table of cluster spec §3.6 publishes nothing (or the approval logic does).
+    pub fn from_event(ws_id: &str, event: &Event) -> Option<Self> {
+        Self::from_ws_event(ws_id, &event.to_ws_event(ws_id)?)
+    }
+
     /// The event a bridge publishes on `{p}:events:{ws_id}` for a per-ws node
     /// event, per the table of cluster spec §3.6; `None` for the events it
     /// ignores there (`connected`, `history`, `thinking_*`, `state_change`,

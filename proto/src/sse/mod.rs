@@ -73,6 +73,10 @@ wire_struct! {
     /// `approve_request`: a batch with at least one item needing approval;
     /// the worker blocks (node spec §2.2).
     pub struct ApproveRequest {
+        /// Ours, additive: names the approval (the bridge answers it on
+        /// `{p}:resp:{request_id}`); omitted when empty.
+        #[serde(skip_serializing_if = "String::is_empty")]
+        pub request_id: String = String::new(),
         pub items: Vec<ToolItem> = Vec::new(),
         /// An LLM-judge verdict may still follow as `intent_verdict`.
         pub judge_pending: bool = false,
@@ -236,6 +240,15 @@ wire_struct! {
         pub reason: Option<String> = None,
         #[serde(skip_serializing_if = "Option::is_none")]
         pub name: Option<String> = None,
+    }
+}
+
+wire_struct! {
+    /// `ws_created` (ours, node-wide stream only): a workstream came to life (created or
+    /// resumed).
+    pub struct WsCreated {
+        pub ws_id: String = String::new(),
+        pub name: String = String::new(),
     }
 }
 

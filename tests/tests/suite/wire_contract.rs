@@ -1,6 +1,19 @@
 //! The contract between the engine and the node's SSE payloads (node spec §2.2): every event a
 //! real turn emits (except the engine-internal `activity`) must decode as a
 //! `turnstone_proto::sse::WsEvent` of the same type, never `Unknown`, with its fields intact.
+//!
+//! Since issue 19 much of this is the compiler's job, and the checks below say which:
+//! - the engine's `Event`, `ToolItem`, `StatusInfo` and `WsState` *are* the wire contract's
+//!   types (`turnstone_proto::event`, re-exported by the engine), so an item, a status or a
+//!   state cannot differ between the engine and the SSE view: `assert_items` and
+//!   `assert_status` compare a type with itself after a JSON round trip;
+//! - `Event::to_ws_event` maps every variant to its SSE view with an exhaustive `match`, so a
+//!   new event does not compile until it has one; the test asserts that what a client decodes
+//!   equals that view (`decode_checked`), which is what still needs running code: serde
+//!   attributes (renames, skipped fields) are not checked by the compiler.
+//!
+//! What stays a runtime check: the JSON shape of real turns (key names, values, `is_error`
+//! present only when true, the envelope's extra keys).
 
 use std::sync::Arc;
 
@@ -37,6 +50,16 @@ fn decode_checked(env: &Envelope) -> Option<WsEvent> {
         "decoded as Unknown: {json}"
     );
     assert_same_fields(&env.event, &decoded, &json);
+    // The compiler-maintained view equals what a client decodes (`turn_complete` carries its
+    // `ws_id` beside the event, so the bare JSON decodes it empty).
+    let mut view = env
+        .event
+        .to_ws_event(&env.ws_id)
+        .expect("every per-ws event has an SSE view");
+    if let WsEvent::TurnComplete(t) = &mut view {
+        t.ws_id.clear();
+    }
+    assert_eq!(decoded, view, "{json}");
 
     // Everything the wire type carries must come from the engine, with the same value.
     let mut problems = Vec::new();
@@ -93,6 +116,8 @@ fn compare(proto: &Value, engine: &Value, path: &str, problems: &mut Vec<String>
     }
 }
 
+/// `ToolItem` is one type since issue 19 (`turnstone_proto::sse::ToolItem`), so the names
+/// cannot drift; this checks what survives the JSON round trip.
 fn assert_items(engine: &[ToolItem], wire: &[sse::ToolItem]) {
     assert_eq!(engine.len(), wire.len());
     for (e, w) in engine.iter().zip(wire) {
@@ -108,6 +133,8 @@ fn assert_items(engine: &[ToolItem], wire: &[sse::ToolItem]) {
     }
 }
 
+/// `StatusInfo` is `turnstone_proto::sse::Status` since issue 19 (one declaration); this checks
+/// the JSON round trip (e.g. `pct` as a float).
 fn assert_status(engine: &StatusInfo, wire: &sse::Status) {
     assert_eq!(wire.prompt_tokens, engine.prompt_tokens);
     assert_eq!(wire.completion_tokens, engine.completion_tokens);
