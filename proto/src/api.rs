@@ -43,6 +43,23 @@ wire_struct! {
     }
 }
 
+/// `{"status": "queued", ...}`, the reply to a `"queue": true` send that waits (ours).
+pub const STATUS_QUEUED: &str = "queued";
+
+wire_struct! {
+    /// The reply of `POST /v1/api/send` (node spec §1.3.6): `status` is `ok`, `busy`
+    /// (with our `reason` when the node says why), `queued` (ours, with the 1-based
+    /// `position` in the workstream's queue) or `closed`.
+    #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+    pub struct SendReply {
+        pub status: String = STATUS_OK.to_owned(),
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub position: Option<u64> = None,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub reason: Option<String> = None,
+    }
+}
+
 wire_struct! {
     /// `{"error": "..."}`: every application error body (node spec §1.1).
     #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -57,7 +74,26 @@ wire_struct! {
     pub struct SendBody {
         pub ws_id: String = String::new(),
         pub message: String = String::new(),
+        /// Ours: makes the send idempotent (as the `Idempotency-Key` header does); a repeat
+        /// within the window returns the first reply and starts nothing. `""` = none.
+        #[serde(skip_serializing_if = "is_empty")]
+        pub correlation_id: String = String::new(),
+        /// Ours (the MQ `send` field the bridge passes through): `true` turns blanket
+        /// auto-approval on (sticky, as the original); absent or `false` changes nothing.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub auto_approve: Option<bool> = None,
+        /// Ours: when non-empty, replaces the workstream's per-tool auto-approve set.
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        pub auto_approve_tools: Vec<String> = Vec::new(),
+        /// Ours: wait in the workstream's queue when it is busy (`{"status":"queued"}`)
+        /// instead of being refused `busy`.
+        #[serde(skip_serializing_if = "is_false")]
+        pub queue: bool = false,
     }
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 wire_struct! {
@@ -70,6 +106,11 @@ wire_struct! {
         #[serde(skip_serializing_if = "Option::is_none")]
         pub feedback: Option<String> = None,
         pub always: bool = false,
+        /// Ours: the `request_id` of the `approve_request` this decides; a decision naming a
+        /// request that is no longer pending is answered from the durable record. `""` =
+        /// whatever is pending.
+        #[serde(skip_serializing_if = "is_empty")]
+        pub request_id: String = String::new(),
     }
 }
 
@@ -80,6 +121,9 @@ wire_struct! {
     pub struct PlanBody {
         pub ws_id: String = String::new(),
         pub feedback: String = String::new(),
+        /// Ours: the `request_id` of the `plan_review` this answers (as in [`ApproveBody`]).
+        #[serde(skip_serializing_if = "is_empty")]
+        pub request_id: String = String::new(),
     }
 }
 
@@ -93,11 +137,26 @@ wire_struct! {
 }
 
 wire_struct! {
+    /// The reply of `POST /v1/api/cancel`: `{"status": "ok"}`, plus `removed` (how many
+    /// queued messages were dropped) when the request said `"all": true`.
+    #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+    pub struct CancelReply {
+        pub status: String = STATUS_OK.to_owned(),
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub removed: Option<u64> = None,
+    }
+}
+
+wire_struct! {
     /// `POST /v1/api/cancel` (node spec §1.3.9).
     #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
     pub struct CancelBody {
         pub ws_id: String = String::new(),
         pub force: bool = false,
+        /// Ours: also remove every queued message of the workstream (the reply then
+        /// carries `removed`).
+        #[serde(skip_serializing_if = "is_false")]
+        pub all: bool = false,
     }
 }
 
@@ -162,6 +221,34 @@ wire_struct! {
         pub id: String = String::new(),
         pub name: String = String::new(),
         pub state: WorkstreamState = WorkstreamState::Idle,
+        /// Ours: how many sends wait in the workstream's queue (the node always says).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub queued: Option<u64> = None,
+    }
+}
+
+wire_struct! {
+    /// One message waiting in a workstream's queue (ours: `GET
+    /// /v1/api/workstreams/{ws_id}/queue`, the dashboard's `queue`).
+    #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+    pub struct QueuedSend {
+        pub correlation_id: String = String::new(),
+        pub message: String = String::new(),
+        /// ISO timestamp of its arrival.
+        pub queued_at: String = String::new(),
+    }
+}
+
+wire_struct! {
+    /// `GET /v1/api/workstreams/{ws_id}/queue` (ours), next first.
+    #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+    pub struct QueueList {
+        pub ws_id: String = String::new(),
+        /// A turn is running.
+        pub busy: bool = false,
+        /// The bound (`--max-queued-sends`).
+        pub max: u64 = 0,
+        pub queued: Vec<QueuedSend> = Vec::new(),
     }
 }
 
@@ -204,6 +291,23 @@ wire_struct! {
         pub servers: u64 = 0,
         pub resources: u64 = 0,
         pub prompts: u64 = 0,
+        /// Ours: MCP tools over all servers.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub tools: Option<u64> = None,
+        /// Ours: servers currently connected.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub connected: Option<u64> = None,
+    }
+}
+
+wire_struct! {
+    /// The node-wide event stream's position in `/health` (ours).
+    #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+    pub struct HealthEvents {
+        /// The last `node_seq` of `/v1/api/events/node`.
+        pub node_seq: u64 = 0,
+        /// How often the ring dropped entries a reader had not read.
+        pub truncations: u64 = 0,
     }
 }
 
@@ -221,6 +325,17 @@ wire_struct! {
         pub max_ws: u64 = crate::mq::DEFAULT_MAX_WS,
         pub workstreams: HealthWorkstreams = HealthWorkstreams::default(),
         pub backend: HealthBackend = HealthBackend::default(),
+        /// Ours (the node always sends it; the original does not).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub events: Option<HealthEvents> = None,
+        /// Ours: how late a 100 ms timer fires, in milliseconds (proof of progress).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub event_loop_lag_ms: Option<f64> = None,
+        /// Ours: seconds since a turn last ended. The node always sends the key, `null`
+        /// before the first turn (`Some(None)`); a reply without it decodes as `None`.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        #[cfg_attr(feature = "schema", schemars(with = "Option<f64>"))]
+        pub last_turn_completed_age_seconds: Option<Option<f64>> = None,
         #[serde(skip_serializing_if = "Option::is_none")]
         pub mcp: Option<HealthMcp> = None,
     }
@@ -243,6 +358,10 @@ wire_struct! {
         pub node: String = "local".to_owned(),
         pub model: String = String::new(),
         pub model_alias: String = String::new(),
+        /// Ours: the messages waiting in the workstream's queue, next first (the node
+        /// always sends it).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub queue: Option<Vec<QueuedSend>> = None,
     }
 }
 
