@@ -17,7 +17,6 @@ use turnstone_proto::api::{ApproveBody, PlanBody};
 use turnstone_proto::mq::InboundMessage;
 use turnstone_queue::Backoff;
 
-use crate::node::{Extras, WithExtras};
 use crate::{Ctx, Reply};
 
 /// The approval requests whose replies this bridge relays: request_id → ws_id, a cache of
@@ -190,19 +189,14 @@ fn decision(
     approved: bool,
     feedback: Option<&str>,
     always: bool,
-) -> WithExtras<ApproveBody> {
-    WithExtras::new(
-        ApproveBody {
-            ws_id: ws_id.to_string(),
-            approved,
-            feedback: feedback.filter(|f| !f.is_empty()).map(str::to_string),
-            always,
-        },
-        Extras {
-            request_id: Some(request_id.to_string()),
-            ..Extras::default()
-        },
-    )
+) -> ApproveBody {
+    ApproveBody {
+        ws_id: ws_id.to_string(),
+        approved,
+        feedback: feedback.filter(|f| !f.is_empty()).map(str::to_string),
+        always,
+        request_id: request_id.to_string(),
+    }
 }
 
 /// Hands one reply to the node; `false` when it must be retried later.
@@ -212,12 +206,9 @@ async fn relay(ctx: &Ctx, ws_id: &str, request_id: &str, raw: &str) -> bool {
             let body = PlanBody {
                 ws_id: ws_id.to_string(),
                 feedback: p.feedback,
+                request_id: request_id.to_string(),
             };
-            let extras = Extras {
-                request_id: Some(request_id.to_string()),
-                ..Extras::default()
-            };
-            ctx.node.plan(&WithExtras::new(body, extras)).await
+            ctx.node.plan(&body).await
         }
         Ok(InboundMessage::Approve(a)) => {
             let body = decision(

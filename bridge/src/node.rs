@@ -50,44 +50,6 @@ pub fn decode_reply<T: DeserializeOwned>(what: &str, body: &Value) -> Option<T> 
     }
 }
 
-/// The request fields the node reads beside a `proto::api` body (its `Extras`) that the
-/// proto bodies do not carry yet; each is sent only when set.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct Extras {
-    /// Makes a `send` or `command` idempotent on the node.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub correlation_id: Option<String>,
-    /// The approval or plan review a decision answers.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub request_id: Option<String>,
-    /// A producer's `auto_approve` (relayed only with `--allow-producer-auto-approve`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub auto_approve: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub auto_approve_tools: Option<Vec<String>>,
-    /// `send`: wait in the workstream's queue instead of answering `busy`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub queue: Option<bool>,
-    /// `cancel`: also empty the workstream's queue.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub all: Option<bool>,
-}
-
-/// A `proto::api` body with its [`Extras`], as one JSON object.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct WithExtras<B> {
-    #[serde(flatten)]
-    pub body: B,
-    #[serde(flatten)]
-    pub extras: Extras,
-}
-
-impl<B> WithExtras<B> {
-    pub fn new(body: B, extras: Extras) -> Self {
-        Self { body, extras }
-    }
-}
-
 #[derive(Clone)]
 pub struct NodeClient {
     base: String,
@@ -211,17 +173,17 @@ impl NodeClient {
     }
 
     /// `POST /v1/api/send`.
-    pub async fn send(&self, body: &WithExtras<SendBody>) -> Reply {
+    pub async fn send(&self, body: &SendBody) -> Reply {
         self.post("/v1/api/send", body).await
     }
 
     /// `POST /v1/api/command`.
-    pub async fn command(&self, body: &WithExtras<CommandBody>) -> Reply {
+    pub async fn command(&self, body: &CommandBody) -> Reply {
         self.post("/v1/api/command", body).await
     }
 
     /// `POST /v1/api/cancel`.
-    pub async fn cancel(&self, body: &WithExtras<CancelBody>) -> Reply {
+    pub async fn cancel(&self, body: &CancelBody) -> Reply {
         self.post("/v1/api/cancel", body).await
     }
 
@@ -236,12 +198,12 @@ impl NodeClient {
     }
 
     /// `POST /v1/api/approve`.
-    pub async fn approve(&self, body: &WithExtras<ApproveBody>) -> Reply {
+    pub async fn approve(&self, body: &ApproveBody) -> Reply {
         self.post("/v1/api/approve", body).await
     }
 
     /// `POST /v1/api/plan`.
-    pub async fn plan(&self, body: &WithExtras<PlanBody>) -> Reply {
+    pub async fn plan(&self, body: &PlanBody) -> Reply {
         self.post("/v1/api/plan", body).await
     }
 

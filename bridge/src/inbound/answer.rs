@@ -1,48 +1,24 @@
 //! What the producer of a message is told: `ack` events, error events, dead letters.
 
-use serde::de::DeserializeOwned;
-use serde::{Deserialize, Deserializer};
 use serde_json::Value;
+use turnstone_proto::api::{STATUS_OK, STATUS_QUEUED, SendReply};
 use turnstone_proto::mq::{AckEvent, ErrorEvent, InboundMessage, OutboundEvent};
 
 use super::handle::Handled;
+use crate::node::decode_reply;
 use crate::{Ctx, Reply};
 
-/// What an accepted answer of the node says (`send` and the other commands); each field
-/// read on its own (a value of another type reads as absent).
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-pub(super) struct CommandReply {
-    /// `ok`, `queued` or `busy`; `ok` when absent.
-    #[serde(deserialize_with = "lenient")]
-    status: Option<String>,
-    /// `queued`: the place in the workstream's queue.
-    #[serde(deserialize_with = "lenient")]
-    position: u64,
-    /// Why a non-ok answer.
-    #[serde(deserialize_with = "lenient")]
-    reason: Option<String>,
+/// What an accepted answer of the node says (`send` and the other commands answer in the
+/// shape of [`SendReply`]); an unreadable one reads as `ok`.
+pub(super) fn command_reply(body: &Value) -> SendReply {
+    decode_reply("reply", body).unwrap_or_default()
 }
 
-fn lenient<'de, D: Deserializer<'de>, T: DeserializeOwned + Default>(d: D) -> Result<T, D::Error> {
-    Ok(serde_json::from_value(Value::deserialize(d)?).unwrap_or_default())
-}
-
-impl CommandReply {
-    pub(super) fn of(body: &Value) -> Self {
-        Self::deserialize(body).unwrap_or_default()
-    }
-
-    pub(super) fn status(&self) -> &str {
-        self.status.as_deref().unwrap_or("ok")
-    }
-
-    /// What a non-ok answer means, for an ack's or dead letter's detail.
-    pub(super) fn refusal(&self) -> String {
-        match self.reason.as_deref() {
-            Some(reason) if !reason.is_empty() => format!("{}: {reason}", self.status()),
-            _ => format!("node answered {}", self.status()),
-        }
+/// What a non-ok answer means, for an ack's or dead letter's detail.
+pub(super) fn refusal(reply: &SendReply) -> String {
+    match reply.reason.as_deref() {
+        Some(reason) if !reason.is_empty() => format!("{}: {reason}", reply.status),
+        _ => format!("node answered {}", reply.status),
     }
 }
 
@@ -109,14 +85,15 @@ pub(super) async fn ack_event(ctx: &Ctx, msg: &InboundMessage, status: &str, det
 pub(super) async fn ack_reply(ctx: &Ctx, msg: &InboundMessage, reply: &Reply, raw: &str) {
     match reply {
         Reply::Accepted(b) => {
-            let reply = CommandReply::of(b);
-            match reply.status() {
-                "ok" => ack_event(ctx, msg, "ok", "").await,
-                "queued" => {
-                    let detail = format!("queued at position {}", reply.position);
+            let reply = command_reply(b);
+            match reply.status.as_str() {
+                STATUS_OK => ack_event(ctx, msg, "ok", "").await,
+                STATUS_QUEUED => {
+                    let position = reply.position.unwrap_or(0);
+                    let detail = format!("queued at position {position}");
                     ack_event(ctx, msg, "queued", &detail).await;
                 }
-                _ => ack_event(ctx, msg, "error", &reply.refusal()).await,
+                _ => ack_event(ctx, msg, "error", &refusal(&reply)).await,
             }
         }
         Reply::Rejected { error, .. } => {

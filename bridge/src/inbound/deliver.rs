@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde_json::Value;
 use turnstone_proto::api::{
     CancelBody, CloseWorkstreamBody, CommandBody, CreateWorkstreamBody, CreateWorkstreamReply,
-    SendBody,
+    STATUS_BUSY, SendBody,
 };
 use turnstone_proto::mq::{
     AckEvent, CreateWorkstreamMessage, InboundMessage, OutboundEvent, SendMessage, WsCreatedEvent,
@@ -16,9 +16,9 @@ use turnstone_proto::mq::{
 };
 use turnstone_queue::Backoff;
 
-use super::answer::{CommandReply, ack_event, ack_reply, fail};
+use super::answer::{ack_event, ack_reply, command_reply, fail, refusal};
 use super::route::{known_here, restore};
-use crate::node::{Extras, WithExtras, decode_reply};
+use crate::node::decode_reply;
 use crate::{Ctx, Reply};
 
 /// The node's answer to `call`, retried while the node is unavailable and this bridge's
@@ -66,7 +66,7 @@ fn auto_approve_refusal(cfg: &crate::BridgeConfig, msg: &InboundMessage) -> Opti
 async fn send_until_accepted(
     ctx: &Ctx,
     msg: &InboundMessage,
-    body: &WithExtras<SendBody>,
+    body: &SendBody,
     raw: &str,
     epoch: u64,
 ) -> Option<Option<Reply>> {
@@ -75,13 +75,13 @@ async fn send_until_accepted(
     loop {
         let reply = retried(ctx, epoch, || ctx.node.send(body)).await?;
         let busy = match &reply {
-            Reply::Accepted(b) => Some(CommandReply::of(b)).filter(|r| r.status() == "busy"),
+            Reply::Accepted(b) => Some(command_reply(b)).filter(|r| r.status == STATUS_BUSY),
             _ => None,
         };
         let Some(busy) = busy else {
             return Some(Some(reply));
         };
-        let detail = busy.refusal();
+        let detail = refusal(&busy);
         tries += 1;
         ctx.metrics.inc(&ctx.metrics.node_retries);
         if tries > ctx.cfg.busy_retries {
@@ -118,32 +118,22 @@ pub(super) async fn local(
     match msg {
         InboundMessage::Send(s) => send(ctx, msg, s, value, raw, epoch).await?,
         InboundMessage::Command(c) => {
-            let body = WithExtras::new(
-                CommandBody {
-                    ws_id: c.ws_id.clone(),
-                    command: c.command.clone(),
-                },
-                Extras {
-                    correlation_id: Some(cid),
-                    ..Extras::default()
-                },
-            );
+            // (The node's `command` takes no correlation id: it starts no turn.)
+            let body = CommandBody {
+                ws_id: c.ws_id.clone(),
+                command: c.command.clone(),
+            };
             let reply = retried(ctx, epoch, || ctx.node.command(&body)).await?;
             ack_reply(ctx, msg, &reply, raw).await;
         }
         InboundMessage::Cancel(c) => {
             // `"all": true` also empties the workstream's queue (the node's `cancel`).
             let all = value.get("all").and_then(Value::as_bool).unwrap_or(false);
-            let body = WithExtras::new(
-                CancelBody {
-                    ws_id: c.ws_id.clone(),
-                    force: false,
-                },
-                Extras {
-                    all: Some(all),
-                    ..Extras::default()
-                },
-            );
+            let body = CancelBody {
+                ws_id: c.ws_id.clone(),
+                force: false,
+                all,
+            };
             let reply = retried(ctx, epoch, || ctx.node.cancel(&body)).await?;
             ack_reply(ctx, msg, &reply, raw).await;
         }
@@ -190,19 +180,14 @@ async fn send(
     } else {
         s.ws_id.clone()
     };
-    let body = WithExtras::new(
-        SendBody {
-            ws_id: ws_id.clone(),
-            message: s.message.clone(),
-        },
-        Extras {
-            correlation_id: Some(cid),
-            auto_approve: Some(s.auto_approve),
-            auto_approve_tools: Some(s.auto_approve_tools.clone()),
-            queue: Some(true),
-            ..Extras::default()
-        },
-    );
+    let body = SendBody {
+        ws_id: ws_id.clone(),
+        message: s.message.clone(),
+        correlation_id: cid,
+        auto_approve: Some(s.auto_approve),
+        auto_approve_tools: s.auto_approve_tools.clone(),
+        queue: true,
+    };
     let mut m = msg.clone();
     if let InboundMessage::Send(x) = &mut m {
         x.ws_id = ws_id.clone();
@@ -246,17 +231,13 @@ async fn create_with_message(
         && !resumed
         && !c.initial_message.is_empty()
     {
-        let body = WithExtras::new(
-            SendBody {
-                ws_id,
-                message: c.initial_message.clone(),
-            },
-            Extras {
-                correlation_id: Some(cid.to_string()),
-                queue: Some(true),
-                ..Extras::default()
-            },
-        );
+        let body = SendBody {
+            ws_id,
+            message: c.initial_message.clone(),
+            correlation_id: cid.to_string(),
+            queue: true,
+            ..SendBody::default()
+        };
         if let Reply::Rejected { error, .. } = retried(ctx, epoch, || ctx.node.send(&body)).await? {
             ctx.dead_letter(&format!("initial message refused: {error}"), raw, cid)
                 .await;
