@@ -7,57 +7,110 @@
 //! interrupts the wait when a new request arrives. A decision the node cannot take yet is
 //! put back at the head of its list.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::aio::MultiplexedConnection;
-use serde_json::Value;
+use parking_lot::Mutex;
+use redis::aio::{ConnectionManager, MultiplexedConnection};
+use turnstone_proto::api::{ApproveBody, PlanBody};
 use turnstone_proto::mq::InboundMessage;
 use turnstone_queue::Backoff;
 
-use crate::{Ctx, Reply, lock};
+use crate::{Ctx, Reply};
 
-/// Makes the waiter re-block on the current set of response lists.
-pub async fn wake(ctx: &Ctx) {
-    let mut conn = ctx.redis.clone();
-    let key = ctx.keys.bridge_wake(&ctx.node_id);
-    let r: Result<(), _> = redis::pipe()
-        .cmd("RPUSH")
-        .arg(&key)
-        .arg("1")
-        .ignore()
-        .cmd("EXPIRE")
-        .arg(&key)
-        .arg(60)
-        .ignore()
-        .query_async(&mut conn)
-        .await;
-    if let Err(e) = r {
-        tracing::debug!(error = %e, "approval waiter not woken (it re-blocks within 5 s)");
+/// The approval requests whose replies this bridge relays: request_id → ws_id, a cache of
+/// the node's pending set (rebuilt from `GET /v1/api/approvals` on start and after an
+/// outage). Owned by the relay; the event follower tells it what was asked and resolved.
+pub struct Approvals {
+    waits: Mutex<HashMap<String, String>>,
+    redis: ConnectionManager,
+    /// `{p}:bridge:{node}:wake`: a push interrupts the relay's wait.
+    wake_key: String,
+}
+
+impl Approvals {
+    pub(crate) fn new(redis: ConnectionManager, wake_key: String) -> Self {
+        Self {
+            waits: Mutex::default(),
+            redis,
+            wake_key,
+        }
+    }
+
+    /// The node asked `request_id` of `ws_id`: its response list is watched from now on.
+    pub(crate) async fn watch(&self, request_id: String, ws_id: String) {
+        self.waits.lock().insert(request_id, ws_id);
+        self.wake().await;
+    }
+
+    /// `ws_id`'s pending request was resolved, or the workstream is gone: nothing of it is
+    /// watched any more.
+    pub(crate) fn forget_workstream(&self, ws_id: &str) {
+        self.waits.lock().retain(|_, w| w != ws_id);
+    }
+
+    fn forget(&self, request_id: &str) {
+        self.waits.lock().remove(request_id);
+    }
+
+    fn workstream_of(&self, request_id: &str) -> Option<String> {
+        self.waits.lock().get(request_id).cloned()
+    }
+
+    /// The response lists to wait on, sorted, then the wake list.
+    fn lists(&self, keys: &turnstone_proto::keys::Keys) -> Vec<String> {
+        let mut lists: Vec<String> = self.waits.lock().keys().map(|r| keys.response(r)).collect();
+        lists.sort();
+        lists.push(self.wake_key.clone());
+        lists
+    }
+
+    /// Makes the relay re-block on the current set of response lists.
+    async fn wake(&self) {
+        let mut conn = self.redis.clone();
+        let r: Result<(), _> = redis::pipe()
+            .cmd("RPUSH")
+            .arg(&self.wake_key)
+            .arg("1")
+            .ignore()
+            .cmd("EXPIRE")
+            .arg(&self.wake_key)
+            .arg(60)
+            .ignore()
+            .query_async(&mut conn)
+            .await;
+        if let Err(e) = r {
+            tracing::debug!(error = %e, "approval waiter not woken (it re-blocks within 5 s)");
+        }
+    }
+
+    /// Adds the node's pending approvals; `false` when the node did not list them.
+    async fn load_pending(&self, ctx: &Ctx) -> bool {
+        let Reply::Accepted(body) = ctx.node.approvals().await else {
+            return false;
+        };
+        let rows: Vec<PendingRow> = body
+            .get("approvals")
+            .cloned()
+            .and_then(|v| serde_json::from_value(v).ok())
+            .unwrap_or_default();
+        let mut waits = self.waits.lock();
+        for row in rows {
+            if !row.ws_id.is_empty() && !row.request_id.is_empty() {
+                waits.insert(row.request_id, row.ws_id);
+            }
+        }
+        true
     }
 }
 
-async fn load_pending(ctx: &Ctx) -> bool {
-    let Reply::Accepted(body) = ctx.node.get("/v1/api/approvals").await else {
-        return false;
-    };
-    let rows = body
-        .get("approvals")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
-    let mut waits = lock(&ctx.waits);
-    for row in rows {
-        let ws = row.get("ws_id").and_then(Value::as_str).unwrap_or_default();
-        let req = row
-            .get("request_id")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        if !ws.is_empty() && !req.is_empty() {
-            waits.insert(req.to_string(), ws.to_string());
-        }
-    }
-    true
+/// What the relay reads of a row of `GET /v1/api/approvals`.
+#[derive(serde::Deserialize, Default)]
+#[serde(default)]
+struct PendingRow {
+    ws_id: String,
+    request_id: String,
 }
 
 pub async fn run(ctx: Arc<Ctx>) {
@@ -66,10 +119,10 @@ pub async fn run(ctx: Arc<Ctx>) {
     let mut backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(5));
     let mut loaded_epoch = u64::MAX;
     let resp_prefix = ctx.keys.response("");
-    let wake_key = ctx.keys.bridge_wake(&ctx.node_id);
+    let approvals = &ctx.approvals;
     while !ctx.cancel.is_cancelled() {
-        let epoch = ctx.current_epoch();
-        if ctx.is_up() && epoch != loaded_epoch && load_pending(&ctx).await {
+        let epoch = ctx.link.epoch();
+        if ctx.link.is_up() && epoch != loaded_epoch && approvals.load_pending(&ctx).await {
             loaded_epoch = epoch;
         }
         let Some(c) = conn.as_mut() else {
@@ -88,12 +141,7 @@ pub async fn run(ctx: Arc<Ctx>) {
             }
             continue;
         };
-        let mut keys: Vec<String> = lock(&ctx.waits)
-            .keys()
-            .map(|r| ctx.keys.response(r))
-            .collect();
-        keys.sort();
-        keys.push(wake_key.clone());
+        let keys = approvals.lists(&ctx.keys);
         let mut blpop = redis::cmd("BLPOP");
         blpop.arg(&keys).arg(pop.as_secs());
         let popped: Result<Option<(String, String)>, _> = tokio::select! {
@@ -109,14 +157,15 @@ pub async fn run(ctx: Arc<Ctx>) {
                 continue;
             }
         };
-        if key == wake_key {
+        if key == approvals.wake_key {
             continue;
         }
         let Some(request_id) = key.strip_prefix(&resp_prefix).map(str::to_string) else {
             continue;
         };
-        let ws_id = lock(&ctx.waits).get(&request_id).cloned();
-        let Some(ws_id) = ws_id else { continue };
+        let Some(ws_id) = approvals.workstream_of(&request_id) else {
+            continue;
+        };
         if !relay(&ctx, &ws_id, &request_id, &value).await {
             // The node cannot take it now: put it back first in line and wait a little.
             let mut m = ctx.redis.clone();
@@ -133,30 +182,72 @@ pub async fn run(ctx: Arc<Ctx>) {
     }
 }
 
+/// A decision for `request_id` of `ws_id`.
+fn decision(
+    ws_id: &str,
+    request_id: &str,
+    approved: bool,
+    feedback: Option<&str>,
+    always: bool,
+) -> ApproveBody {
+    ApproveBody {
+        ws_id: ws_id.to_string(),
+        approved,
+        feedback: feedback.filter(|f| !f.is_empty()).map(str::to_string),
+        always,
+        request_id: request_id.to_string(),
+    }
+}
+
 /// Hands one reply to the node; `false` when it must be retried later.
 async fn relay(ctx: &Ctx, ws_id: &str, request_id: &str, raw: &str) -> bool {
     let reply = match InboundMessage::decode(raw.as_bytes()) {
         Ok(InboundMessage::PlanFeedback(p)) => {
-            ctx.node
-                .post("/v1/api/plan", &serde_json::json!({"ws_id": ws_id, "feedback": p.feedback, "request_id": request_id}))
-                .await
+            let body = PlanBody {
+                ws_id: ws_id.to_string(),
+                feedback: p.feedback,
+                request_id: request_id.to_string(),
+            };
+            ctx.node.plan(&body).await
         }
         Ok(InboundMessage::Approve(a)) => {
-            ctx.node
-                .approve(ws_id, request_id, a.approved, a.feedback.as_deref(), a.always)
-                .await
+            let body = decision(
+                ws_id,
+                request_id,
+                a.approved,
+                a.feedback.as_deref(),
+                a.always,
+            );
+            ctx.node.approve(&body).await
         }
         // Any other message on a response list counts as a denial (cluster spec §3.7).
-        Ok(_) => ctx.node.approve(ws_id, request_id, false, Some("Unexpected reply type"), false).await,
+        Ok(_) => {
+            let body = decision(
+                ws_id,
+                request_id,
+                false,
+                Some("Unexpected reply type"),
+                false,
+            );
+            ctx.node.approve(&body).await
+        }
         Err(e) => {
-            ctx.dead_letter(&format!("unreadable approval reply: {e}"), raw, request_id).await;
-            ctx.node.approve(ws_id, request_id, false, Some("Unreadable approval reply"), false).await
+            ctx.dead_letter(&format!("unreadable approval reply: {e}"), raw, request_id)
+                .await;
+            let body = decision(
+                ws_id,
+                request_id,
+                false,
+                Some("Unreadable approval reply"),
+                false,
+            );
+            ctx.node.approve(&body).await
         }
     };
     match reply {
         Reply::Accepted(_) => {
             ctx.metrics.inc(&ctx.metrics.approvals_relayed);
-            lock(&ctx.waits).remove(request_id);
+            ctx.approvals.forget(request_id);
             true
         }
         Reply::Rejected { status, error, .. } => {
@@ -170,7 +261,7 @@ async fn relay(ctx: &Ctx, ws_id: &str, request_id: &str, raw: &str) -> bool {
                 )
                 .await;
             }
-            lock(&ctx.waits).remove(request_id);
+            ctx.approvals.forget(request_id);
             true
         }
         Reply::Unavailable(e) => {

@@ -26,66 +26,45 @@ pub mod inbound;
 pub mod liveness;
 pub mod metrics;
 pub mod node;
+mod outbox;
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+use std::sync::Arc;
+use std::time::Duration;
 
 use redis::aio::ConnectionManager;
-use serde_json::{Value, json};
-use tokio::sync::{Semaphore, watch};
 use tokio_util::sync::CancellationToken;
+use turnstone_proto::api::Health;
 use turnstone_proto::keys::Keys;
-use turnstone_proto::mq::OutboundEvent;
-use turnstone_queue::{Backoff, Leases, Publisher, ReliableQueue};
+use turnstone_queue::{Backoff, Leases};
 
 pub use config::{Args, BridgeConfig, NodeAuth};
 pub use node::{NodeClient, Reply};
 
-/// Shared by the bridge's tasks.
+/// What every task of the bridge shares: its settings and connections (read-only), and
+/// the state of each concern, each owned by its module and changed only through that
+/// module's methods:
+///
+/// * [`liveness::NodeLink`]: is the node answering, and since which epoch;
+/// * [`inbound::Inbound`]: the queues this bridge takes from, what it holds, draining;
+/// * [`events::Events`]: the event publisher and the derived per-workstream facts;
+/// * [`approvals::Approvals`]: the response lists the relay waits on.
 pub struct Ctx {
-    pub cfg: BridgeConfig,
-    pub keys: Keys,
-    pub node_id: String,
-    pub node: NodeClient,
-    pub redis: ConnectionManager,
-    pub client: redis::Client,
-    pub leases: Leases,
-    pub publisher: Publisher,
-    pub metrics: metrics::Metrics,
-    /// Is the node answering? Inbound work runs only while it is.
-    pub up: watch::Sender<bool>,
-    /// Changes on every up/down transition; work fetched in another epoch is abandoned
-    /// (left in the processing list) instead of being handed to the node.
-    pub epoch: AtomicU64,
-    /// Set when work was abandoned while the node was up (a Redis error mid-message): the
-    /// fetchers then re-drive their processing lists, so that work is retried, not stranded
-    /// until the next node outage.
-    pub redrive: std::sync::atomic::AtomicBool,
-    /// Re-drive requests taken so far (each fetcher compares it with the last it served).
-    pub redrive_seen: AtomicU64,
-    pub max_ws: AtomicU64,
-    /// Bridge start, Unix seconds (the heartbeat's `started`).
-    pub started: f64,
-    /// Bounds the messages in flight; all permits back = nothing in flight.
-    pub permits: Arc<Semaphore>,
-    /// Derived per-workstream facts for `cluster_state` (tokens, context ratio, activity),
-    /// rebuilt from the event stream; not state of record.
-    pub ws_facts: Mutex<HashMap<String, WsFacts>>,
-    /// Pending approvals this bridge waits on: request_id → ws_id (a cache of the node's
-    /// pending set, rebuilt from `/v1/api/approvals` on start).
-    pub waits: Mutex<HashMap<String, String>>,
-    pub directed: ReliableQueue,
-    pub shared: ReliableQueue,
-    /// Set while the directed fetcher keeps finding messages (cleared when it finds the
-    /// queue empty): the shared fetcher then checks for a directed backlog before taking.
-    pub directed_hot: std::sync::atomic::AtomicBool,
-    /// Fired when the bridge drains (SIGTERM): the fetchers stop taking from Redis, what is
-    /// in flight goes on. A child of `cancel` (a hard stop drains too).
-    pub draining: CancellationToken,
+    pub(crate) cfg: BridgeConfig,
+    pub(crate) keys: Keys,
+    pub(crate) node_id: String,
+    pub(crate) node: NodeClient,
+    /// Non-blocking Redis traffic (auto-reconnecting).
+    pub(crate) redis: ConnectionManager,
+    /// Opens the dedicated connections of blocking pops.
+    pub(crate) client: redis::Client,
+    pub(crate) leases: Leases,
+    pub(crate) metrics: metrics::Metrics,
+    pub(crate) link: liveness::NodeLink,
+    pub(crate) inbound: inbound::Inbound,
+    pub(crate) events: events::Events,
+    pub(crate) approvals: approvals::Approvals,
     /// Stops every task.
-    pub cancel: CancellationToken,
+    pub(crate) cancel: CancellationToken,
 }
 
 impl std::fmt::Debug for Ctx {
@@ -96,124 +75,10 @@ impl std::fmt::Debug for Ctx {
     }
 }
 
-#[derive(Debug, Clone, Default)]
-pub struct WsFacts {
-    pub tokens: u64,
-    pub context_ratio: f64,
-    pub activity: String,
-    pub activity_state: String,
-}
-
-pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-pub(crate) fn now_secs() -> f64 {
-    SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or_default()
-}
-
-impl Ctx {
-    pub fn is_up(&self) -> bool {
-        *self.up.borrow()
-    }
-
-    pub fn current_epoch(&self) -> u64 {
-        self.epoch.load(Ordering::SeqCst)
-    }
-
-    /// The heartbeat JSON of the original: `{server_url, started, max_ws}`.
-    /// The heartbeat JSON, signed (`signed_at`, `sig`) when the bridge has the cluster's JWT
-    /// secret, so the console trusts its `server_url`.
-    pub fn heartbeat_value(&self) -> Value {
-        let mut value = json!({
-            "server_url": self.cfg.server_url,
-            "started": self.started,
-            "max_ws": self.max_ws.load(Ordering::Relaxed),
-        });
-        if let Some(secret) = &self.cfg.heartbeat_secret {
-            let signed_at =
-                turnstone_runtime::auth::jwt::unix_seconds(std::time::SystemTime::now());
-            value["signed_at"] = json!(signed_at);
-            value["sig"] = json!(turnstone_runtime::auth::heartbeat::sign(
-                secret,
-                &self.node_id,
-                &self.cfg.server_url,
-                signed_at,
-            ));
-        }
-        value
-    }
-
-    /// Publishes one event on pub/sub (best effort, as the original protocol); failures are
-    /// logged and counted.
-    pub async fn publish(&self, channel: &str, event: &OutboundEvent) {
-        let mut conn = self.redis.clone();
-        let payload = event.encode();
-        let r: Result<i64, _> = redis::cmd("PUBLISH")
-            .arg(channel)
-            .arg(&payload)
-            .query_async(&mut conn)
-            .await;
-        if let Err(e) = r {
-            self.metrics.inc(&self.metrics.publish_errors);
-            tracing::warn!(channel, error = %e, "publish failed");
-        }
-    }
-
-    /// Appends a dead letter: the reason, the original payload, who and when. Retries until
-    /// Redis takes it (a dead letter must not be lost either). The list keeps the newest
-    /// `--dead-letter-max` entries; what is trimmed is counted.
-    pub async fn dead_letter(&self, reason: &str, payload: &str, correlation_id: &str) {
-        let entry = json!({
-            "reason": reason,
-            "payload": payload,
-            "correlation_id": correlation_id,
-            "node_id": self.node_id,
-            "at": now_secs(),
-        })
-        .to_string();
-        let mut backoff = Backoff::default();
-        loop {
-            let mut conn = self.redis.clone();
-            // Appended and trimmed to the newest `dead_letter_max` in one transaction.
-            let key = self.keys.dead_letter();
-            let max = isize::try_from(self.cfg.dead_letter_max).unwrap_or(isize::MAX);
-            let r: Result<(isize,), _> = redis::pipe()
-                .atomic()
-                .rpush(&key, &entry)
-                .ltrim(&key, -max, -1)
-                .ignore()
-                .query_async(&mut conn)
-                .await;
-            match r {
-                Ok((len,)) => {
-                    let trimmed = u64::try_from(len.saturating_sub(max)).unwrap_or(0);
-                    if trimmed > 0 {
-                        self.metrics
-                            .dead_letters_trimmed
-                            .fetch_add(trimmed, std::sync::atomic::Ordering::Relaxed);
-                    }
-                    break;
-                }
-                Err(e) if !self.cancel.is_cancelled() => {
-                    tracing::warn!(error = %e, "dead letter not written yet; retrying");
-                    tokio::time::sleep(backoff.delay()).await;
-                }
-                Err(_) => break,
-            }
-        }
-        self.metrics.inc(&self.metrics.dead_letters);
-        tracing::warn!(reason, correlation_id, "message dead-lettered");
-    }
-}
-
 /// A running bridge.
 #[derive(Debug)]
 pub struct Bridge {
-    pub ctx: Arc<Ctx>,
+    ctx: Arc<Ctx>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
@@ -251,14 +116,11 @@ impl Bridge {
         let node = NodeClient::new(&cfg.server_url, &cfg.auth, cfg.allow_producer_auto_approve)?;
         let (node_id, max_ws) = resolve_identity(&cfg, &node, &cancel).await?;
         let keys = Keys::new(cfg.prefix.clone());
-        let directed_q = keys.inbound_node(&node_id);
-        let shared_q = keys.inbound();
-        let directed =
-            ReliableQueue::new(directed_q.clone(), keys.processing(&directed_q, &node_id));
-        let shared = ReliableQueue::new(shared_q.clone(), keys.processing(&shared_q, &node_id));
-        let (up, _) = watch::channel(false);
         let ctx = Arc::new(Ctx {
-            publisher: Publisher::new(cfg.stream_maxlen, cfg.stream_ttl.as_secs()),
+            link: liveness::NodeLink::new(max_ws),
+            inbound: inbound::Inbound::new(&keys, &node_id, cfg.concurrency, cancel.child_token()),
+            events: events::Events::new(cfg.stream_maxlen, cfg.stream_ttl),
+            approvals: approvals::Approvals::new(redis.clone(), keys.bridge_wake(&node_id)),
             leases: Leases::new(keys.clone()),
             keys,
             node_id,
@@ -266,19 +128,6 @@ impl Bridge {
             redis,
             client,
             metrics: metrics::Metrics::default(),
-            up,
-            epoch: AtomicU64::new(0),
-            redrive: std::sync::atomic::AtomicBool::new(false),
-            redrive_seen: AtomicU64::new(0),
-            max_ws: AtomicU64::new(max_ws),
-            started: now_secs(),
-            permits: Arc::new(Semaphore::new(cfg.concurrency)),
-            ws_facts: Mutex::default(),
-            waits: Mutex::default(),
-            directed,
-            shared,
-            directed_hot: std::sync::atomic::AtomicBool::new(false),
-            draining: cancel.child_token(),
             cancel: cancel.clone(),
             cfg,
         });
@@ -317,26 +166,15 @@ impl Bridge {
     /// with this bridge) and the heartbeat is removed.
     pub async fn drain(self, timeout: Duration) -> DrainReport {
         let ctx = self.ctx.clone();
-        ctx.draining.cancel();
-        let all = u32::try_from(ctx.cfg.concurrency).unwrap_or(u32::MAX);
-        let finished = tokio::time::timeout(timeout, ctx.permits.acquire_many(all))
-            .await
-            .is_ok();
+        ctx.inbound.start_draining();
+        let finished = ctx.inbound.wait_idle(timeout).await;
         if !finished {
             tracing::warn!("drain timeout reached with messages in flight; handing them back");
         }
         ctx.cancel.cancel();
         self.join().await;
-        let mut handed_back = 0;
         let mut conn = ctx.redis.clone();
-        for q in [&ctx.directed, &ctx.shared] {
-            match q.hand_back(&mut conn).await {
-                Ok(n) => handed_back += n,
-                Err(e) => {
-                    tracing::warn!(queue = %q.queue, error = %e, "held messages not handed back (a restarted bridge or another bridge's janitor re-drives them)");
-                }
-            }
-        }
+        let handed_back = ctx.inbound.hand_back(&mut conn).await;
         if let Err(e) = ctx.leases.withdraw(&mut conn, &ctx.node_id).await {
             tracing::warn!(error = %e, "heartbeat not removed (it expires by its TTL)");
         }
@@ -367,16 +205,14 @@ async fn resolve_identity(
     let mut delay = Duration::from_secs(1);
     loop {
         match node.health(Duration::from_secs(5)).await {
-            Reply::Accepted(h) => {
-                let max_ws = h.get("max_ws").and_then(Value::as_u64).unwrap_or(10);
+            Reply::Accepted(body) => {
+                let h: Health = node::decode_reply("health", &body).unwrap_or_default();
                 let id = if cfg.node_id.is_empty() {
-                    h.get("node_id")
-                        .and_then(Value::as_str)
-                        .unwrap_or_default()
-                        .to_string()
+                    h.node_id
                 } else {
                     cfg.node_id.clone()
                 };
+                let max_ws = h.max_ws;
                 if !id.is_empty() {
                     return Ok((id, max_ws));
                 }

@@ -12,14 +12,91 @@
 //!   list, so nothing waits forever in a dead node's queue.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use serde_json::Value;
+use tokio::sync::watch;
 use tokio::time::Instant;
-use turnstone_proto::mq::{OutboundEvent, WsCreatedEvent};
+use turnstone_proto::api::{Health, WorkstreamList};
+use turnstone_proto::ids::now_timestamp;
+use turnstone_proto::mq::{NodeHeartbeat, OutboundEvent, WsCreatedEvent};
 
+use crate::node::decode_reply;
 use crate::{Ctx, Reply};
+
+/// Is the node answering? Owned by the liveness task, which alone changes it; the inbound
+/// side and the approval relay only read it.
+pub struct NodeLink {
+    /// Inbound work runs only while it is `true`.
+    up: watch::Sender<bool>,
+    /// Changes on every up/down transition; work fetched in another epoch is abandoned
+    /// (left in the processing list) instead of being handed to the node.
+    epoch: AtomicU64,
+    /// The node's capacity as its `/health` last said (the heartbeat's `max_ws`).
+    max_ws: AtomicU64,
+    /// Bridge start, Unix seconds (the heartbeat's `started`).
+    started: f64,
+}
+
+impl NodeLink {
+    pub(crate) fn new(max_ws: u64) -> Self {
+        Self {
+            up: watch::channel(false).0,
+            epoch: AtomicU64::new(0),
+            max_ws: AtomicU64::new(max_ws),
+            started: now_timestamp(),
+        }
+    }
+
+    pub fn is_up(&self) -> bool {
+        *self.up.borrow()
+    }
+
+    /// The current up/down epoch.
+    pub fn epoch(&self) -> u64 {
+        self.epoch.load(Ordering::SeqCst)
+    }
+
+    /// Whether work begun in `epoch` may still go to the node: the node is up and has not
+    /// been down since.
+    pub fn lasts(&self, epoch: u64) -> bool {
+        epoch == self.epoch() && self.is_up()
+    }
+
+    /// Follows the up/down state.
+    pub fn subscribe(&self) -> watch::Receiver<bool> {
+        self.up.subscribe()
+    }
+
+    fn set_up(&self, up: bool) {
+        self.epoch.fetch_add(1, Ordering::SeqCst);
+        let _ = self.up.send(up);
+    }
+
+    /// The heartbeat value of the original (`{server_url, started, max_ws}`), signed
+    /// (`signed_at`, `sig`) when the bridge has the cluster's JWT secret, so the console
+    /// trusts its `server_url`.
+    fn heartbeat(&self, cfg: &crate::BridgeConfig, node_id: &str) -> NodeHeartbeat {
+        let mut hb = NodeHeartbeat {
+            server_url: cfg.server_url.clone(),
+            started: self.started,
+            max_ws: self.max_ws.load(Ordering::Relaxed),
+            ..NodeHeartbeat::default()
+        };
+        if let Some(secret) = &cfg.heartbeat_secret {
+            // Whole seconds: the signature covers them.
+            let signed_at = now_timestamp().trunc() as i64;
+            hb.sig = Some(turnstone_runtime::auth::heartbeat::sign(
+                secret,
+                node_id,
+                &cfg.server_url,
+                signed_at,
+            ));
+            hb.signed_at = Some(signed_at);
+        }
+        hb
+    }
+}
 
 const JANITOR: &str = r#"
 -- KEYS[1] heartbeat of the list's node; KEYS[2] list; KEYS[3] shared queue; ARGV[1] max moves
@@ -55,12 +132,12 @@ pub async fn run(ctx: Arc<Ctx>) {
             break;
         }
         match ctx.node.health(probe_timeout).await {
-            Reply::Accepted(h) => {
+            Reply::Accepted(body) => {
                 failures = 0;
-                if let Some(max) = h.get("max_ws").and_then(Value::as_u64) {
-                    ctx.max_ws.store(max, Ordering::Relaxed);
+                if let Some(h) = decode_reply::<Health>("health", &body) {
+                    ctx.link.max_ws.store(h.max_ws, Ordering::Relaxed);
                 }
-                if !ctx.is_up() {
+                if !ctx.link.is_up() {
                     if come_up(&ctx, !recovered).await {
                         recovered = true;
                         next_lease = Instant::now() + lease_every;
@@ -83,12 +160,12 @@ pub async fn run(ctx: Arc<Ctx>) {
             }
             Reply::Unavailable(e) => {
                 failures += 1;
-                if ctx.is_up() {
+                if ctx.link.is_up() {
                     tracing::warn!(error = %e, failures, "node health probe failed");
                 }
             }
         }
-        if failures >= 2 && ctx.is_up() {
+        if failures >= 2 && ctx.link.is_up() {
             go_down(&ctx).await;
         }
         if Instant::now() >= next_janitor {
@@ -104,14 +181,11 @@ pub async fn run(ctx: Arc<Ctx>) {
 
 async fn heartbeat(ctx: &Ctx) -> bool {
     let mut conn = ctx.redis.clone();
+    let value =
+        serde_json::to_value(ctx.link.heartbeat(&ctx.cfg, &ctx.node_id)).unwrap_or_default();
     match ctx
         .leases
-        .heartbeat(
-            &mut conn,
-            &ctx.node_id,
-            &ctx.heartbeat_value(),
-            ctx.cfg.heartbeat_ttl,
-        )
+        .heartbeat(&mut conn, &ctx.node_id, &value, ctx.cfg.heartbeat_ttl)
         .await
     {
         Ok(()) => true,
@@ -128,22 +202,16 @@ async fn come_up(ctx: &Ctx, first: bool) -> bool {
         return false;
     }
     refresh_leases(ctx, first).await;
-    ctx.epoch.fetch_add(1, Ordering::SeqCst);
-    let _ = ctx.up.send(true);
+    ctx.link.set_up(true);
     tracing::info!(node_id = %ctx.node_id, "node is up; taking work");
     true
 }
 
 /// Node stopped answering: stop taking work, let in-flight work end, withdraw the heartbeat.
 async fn go_down(ctx: &Ctx) {
-    ctx.epoch.fetch_add(1, Ordering::SeqCst);
-    let _ = ctx.up.send(false);
+    ctx.link.set_up(false);
     tracing::warn!(node_id = %ctx.node_id, "node is down; no longer taking work");
-    let total = ctx.cfg.concurrency;
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while ctx.permits.available_permits() < total && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    ctx.inbound.settle(Duration::from_secs(15)).await;
     let mut conn = ctx.redis.clone();
     if let Err(e) = ctx.leases.withdraw(&mut conn, &ctx.node_id).await {
         tracing::warn!(error = %e, "heartbeat not withdrawn (it expires by its TTL)");
@@ -153,18 +221,13 @@ async fn go_down(ctx: &Ctx) {
 /// Refreshes the ownership lease of every live workstream of the node. On the first run
 /// after start it also announces them on the cluster channel (cluster spec §3.2).
 async fn refresh_leases(ctx: &Ctx, announce: bool) {
-    let Reply::Accepted(body) = ctx.node.get("/v1/api/workstreams").await else {
+    let Reply::Accepted(body) = ctx.node.workstreams().await else {
         return;
     };
-    let rows = body
-        .get("workstreams")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
-    let ids: Vec<String> = rows
-        .iter()
-        .filter_map(|r| r.get("id").and_then(Value::as_str).map(str::to_string))
-        .collect();
+    let Some(WorkstreamList { workstreams: rows }) = decode_reply("workstreams", &body) else {
+        return;
+    };
+    let ids: Vec<String> = rows.iter().map(|r| r.id.clone()).collect();
     let mut conn = ctx.redis.clone();
     if let Err(e) = ctx
         .leases
@@ -174,18 +237,10 @@ async fn refresh_leases(ctx: &Ctx, announce: bool) {
         tracing::warn!(error = %e, "ownership leases not refreshed");
     }
     if announce {
-        for row in &rows {
+        for row in rows {
             let event: OutboundEvent = WsCreatedEvent {
-                ws_id: row
-                    .get("id")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_string(),
-                name: row
-                    .get("name")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_string(),
+                ws_id: row.id,
+                name: row.name,
                 node_id: ctx.node_id.clone(),
                 ..WsCreatedEvent::default()
             }

@@ -163,21 +163,21 @@ impl Metrics {
 }
 
 async fn metrics(State(ctx): State<Arc<Ctx>>) -> impl IntoResponse {
-    let inflight = ctx.cfg.concurrency - ctx.permits.available_permits().min(ctx.cfg.concurrency);
+    let inflight = ctx.inbound.in_flight();
     (
         [(
             header::CONTENT_TYPE,
             "text/plain; version=0.0.4; charset=utf-8",
         )],
-        ctx.metrics.render(&ctx.node_id, ctx.is_up(), inflight),
+        ctx.metrics.render(&ctx.node_id, ctx.link.is_up(), inflight),
     )
 }
 
 async fn health(State(ctx): State<Arc<Ctx>>) -> impl IntoResponse {
     axum::Json(json!({
-        "status": if ctx.is_up() { "ok" } else { "degraded" },
+        "status": if ctx.link.is_up() { "ok" } else { "degraded" },
         "node_id": ctx.node_id,
-        "node_up": ctx.is_up(),
+        "node_up": ctx.link.is_up(),
         "version": env!("CARGO_PKG_VERSION"),
     }))
 }
@@ -192,10 +192,10 @@ async fn ready(State(ctx): State<Arc<Ctx>>) -> Response {
         )
             .into_response()
     };
-    if ctx.draining.is_cancelled() {
+    if ctx.inbound.is_draining() {
         return unavailable("draining".into());
     }
-    if !ctx.is_up() {
+    if !ctx.link.is_up() {
         return unavailable("the node does not answer".into());
     }
     let mut conn = ctx.redis.clone();

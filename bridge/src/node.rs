@@ -1,12 +1,18 @@
-//! The bridge's HTTP client for its node: the calls of cluster spec §3.5, authenticated,
-//! with every answer classified as accepted, rejected (a final answer) or unavailable (try
-//! again later).
+//! The bridge's HTTP client for its node: the calls of cluster spec §3.5 with the typed
+//! bodies of [`turnstone_proto::api`], authenticated, with every answer classified as
+//! accepted, rejected (a final answer) or unavailable (try again later).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use reqwest::StatusCode;
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use turnstone_proto::api::{
+    ApproveBody, CancelBody, CloseWorkstreamBody, CommandBody, CreateWorkstreamBody, PlanBody,
+    SendBody,
+};
 use turnstone_runtime::auth::{JwtSecret, NewClaims, ServiceToken};
 
 use crate::config::NodeAuth;
@@ -29,6 +35,18 @@ pub enum Reply {
 impl Reply {
     pub fn is_unavailable(&self) -> bool {
         matches!(self, Self::Unavailable(_))
+    }
+}
+
+/// A reply body as its `proto::api` type (tolerant: unknown keys ignored, missing ones
+/// defaulted); `None` when it is not that body.
+pub fn decode_reply<T: DeserializeOwned>(what: &str, body: &Value) -> Option<T> {
+    match turnstone_proto::api::decode_value(what, body) {
+        Ok(t) => Some(t),
+        Err(e) => {
+            tracing::warn!(what, error = %e, "unexpected reply body from the node");
+            None
+        }
     }
 }
 
@@ -144,14 +162,59 @@ impl NodeClient {
         }
     }
 
-    pub async fn post(&self, path: &str, body: &Value) -> Reply {
+    async fn post<B: Serialize + ?Sized>(&self, path: &str, body: &B) -> Reply {
         let req = self.authorize(self.http.post(format!("{}{path}", self.base)).json(body));
         Self::classify(req.send().await).await
     }
 
-    pub async fn get(&self, path: &str) -> Reply {
+    async fn get(&self, path: &str) -> Reply {
         let req = self.authorize(self.http.get(format!("{}{path}", self.base)));
         Self::classify(req.send().await).await
+    }
+
+    /// `POST /v1/api/send`.
+    pub async fn send(&self, body: &SendBody) -> Reply {
+        self.post("/v1/api/send", body).await
+    }
+
+    /// `POST /v1/api/command`.
+    pub async fn command(&self, body: &CommandBody) -> Reply {
+        self.post("/v1/api/command", body).await
+    }
+
+    /// `POST /v1/api/cancel`.
+    pub async fn cancel(&self, body: &CancelBody) -> Reply {
+        self.post("/v1/api/cancel", body).await
+    }
+
+    /// `POST /v1/api/workstreams/new`.
+    pub async fn create_workstream(&self, body: &CreateWorkstreamBody) -> Reply {
+        self.post("/v1/api/workstreams/new", body).await
+    }
+
+    /// `POST /v1/api/workstreams/close`.
+    pub async fn close_workstream(&self, body: &CloseWorkstreamBody) -> Reply {
+        self.post("/v1/api/workstreams/close", body).await
+    }
+
+    /// `POST /v1/api/approve`.
+    pub async fn approve(&self, body: &ApproveBody) -> Reply {
+        self.post("/v1/api/approve", body).await
+    }
+
+    /// `POST /v1/api/plan`.
+    pub async fn plan(&self, body: &PlanBody) -> Reply {
+        self.post("/v1/api/plan", body).await
+    }
+
+    /// `GET /v1/api/workstreams`.
+    pub async fn workstreams(&self) -> Reply {
+        self.get("/v1/api/workstreams").await
+    }
+
+    /// `GET /v1/api/approvals`: the node's pending approvals.
+    pub async fn approvals(&self) -> Reply {
+        self.get("/v1/api/approvals").await
     }
 
     /// `GET /health` with a short timeout (liveness probe).
@@ -184,24 +247,5 @@ impl NodeClient {
             return Err(format!("node event stream answered {}", resp.status()));
         }
         Ok(resp)
-    }
-
-    pub async fn send(&self, body: Value) -> Reply {
-        self.post("/v1/api/send", &body).await
-    }
-
-    pub async fn approve(
-        &self,
-        ws_id: &str,
-        request_id: &str,
-        approved: bool,
-        feedback: Option<&str>,
-        always: bool,
-    ) -> Reply {
-        let mut body = json!({"ws_id": ws_id, "request_id": request_id, "approved": approved, "always": always});
-        if let Some(f) = feedback.filter(|f| !f.is_empty()) {
-            body["feedback"] = json!(f);
-        }
-        self.post("/v1/api/approve", &body).await
     }
 }

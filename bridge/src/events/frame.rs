@@ -1,0 +1,216 @@
+//! The frames of the node-wide event stream (`/v1/api/events/node`), decoded once from the
+//! SSE `data` into typed values: the per-workstream events as [`WsEvent`], plus what only
+//! the node-wide stream carries (`node_hello`, `events_truncated`, the workstream
+//! lifecycle, the activity line, the `request_id` of an approval request).
+
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
+use turnstone_proto::sse::{ToolItem, WsActivity, WsEvent, WsRename};
+
+/// One frame of the node-wide stream.
+#[derive(Debug, Clone, PartialEq)]
+pub enum NodeFrame {
+    /// `node_hello`: the first frame; a new `boot` restarts the node's sequence.
+    Hello { boot: u64 },
+    /// `events_truncated`: the node no longer holds some events the bridge had not
+    /// published.
+    Truncated { missed_from: u64, missed_to: u64 },
+    /// An event of one workstream.
+    Event(NodeEvent),
+    /// Anything else (a frame without a workstream, a type the bridge does not relay).
+    Other,
+}
+
+/// An event of workstream `ws_id` on the node-wide stream.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeEvent {
+    pub ws_id: String,
+    pub kind: NodeEventKind,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum NodeEventKind {
+    /// An event of the per-workstream stream.
+    Ws(WsEvent),
+    /// `approve_request`, with the `request_id` the replies are relayed under.
+    ApproveRequest {
+        request_id: String,
+        items: Vec<ToolItem>,
+    },
+    /// `activity`: the activity line (the global stream's `ws_activity`).
+    Activity(WsActivity),
+    /// `ws_created`: the workstream opened on this node.
+    Created,
+    /// `ws_closed`: the workstream closed.
+    Closed,
+    /// `ws_rename`: the workstream got a (new) name.
+    Renamed(WsRename),
+}
+
+impl NodeEventKind {
+    /// The node's `type` of the event (kept beside it in the workstream's Redis Stream).
+    pub fn type_name(&self) -> &str {
+        match self {
+            Self::Ws(e) => e.type_name(),
+            Self::ApproveRequest { .. } => "approve_request",
+            Self::Activity(_) => "activity",
+            Self::Created => "ws_created",
+            Self::Closed => "ws_closed",
+            Self::Renamed(_) => "ws_rename",
+        }
+    }
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct Hello {
+    boot: u64,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct Truncated {
+    missed_from: u64,
+    missed_to: u64,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct ApproveRequestFrame {
+    request_id: String,
+    items: Vec<ToolItem>,
+}
+
+/// The fields of `T` in `map` (a `null` counts as missing, as in every proto decoder);
+/// `None` when a value has the wrong type.
+fn fields<T: DeserializeOwned>(mut map: Map<String, Value>) -> Option<T> {
+    map.retain(|_, v| !v.is_null());
+    serde_json::from_value(Value::Object(map)).ok()
+}
+
+impl NodeFrame {
+    /// Decodes one SSE `data`; `None` when it is not a JSON object.
+    pub fn decode(data: &str) -> Option<Self> {
+        let Ok(Value::Object(map)) = serde_json::from_str::<Value>(data) else {
+            return None;
+        };
+        let kind = match map.get("type") {
+            Some(Value::String(t)) => t.clone(),
+            _ => String::new(),
+        };
+        let ws_id = match map.get("ws_id") {
+            Some(Value::String(w)) if !w.is_empty() => w.clone(),
+            _ => String::new(),
+        };
+        let frame = match kind.as_str() {
+            "node_hello" => fields::<Hello>(map).map(|h| Self::Hello { boot: h.boot }),
+            "events_truncated" => fields::<Truncated>(map).map(|t| Self::Truncated {
+                missed_from: t.missed_from,
+                missed_to: t.missed_to,
+            }),
+            _ if ws_id.is_empty() => None,
+            "approve_request" => fields::<ApproveRequestFrame>(map).map(|a| {
+                NodeEventKind::ApproveRequest {
+                    request_id: a.request_id,
+                    items: a.items,
+                }
+                .of(ws_id)
+            }),
+            "activity" => fields(map).map(|a| NodeEventKind::Activity(a).of(ws_id)),
+            "ws_created" => Some(NodeEventKind::Created.of(ws_id)),
+            "ws_closed" => Some(NodeEventKind::Closed.of(ws_id)),
+            "ws_rename" => fields(map).map(|r| NodeEventKind::Renamed(r).of(ws_id)),
+            _ => WsEvent::from_value(Value::Object(map))
+                .ok()
+                .map(|e| NodeEventKind::Ws(e).of(ws_id)),
+        };
+        Some(frame.unwrap_or(Self::Other))
+    }
+}
+
+impl NodeEventKind {
+    fn of(self, ws_id: String) -> NodeFrame {
+        NodeFrame::Event(NodeEvent { ws_id, kind: self })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use turnstone_proto::sse::{Text, WorkstreamState};
+
+    fn event(data: &str) -> NodeEvent {
+        match NodeFrame::decode(data) {
+            Some(NodeFrame::Event(e)) => e,
+            other => panic!("not an event: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn frames_of_the_node_stream_decode_once_into_typed_values() {
+        assert_eq!(
+            NodeFrame::decode(r#"{"type":"node_hello","node_id":"n","boot":7,"node_seq":3}"#),
+            Some(NodeFrame::Hello { boot: 7 })
+        );
+        assert_eq!(
+            NodeFrame::decode(r#"{"type":"events_truncated","missed_from":1,"missed_to":4}"#),
+            Some(NodeFrame::Truncated {
+                missed_from: 1,
+                missed_to: 4
+            })
+        );
+        let e = event(r#"{"type":"content","text":"Hi","ws_id":"w1","ws_seq":2,"node_seq":5}"#);
+        assert_eq!(e.ws_id, "w1");
+        assert_eq!(
+            e.kind,
+            NodeEventKind::Ws(WsEvent::Content(Text { text: "Hi".into() }))
+        );
+        let e = event(r#"{"type":"state_change","state":"running","ws_id":"w1"}"#);
+        assert!(matches!(
+            e.kind,
+            NodeEventKind::Ws(WsEvent::StateChange(ref s)) if s.state == WorkstreamState::Running
+        ));
+        let e = event(
+            r#"{"type":"approve_request","request_id":"r1","items":[{"call_id":"c","func_name":"bash","error":null}],"judge_pending":false,"ws_id":"w1"}"#,
+        );
+        match e.kind {
+            NodeEventKind::ApproveRequest { request_id, items } => {
+                assert_eq!(request_id, "r1");
+                assert_eq!(items[0].func_name, "bash");
+            }
+            other => panic!("{other:?}"),
+        }
+        let e =
+            event(r#"{"type":"activity","activity":"bash","activity_state":"tool","ws_id":"w1"}"#);
+        assert_eq!(e.kind.type_name(), "activity");
+        assert_eq!(
+            event(r#"{"type":"ws_created","ws_id":"w1","name":"x"}"#).kind,
+            NodeEventKind::Created
+        );
+        assert_eq!(
+            event(r#"{"type":"ws_closed","ws_id":"w1","reason":"idle"}"#).kind,
+            NodeEventKind::Closed
+        );
+        assert_eq!(
+            event(r#"{"type":"ws_rename","ws_id":"w1","name":"n"}"#)
+                .kind
+                .type_name(),
+            "ws_rename"
+        );
+    }
+
+    #[test]
+    fn frames_without_a_workstream_or_json_are_not_events() {
+        assert_eq!(NodeFrame::decode("not json"), None);
+        assert_eq!(NodeFrame::decode("[1]"), None);
+        assert_eq!(
+            NodeFrame::decode(r#"{"type":"content","text":"x"}"#),
+            Some(NodeFrame::Other)
+        );
+        assert_eq!(
+            NodeFrame::decode(r#"{"type":"stream_closing"}"#),
+            Some(NodeFrame::Other)
+        );
+    }
+}

@@ -1,0 +1,549 @@
+//! Follows the node-wide ordered event stream and republishes it.
+//!
+//! One HTTP stream per node (`/v1/api/events/node`), resumed from the cursor kept in Redis
+//! (`<boot>:<node_seq>` of the last event published). Each node event becomes one
+//! [`Publication`]: an entry `<boot>-<node_seq>` in the workstream's capped stream plus the
+//! compatible pub/sub messages (cluster spec §3.6, §3.8) — published only if the entry is
+//! new, so replaying events after a crash or a reconnect publishes nothing twice.
+//! `turn_complete` is the node's own event (with the send's `correlation_id`), never inferred.
+
+mod frame;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use eventsource_stream::Eventsource;
+use futures::StreamExt;
+use parking_lot::Mutex;
+use turnstone_proto::keys::Keys;
+use turnstone_proto::mq::{
+    ApprovalRequestEvent, ClusterStateEvent, OutboundEvent, PlanReviewEvent, StateChangeEvent,
+    WsClosedEvent, WsRenameEvent,
+};
+use turnstone_proto::sse::WsEvent;
+use turnstone_queue::{Backoff, Publication, Publisher};
+
+pub use frame::{NodeEvent, NodeEventKind, NodeFrame};
+
+use crate::Ctx;
+
+/// The event side's state, owned by the event follower: the publisher of the
+/// per-workstream streams and the facts derived from the events for `cluster_state`.
+pub struct Events {
+    publisher: Publisher,
+    /// Per-workstream facts (tokens, context ratio, activity), rebuilt from the event
+    /// stream; not state of record.
+    facts: Mutex<HashMap<String, WsFacts>>,
+}
+
+impl Events {
+    pub(crate) fn new(stream_maxlen: u64, stream_ttl: Duration) -> Self {
+        Self {
+            publisher: Publisher::new(stream_maxlen, stream_ttl.as_secs()),
+            facts: Mutex::default(),
+        }
+    }
+
+    fn facts(&self, ws_id: &str) -> WsFacts {
+        self.facts.lock().get(ws_id).cloned().unwrap_or_default()
+    }
+
+    fn forget(&self, ws_id: &str) {
+        self.facts.lock().remove(ws_id);
+    }
+
+    fn update_facts(&self, ws_id: &str, update: impl FnOnce(&mut WsFacts)) {
+        update(self.facts.lock().entry(ws_id.to_string()).or_default());
+    }
+}
+
+/// What the cluster channel's `cluster_state` tells besides the state.
+#[derive(Debug, Clone, Default)]
+struct WsFacts {
+    tokens: u64,
+    context_ratio: f64,
+    activity: String,
+    activity_state: String,
+}
+
+/// What the bridge must do besides publishing, after the publication went out.
+#[derive(Debug, Clone, PartialEq)]
+enum Effect {
+    AwaitApproval { request_id: String, ws_id: String },
+    ApprovalResolved { ws_id: String },
+    Closed { ws_id: String },
+    Created { ws_id: String },
+}
+
+pub async fn run(ctx: Arc<Ctx>) {
+    let mut backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(2));
+    while !ctx.cancel.is_cancelled() {
+        let cursor = load_cursor(&ctx).await;
+        let resp = match ctx.node.node_events(cursor).await {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::debug!(error = %e, "node event stream not open");
+                tokio::select! {
+                    _ = ctx.cancel.cancelled() => break,
+                    _ = tokio::time::sleep(backoff.delay()) => {}
+                }
+                continue;
+            }
+        };
+        ctx.metrics.inc(&ctx.metrics.event_stream_reconnects);
+        let mut stream = resp.bytes_stream().eventsource().ready_chunks(512);
+        let mut boot = cursor.map(|c| c.0).unwrap_or_default();
+        let mut last_seq = cursor.map(|c| c.1).unwrap_or_default();
+        loop {
+            let chunk = tokio::select! {
+                _ = ctx.cancel.cancelled() => return,
+                c = stream.next() => c,
+            };
+            let Some(chunk) = chunk else { break };
+            let mut batch = Vec::with_capacity(chunk.len());
+            let mut effects = Vec::new();
+            let mut broken = false;
+            for item in chunk {
+                let ev = match item {
+                    Ok(ev) => ev,
+                    Err(e) => {
+                        tracing::debug!(error = %e, "node event stream broke");
+                        broken = true;
+                        break;
+                    }
+                };
+                let Some(frame) = NodeFrame::decode(&ev.data) else {
+                    continue;
+                };
+                let event = match frame {
+                    NodeFrame::Hello { boot: new_boot } => {
+                        if new_boot != boot {
+                            if boot != 0 {
+                                tracing::info!(
+                                    old = boot,
+                                    new = new_boot,
+                                    "node restarted; following its new event log"
+                                );
+                            }
+                            boot = new_boot;
+                            last_seq = 0;
+                        }
+                        continue;
+                    }
+                    NodeFrame::Truncated {
+                        missed_from,
+                        missed_to,
+                    } => {
+                        tracing::error!(
+                            missed_from,
+                            missed_to,
+                            "the node no longer holds some events the bridge had not published"
+                        );
+                        continue;
+                    }
+                    NodeFrame::Event(event) => Some(event),
+                    NodeFrame::Other => None,
+                };
+                let Some(seq) = ev.id.trim().parse::<u64>().ok() else {
+                    continue;
+                };
+                ctx.metrics.inc(&ctx.metrics.events_received);
+                last_seq = last_seq.max(seq);
+                if let Some(event) = event {
+                    let (entry, effect) =
+                        publication(&ctx.events, &ctx.keys, &ctx.node_id, boot, seq, event);
+                    batch.extend(entry);
+                    effects.extend(effect);
+                }
+            }
+            publish_all(&ctx, &batch).await;
+            for effect in effects {
+                apply(&ctx, effect).await;
+            }
+            if boot != 0 {
+                save_cursor(&ctx, boot, last_seq).await;
+            }
+            backoff.reset();
+            if broken {
+                break;
+            }
+        }
+        tokio::select! {
+            _ = ctx.cancel.cancelled() => break,
+            _ = tokio::time::sleep(backoff.delay()) => {}
+        }
+    }
+}
+
+async fn publish_all(ctx: &Ctx, batch: &[Publication]) {
+    if batch.is_empty() {
+        return;
+    }
+    let mut backoff = Backoff::default();
+    loop {
+        let mut conn = ctx.redis.clone();
+        match ctx.events.publisher.publish_batch(&mut conn, batch).await {
+            Ok(fresh) => {
+                ctx.metrics.add(&ctx.metrics.events_published, fresh as u64);
+                ctx.metrics
+                    .add(&ctx.metrics.events_replayed, (batch.len() - fresh) as u64);
+                return;
+            }
+            Err(e) => {
+                ctx.metrics.inc(&ctx.metrics.publish_errors);
+                tracing::warn!(error = %e, "events not published yet; retrying");
+                tokio::select! {
+                    _ = ctx.cancel.cancelled() => return,
+                    _ = tokio::time::sleep(backoff.delay()) => {}
+                }
+            }
+        }
+    }
+}
+
+async fn apply(ctx: &Ctx, effect: Effect) {
+    let mut conn = ctx.redis.clone();
+    match effect {
+        Effect::AwaitApproval { request_id, ws_id } => {
+            ctx.approvals.watch(request_id, ws_id).await;
+        }
+        Effect::ApprovalResolved { ws_id } => {
+            ctx.approvals.forget_workstream(&ws_id);
+        }
+        Effect::Closed { ws_id } => {
+            ctx.approvals.forget_workstream(&ws_id);
+            ctx.events.forget(&ws_id);
+            if let Err(e) = ctx.leases.release(&mut conn, &ws_id, &ctx.node_id).await {
+                tracing::warn!(ws_id, error = %e, "ownership lease not released (it runs out by itself)");
+            }
+        }
+        Effect::Created { ws_id } => {
+            if let Err(e) = ctx
+                .leases
+                .own(&mut conn, &ws_id, &ctx.node_id, ctx.cfg.lease_ttl)
+                .await
+            {
+                tracing::warn!(ws_id, error = %e, "ownership lease not taken yet (the next refresh takes it)");
+            }
+        }
+    }
+}
+
+async fn load_cursor(ctx: &Ctx) -> Option<(u64, u64)> {
+    let mut conn = ctx.redis.clone();
+    let raw: Option<String> = redis::cmd("GET")
+        .arg(ctx.keys.bridge_cursor(&ctx.node_id))
+        .query_async(&mut conn)
+        .await
+        .ok()
+        .flatten();
+    let (b, s) = raw?
+        .split_once(':')
+        .map(|(b, s)| (b.to_string(), s.to_string()))?;
+    Some((b.parse().ok()?, s.parse().ok()?))
+}
+
+async fn save_cursor(ctx: &Ctx, boot: u64, seq: u64) {
+    let mut conn = ctx.redis.clone();
+    let r: Result<(), _> = redis::cmd("SET")
+        .arg(ctx.keys.bridge_cursor(&ctx.node_id))
+        .arg(format!("{boot}:{seq}"))
+        .query_async(&mut conn)
+        .await;
+    if let Err(e) = r {
+        // Harmless: a replay from an older cursor publishes nothing twice.
+        tracing::debug!(error = %e, "event cursor not saved");
+    }
+}
+
+/// The publication (and follow-up) of one node event; pure apart from the derived facts.
+/// Each distinct MQ event is encoded once.
+fn publication(
+    events: &Events,
+    k: &Keys,
+    node_id: &str,
+    boot: u64,
+    seq: u64,
+    event: NodeEvent,
+) -> (Option<Publication>, Option<Effect>) {
+    let NodeEvent { ws_id, kind } = event;
+    let event_type = kind.type_name().to_string();
+    let ws_channel = k.events_ws(&ws_id);
+    let mut effect = None;
+    // (channels, event): the event goes to each channel of its group.
+    let groups: Vec<(Vec<String>, OutboundEvent)> = match kind {
+        NodeEventKind::Ws(WsEvent::StateChange(change)) => {
+            let state = change.state.as_str().to_string();
+            let f = events.facts(&ws_id);
+            let cluster: OutboundEvent = ClusterStateEvent {
+                ws_id: ws_id.clone(),
+                state: state.clone(),
+                node_id: node_id.to_string(),
+                tokens: f.tokens,
+                context_ratio: f.context_ratio,
+                activity: f.activity,
+                activity_state: f.activity_state,
+                ..ClusterStateEvent::default()
+            }
+            .into();
+            let change: OutboundEvent = StateChangeEvent {
+                ws_id: ws_id.clone(),
+                state,
+                ..StateChangeEvent::default()
+            }
+            .into();
+            vec![
+                (vec![ws_channel, k.events_global()], change),
+                (vec![k.events_cluster()], cluster),
+            ]
+        }
+        NodeEventKind::Activity(a) => {
+            events.update_facts(&ws_id, |f| {
+                f.activity = a.activity;
+                f.activity_state = a.activity_state;
+            });
+            return (None, None);
+        }
+        NodeEventKind::ApproveRequest { request_id, items } => {
+            effect = Some(Effect::AwaitApproval {
+                request_id: request_id.clone(),
+                ws_id: ws_id.clone(),
+            });
+            let ev: OutboundEvent = ApprovalRequestEvent {
+                ws_id: ws_id.clone(),
+                correlation_id: request_id,
+                items,
+                ..ApprovalRequestEvent::default()
+            }
+            .into();
+            vec![(vec![ws_channel], ev)]
+        }
+        NodeEventKind::Ws(WsEvent::ApprovalResolved(_) | WsEvent::PlanResolved(_)) => {
+            return (None, Some(Effect::ApprovalResolved { ws_id }));
+        }
+        NodeEventKind::Ws(WsEvent::PlanReview(review)) => {
+            // Its reply (`plan_feedback` on `resp:{request_id}`) is relayed like an approval's.
+            if !review.request_id.is_empty() {
+                effect = Some(Effect::AwaitApproval {
+                    request_id: review.request_id.clone(),
+                    ws_id: ws_id.clone(),
+                });
+            }
+            let ev: OutboundEvent = PlanReviewEvent {
+                ws_id: ws_id.clone(),
+                correlation_id: review.request_id,
+                content: review.content,
+                ..PlanReviewEvent::default()
+            }
+            .into();
+            vec![(vec![ws_channel], ev)]
+        }
+        NodeEventKind::Closed => {
+            effect = Some(Effect::Closed {
+                ws_id: ws_id.clone(),
+            });
+            let ev: OutboundEvent = WsClosedEvent {
+                ws_id: ws_id.clone(),
+                ..WsClosedEvent::default()
+            }
+            .into();
+            vec![(vec![k.events_global(), k.events_cluster()], ev)]
+        }
+        NodeEventKind::Renamed(rename) => {
+            let ev: OutboundEvent = WsRenameEvent {
+                ws_id: ws_id.clone(),
+                name: rename.name,
+                ..WsRenameEvent::default()
+            }
+            .into();
+            vec![(vec![k.events_global(), k.events_cluster()], ev)]
+        }
+        NodeEventKind::Created => {
+            return (None, Some(Effect::Created { ws_id }));
+        }
+        NodeEventKind::Ws(event) => {
+            if let WsEvent::Status(s) = &event {
+                events.update_facts(&ws_id, |f| {
+                    f.tokens = s.total_tokens;
+                    f.context_ratio = (s.pct / 100.0 * 1000.0).round() / 1000.0;
+                });
+            }
+            match OutboundEvent::from_ws_event(&ws_id, &event) {
+                Some(ev) => vec![(vec![ws_channel], ev)],
+                None => return (None, None),
+            }
+        }
+    };
+    let mut stored = None;
+    let mut channels = Vec::new();
+    for (names, event) in groups {
+        let payload = event.encode();
+        stored.get_or_insert_with(|| payload.clone());
+        channels.extend(names.into_iter().map(|c| (c, payload.clone())));
+    }
+    let Some(stored) = stored else {
+        return (None, effect);
+    };
+    let publication = Publication {
+        stream: k.stream(&ws_id),
+        entry_id: format!("{boot}-{seq}"),
+        event_type,
+        event: stored,
+        channels,
+    };
+    (Some(publication), effect)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::*;
+
+    fn frame(data: &str) -> NodeEvent {
+        match NodeFrame::decode(data) {
+            Some(NodeFrame::Event(e)) => e,
+            other => panic!("not an event: {other:?}"),
+        }
+    }
+
+    fn map(events: &Events, data: &str) -> (Option<Publication>, Option<Effect>) {
+        publication(events, &Keys::new("p"), "node-a", 9, 4, frame(data))
+    }
+
+    /// A published payload without its (wall-clock) `timestamp`.
+    fn wire(payload: &str) -> Value {
+        let mut v: Value = serde_json::from_str(payload).unwrap();
+        assert!(v["timestamp"].as_f64().unwrap() > 0.0);
+        v.as_object_mut().unwrap().shift_remove("timestamp");
+        v
+    }
+
+    #[test]
+    fn state_change_goes_to_three_channels_with_the_derived_facts() {
+        let events = Events::new(100, Duration::from_secs(60));
+        assert_eq!(
+            map(
+                &events,
+                r#"{"type":"status","total_tokens":1234,"pct":12.345,"ws_id":"w"}"#
+            )
+            .0
+            .unwrap()
+            .event_type,
+            "status"
+        );
+        let (none, effect) = map(
+            &events,
+            r#"{"type":"activity","activity":"bash: ls","activity_state":"tool","ws_id":"w"}"#,
+        );
+        assert!(none.is_none() && effect.is_none());
+        let (p, effect) = map(
+            &events,
+            r#"{"type":"state_change","state":"running","ws_id":"w","ws_seq":3,"node_seq":4}"#,
+        );
+        let p = p.unwrap();
+        assert!(effect.is_none());
+        assert_eq!(p.stream, "p:stream:w");
+        assert_eq!(p.entry_id, "9-4");
+        assert_eq!(p.event_type, "state_change");
+        let change =
+            json!({"type": "state_change", "ws_id": "w", "correlation_id": "", "state": "running"});
+        assert_eq!(wire(&p.event), change);
+        let channels: Vec<&str> = p.channels.iter().map(|(c, _)| c.as_str()).collect();
+        assert_eq!(
+            channels,
+            ["p:events:w", "p:events:global", "p:events:cluster"]
+        );
+        assert_eq!(p.channels[0].1, p.event);
+        assert_eq!(p.channels[1].1, p.event);
+        assert_eq!(
+            wire(&p.channels[2].1),
+            json!({"type": "cluster_state", "ws_id": "w", "correlation_id": "", "state": "running",
+                   "node_id": "node-a", "tokens": 1234, "context_ratio": 0.123,
+                   "activity": "bash: ls", "activity_state": "tool"})
+        );
+    }
+
+    #[test]
+    fn approval_requests_are_published_under_their_request_id_and_watched() {
+        let events = Events::new(100, Duration::from_secs(60));
+        let (p, effect) = map(
+            &events,
+            r#"{"type":"approve_request","request_id":"r1","judge_pending":false,"ws_id":"w",
+                "items":[{"call_id":"c1","header":"h","preview":"p","func_name":"bash",
+                          "approval_label":"bash","needs_approval":true,"error":null}]}"#,
+        );
+        let p = p.unwrap();
+        assert_eq!(p.event_type, "approve_request");
+        assert_eq!(
+            wire(&p.event),
+            json!({"type": "approval_request", "ws_id": "w", "correlation_id": "r1",
+                   "items": [{"call_id": "c1", "header": "h", "preview": "p", "func_name": "bash",
+                              "approval_label": "bash", "needs_approval": true, "error": null}]})
+        );
+        assert_eq!(
+            effect,
+            Some(Effect::AwaitApproval {
+                request_id: "r1".into(),
+                ws_id: "w".into()
+            })
+        );
+        let (none, effect) = map(
+            &events,
+            r#"{"type":"approval_resolved","approved":true,"feedback":"","ws_id":"w"}"#,
+        );
+        assert!(none.is_none());
+        assert_eq!(effect, Some(Effect::ApprovalResolved { ws_id: "w".into() }));
+    }
+
+    #[test]
+    fn lifecycle_events_go_to_global_and_cluster() {
+        let events = Events::new(100, Duration::from_secs(60));
+        let (p, effect) = map(
+            &events,
+            r#"{"type":"ws_closed","ws_id":"w","reason":"idle"}"#,
+        );
+        let p = p.unwrap();
+        assert_eq!(effect, Some(Effect::Closed { ws_id: "w".into() }));
+        assert_eq!(
+            wire(&p.event),
+            json!({"type": "ws_closed", "ws_id": "w", "correlation_id": ""})
+        );
+        let channels: Vec<&str> = p.channels.iter().map(|(c, _)| c.as_str()).collect();
+        assert_eq!(channels, ["p:events:global", "p:events:cluster"]);
+        let (p, _) = map(&events, r#"{"type":"ws_rename","ws_id":"w","name":"new"}"#);
+        assert_eq!(
+            wire(&p.unwrap().event),
+            json!({"type": "ws_rename", "ws_id": "w", "correlation_id": "", "name": "new"})
+        );
+        let (none, effect) = map(&events, r#"{"type":"ws_created","ws_id":"w","name":"x"}"#);
+        assert!(none.is_none());
+        assert_eq!(effect, Some(Effect::Created { ws_id: "w".into() }));
+    }
+
+    #[test]
+    fn per_workstream_events_go_to_their_channel_once_encoded() {
+        let events = Events::new(100, Duration::from_secs(60));
+        let (p, _) = map(
+            &events,
+            r#"{"type":"turn_complete","correlation_id":"c9","content":"done","state":"idle","ws_id":"w"}"#,
+        );
+        let p = p.unwrap();
+        assert_eq!(p.event_type, "turn_complete");
+        assert_eq!(
+            wire(&p.event),
+            json!({"type": "turn_complete", "ws_id": "w", "correlation_id": "c9", "content": "done"})
+        );
+        assert_eq!(
+            p.channels,
+            vec![("p:events:w".to_string(), p.event.clone())]
+        );
+        for ignored in [
+            r#"{"type":"thinking_start","ws_id":"w"}"#,
+            r#"{"type":"something_new","ws_id":"w"}"#,
+        ] {
+            assert_eq!(map(&events, ignored), (None, None));
+        }
+    }
+}

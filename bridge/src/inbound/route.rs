@@ -1,0 +1,186 @@
+//! Where a message goes (cluster spec §3.4, with liveness): this node, the queue of its
+//! workstream's live owner or of the node it names, or — when the owner is dead — here
+//! after a re-homing (soft pin) or nowhere with an error (hard pin).
+
+use serde_json::Value;
+use turnstone_proto::api::{CreateWorkstreamBody, CreateWorkstreamReply};
+use turnstone_proto::mq::{InboundMessage, InfoEvent, OutboundEvent};
+use turnstone_queue::rendezvous;
+
+use super::Source;
+use super::answer::{ack_event, fail};
+use super::deliver::{self, retried};
+use crate::node::decode_reply;
+use crate::{Ctx, Reply};
+
+async fn forward(ctx: &Ctx, node: &str, raw: &str) -> Option<()> {
+    let mut m = ctx.redis.clone();
+    let r: Result<i64, _> = redis::cmd("RPUSH")
+        .arg(ctx.keys.inbound_node(node))
+        .arg(raw)
+        .query_async(&mut m)
+        .await;
+    match r {
+        Ok(_) => {
+            ctx.metrics.inc(&ctx.metrics.inbound_forwarded);
+            tracing::debug!(to = node, "forwarded");
+            Some(())
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "forward failed; the message stays held");
+            None
+        }
+    }
+}
+
+/// Routing of cluster spec §3.4, with liveness: `None` = abandon (retry later).
+pub(super) async fn route(
+    ctx: &Ctx,
+    source: Source,
+    msg: &InboundMessage,
+    value: &Value,
+    raw: &str,
+    epoch: u64,
+) -> Option<()> {
+    let mut m = ctx.redis.clone();
+    let me = ctx.node_id.as_str();
+    let target = msg.target_node();
+    let ws_id = msg.ws_id();
+    if !target.is_empty() && target != me {
+        let alive = ctx.leases.is_alive(&mut m, target).await.ok()?;
+        if alive {
+            return forward(ctx, target, raw).await;
+        }
+        if ws_id.is_empty() {
+            fail(
+                ctx,
+                msg,
+                raw,
+                &format!("target node '{target}' is not alive"),
+            )
+            .await;
+            return Some(());
+        }
+    }
+    if !ws_id.is_empty() {
+        let owner = ctx.leases.owner(&mut m, ws_id).await.ok()?;
+        match owner.as_deref() {
+            Some(o) if o == me => {}
+            Some(o) => {
+                if ctx.leases.is_alive(&mut m, o).await.ok()? {
+                    return forward(ctx, o, raw).await;
+                }
+                if ctx.leases.is_hard_pinned(&mut m, ws_id).await.ok()? {
+                    fail(
+                        ctx,
+                        msg,
+                        raw,
+                        &format!("workstream {ws_id} is hard-pinned to node '{o}', which is down"),
+                    )
+                    .await;
+                    return Some(());
+                }
+                match msg {
+                    InboundMessage::CloseWorkstream(_) | InboundMessage::Cancel(_) => {
+                        // Nothing runs on a dead node: a close drops the lease, a cancel is moot.
+                        if matches!(msg, InboundMessage::CloseWorkstream(_)) {
+                            let _ = ctx.leases.release(&mut m, ws_id, o).await;
+                        }
+                        ack_event(ctx, msg, "ok", &format!("node '{o}' is down")).await;
+                        return Some(());
+                    }
+                    _ => {}
+                }
+                // Soft pin: move it. A message already directed at us is ours to take (no
+                // ping-pong); from the shared queue, the rendezvous choice over live nodes.
+                let chosen = if source == Source::Directed {
+                    me.to_string()
+                } else {
+                    let live = ctx.leases.live_nodes(&mut m).await.ok()?;
+                    let mut names: Vec<&str> = live.keys().map(String::as_str).collect();
+                    names.push(me);
+                    rendezvous(ws_id, names).unwrap_or(me).to_string()
+                };
+                if chosen != me {
+                    return forward(ctx, &chosen, raw).await;
+                }
+                if !ctx
+                    .leases
+                    .claim(&mut m, ws_id, Some(o), me, ctx.cfg.lease_ttl)
+                    .await
+                    .ok()?
+                {
+                    // Someone else moved it first: follow the new lease.
+                    let now = ctx.leases.owner(&mut m, ws_id).await.ok()?;
+                    if let Some(n) = now.filter(|n| n != me) {
+                        return forward(ctx, &n, raw).await;
+                    }
+                }
+                restore(ctx, epoch, ws_id, Some(o)).await?;
+            }
+            None => {}
+        }
+    }
+    deliver::local(ctx, msg, value, raw, epoch).await
+}
+
+/// Makes `ws_id` live on this node after its owner died: resumed from the store when the
+/// node can (shared PostgreSQL), else started empty under the same id, so consumers keep
+/// their channel. `None` = node unavailable.
+pub(super) async fn restore(ctx: &Ctx, epoch: u64, ws_id: &str, from: Option<&str>) -> Option<()> {
+    let resume = CreateWorkstreamBody {
+        resume_ws: ws_id.to_string(),
+        ..CreateWorkstreamBody::default()
+    };
+    let resumed = retried(ctx, epoch, || ctx.node.create_workstream(&resume)).await?;
+    let resumed_here = match &resumed {
+        Reply::Accepted(b) => decode_reply::<CreateWorkstreamReply>("workstreams/new", b)
+            .is_some_and(|r| r.ws_id == ws_id),
+        _ => false,
+    };
+    let empty = CreateWorkstreamBody {
+        ws_id: ws_id.to_string(),
+        ..CreateWorkstreamBody::default()
+    };
+    let how = if resumed_here {
+        "with its history"
+    } else {
+        match retried(ctx, epoch, || ctx.node.create_workstream(&empty)).await? {
+            Reply::Accepted(_) => "without its history (not in this node's store)",
+            Reply::Rejected { status: 409, .. } => "(already here)",
+            Reply::Rejected { error, .. } => {
+                tracing::warn!(ws_id, error, "workstream could not be restored here");
+                "(restore failed)"
+            }
+            Reply::Unavailable(_) => return None,
+        }
+    };
+    let mut m = ctx.redis.clone();
+    let _ = ctx
+        .leases
+        .own(&mut m, ws_id, &ctx.node_id, ctx.cfg.lease_ttl)
+        .await;
+    ctx.metrics.inc(&ctx.metrics.rehomed);
+    let note = match from {
+        Some(o) => format!(
+            "Workstream moved to node '{}' {how}: node '{o}' is down.",
+            ctx.node_id
+        ),
+        None => format!("Workstream restored on node '{}' {how}.", ctx.node_id),
+    };
+    tracing::warn!(ws_id, "{note}");
+    let ev: OutboundEvent = InfoEvent {
+        ws_id: ws_id.to_string(),
+        message: note,
+        ..InfoEvent::default()
+    }
+    .into();
+    ctx.publish(&ctx.keys.events_ws(ws_id), &ev).await;
+    Some(())
+}
+
+/// Is `ws_id` leased to this node (so a 404 from the node means the node lost it)?
+pub(super) async fn known_here(ctx: &Ctx, ws_id: &str) -> bool {
+    let mut m = ctx.redis.clone();
+    matches!(ctx.leases.owner(&mut m, ws_id).await, Ok(Some(o)) if o == ctx.node_id)
+}
