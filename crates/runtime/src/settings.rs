@@ -692,7 +692,7 @@ mod tests {
         assert_eq!(value, "from-file");
         assert!(source.ends_with(&format!("# {p} [demo]")), "{source}");
         let alias = ("DEMO_OLD_HOST", "from-alias".to_string());
-        let (value, source, warnings) = host(&[], &[alias.clone()]);
+        let (value, source, warnings) = host(&[], std::slice::from_ref(&alias));
         assert_eq!(value, "from-alias");
         assert!(
             source.ends_with("# env DEMO_OLD_HOST (deprecated alias)"),
