@@ -1,21 +1,33 @@
-//! One configuration story for every service: the command line and the contract's
-//! `TURNSTONE_*` environment (through `clap`), then what `clap` cannot say by itself, done
-//! once here for the node, the bridge and the console:
+//! One configuration story for every service: defaults < the service's table of
+//! `config.toml` < environment (`TURNSTONE_*`, old names below it) < flags, layered with
+//! `figment` and typed by `clap`, done once here for the node, the bridge and the console.
 //!
+//! Each source is a named figment layer of settings (keyed by the `clap` argument id); the
+//! layer that wins a setting is what `--check-config` reports as its source, and every value
+//! that did not come from a flag is handed to `clap` as one, so values from every source are
+//! parsed and validated the same way (`clap` also supplies the defaults). The rules:
+//!
+//! * **the service's table of `config.toml`** (`[bridge]`, `[console]`): each key is a flag's
+//!   name (`server_url`, `redis_url`, …); an unknown key is an error naming it; other tables
+//!   are ignored;
 //! * **aliases** — the original's environment names (`REDIS_HOST`, `TURNSTONE_MQ_PREFIX`,
-//!   `OPENAI_API_KEY`, …) still set their setting, with a warning naming the new one;
+//!   `OPENAI_API_KEY`, …) still set their setting, above the file and below the contract
+//!   names, with a warning naming the new one;
 //! * **secrets from files** — every secret `X` may be given as `X_FILE` (the file's
 //!   contents, one trailing newline removed), so no secret need sit in the process
 //!   environment; giving both is an error, an unreadable file an error naming it;
-//! * **the service's table of `config.toml`** (`[bridge]`, `[console]`): each key is a flag's
-//!   name (`server_url`, `redis_url`, …); flags and environment win over the file, the file
-//!   wins over defaults; an unknown key is an error naming it; other tables are ignored;
 //! * **unknown `TURNSTONE_*` variables** — a warning at start, an error with
 //!   `--check-config`;
 //! * **`--check-config`** — the effective configuration with secrets redacted
 //!   ([`Settings::report`]), printed by the binary, which then exits 0 (or 2 on an error).
 //!
-//! Precedence: flag > environment (contract name) > alias > config file > default.
+//! What figment cannot say is done around it: `*_FILE` indirection and "both given" (read
+//! before layering, then a layer of their own), unknown keys of the table (checked against
+//! the service's arguments, which are no serde type) and unknown `TURNSTONE_*` variables
+//! (figment ignores what no provider asks for).
+//!
+//! The node's own tables (`[server]`, `[models]`, …) are a typed document it reads itself
+//! (`turnstone_node::config_file`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
@@ -24,6 +36,9 @@ use std::path::{Path, PathBuf};
 
 use clap::parser::ValueSource;
 use clap::{ArgAction, ArgMatches, Command};
+use figment::providers::{Format, Toml};
+use figment::value::{Dict, Value};
+use figment::{Figment, Metadata, Profile, Provider};
 
 use crate::config::ConfigError;
 
@@ -76,8 +91,9 @@ pub struct Settings<T> {
     spec: ServiceSpec,
     /// Secrets that are no argument: name → value.
     env_secrets: BTreeMap<String, String>,
-    /// Where a value came from when it is not plain flag / env / default.
-    origins: BTreeMap<String, String>,
+    /// Where each value given by a layer came from (`flag`, `env NAME`, a file, …); the
+    /// others are clap's defaults.
+    sources: BTreeMap<String, String>,
 }
 
 impl<T: clap::Parser> Settings<T> {
@@ -104,39 +120,48 @@ impl<T: clap::Parser> Settings<T> {
             .clone()
             .try_get_matches_from(&argv)
             .unwrap_or_else(|e| e.exit());
-        let mut given: BTreeSet<String> = command
-            .get_arguments()
-            .map(|a| a.get_id().to_string())
-            .filter(|id| explicit(&first, id))
-            .collect();
-        let mut extra: Vec<OsString> = Vec::new();
-        let mut origins = BTreeMap::new();
         let mut warnings = Vec::new();
         let mut env_secrets = BTreeMap::new();
+        let mut secret_origins = BTreeMap::new();
 
-        for alias in spec.aliases.iter().copied().flatten() {
-            let Some(value) = env(alias.old) else {
-                continue;
-            };
-            if given.contains(alias.arg) {
-                warnings.push(format!(
-                    "{} is deprecated and ignored here (the setting is given otherwise); use {}",
-                    alias.old, alias.instead
-                ));
-                continue;
-            }
-            warnings.push(format!(
-                "{} is deprecated; use {}",
-                alias.old, alias.instead
-            ));
-            push_value(&command, alias.arg, &value, &mut extra)?;
-            given.insert(alias.arg.to_string());
-            origins.insert(
-                alias.arg.to_string(),
-                format!("env {} (deprecated alias)", alias.old),
-            );
+        // The layers, lowest first: config file < old names < environment (and `*_FILE`
+        // secrets) < flags. Clap supplies the defaults.
+        let mut layers = Figment::new();
+        if let Some(table) = spec.table
+            && let Some(path) = first.get_raw("config").and_then(|mut v| v.next())
+        {
+            let path = PathBuf::from(path);
+            layers = layers.merge(file_layer(&command, &path, table)?);
         }
-
+        let aliased: BTreeSet<&str> = spec
+            .aliases
+            .iter()
+            .copied()
+            .flatten()
+            .filter(|alias| env(alias.old).is_some())
+            .map(|alias| alias.arg)
+            .collect();
+        // Reversed, so that of two old names for one setting the first listed wins.
+        for alias in spec.aliases.iter().copied().flatten().rev() {
+            if let Some(value) = env(alias.old) {
+                layers = layers.merge(Layer::one(
+                    format!("env {} (deprecated alias)", alias.old),
+                    alias.arg,
+                    value,
+                ));
+            }
+        }
+        for arg in command.get_arguments() {
+            if let Some(name) = arg.get_env().and_then(|e| e.to_str())
+                && let Some(value) = env(name)
+            {
+                layers = layers.merge(Layer::one(
+                    format!("env {name}"),
+                    arg.get_id().as_str(),
+                    value,
+                ));
+            }
+        }
         for name in spec.secrets.iter().copied().flatten() {
             let file_var = format!("{name}_FILE");
             let arg = arg_with_env(&command, name);
@@ -145,12 +170,16 @@ impl<T: clap::Parser> Settings<T> {
                     && let Some(value) = env(name).filter(|v| !v.is_empty())
                 {
                     env_secrets.insert(name.to_string(), value);
-                    origins.insert(name.to_string(), format!("env {name}"));
+                    secret_origins.insert(name.to_string(), format!("env {name}"));
                 }
                 continue;
             };
             let both = match &arg {
-                Some(id) => given.contains(id.as_str()),
+                Some(id) => {
+                    env(name).is_some()
+                        || aliased.contains(id.as_str())
+                        || first.value_source(id) == Some(ValueSource::CommandLine)
+                }
                 None => env(name).is_some(),
             };
             if both {
@@ -160,46 +189,65 @@ impl<T: clap::Parser> Settings<T> {
                 });
             }
             let value = read_secret_file(&file_var, Path::new(&path))?;
+            let origin = format!("file {path} ({file_var})");
             match arg {
-                Some(id) => {
-                    push_value(&command, &id, &value, &mut extra)?;
-                    given.insert(id.clone());
-                    origins.insert(id, format!("file {path} ({file_var})"));
-                }
+                Some(id) => layers = layers.merge(Layer::one(origin, &id, value)),
                 None => {
                     env_secrets.insert(name.to_string(), value);
-                    origins.insert(name.to_string(), format!("file {path} ({file_var})"));
+                    secret_origins.insert(name.to_string(), origin);
                 }
+            }
+        }
+        for arg in command.get_arguments() {
+            let id = arg.get_id().as_str();
+            if first.value_source(id) == Some(ValueSource::CommandLine) {
+                let raw: Vec<String> = first
+                    .get_raw(id)
+                    .map(|v| v.map(|s| s.to_string_lossy().into_owned()).collect())
+                    .unwrap_or_default();
+                layers = layers.merge(Layer::one(FLAG.into(), id, raw));
             }
         }
 
-        if let Some(table) = spec.table
-            && let Some(path) = first.get_raw("config").and_then(|mut v| v.next())
-        {
-            let path = PathBuf::from(path);
-            for (key, value) in file_table(&path, table)? {
-                let known = command
-                    .get_arguments()
-                    .any(|a| a.get_id() == key.as_str() && !NOT_FROM_FILE.contains(&key.as_str()));
-                if !known {
-                    return Err(ConfigError::Invalid(format!(
-                        "{}: unknown key `{key}` in [{table}]",
-                        path.display()
-                    )));
-                }
-                if given.contains(&key) {
-                    continue;
-                }
-                let rendered = toml_scalar(&value).ok_or_else(|| {
+        // What won, per setting: flags are already on the command line; every other winner
+        // is appended to it as a flag, so clap parses and validates every value one way.
+        let mut extra: Vec<OsString> = Vec::new();
+        let mut sources = BTreeMap::new();
+        for arg in command.get_arguments() {
+            let id = arg.get_id().as_str();
+            let (Ok(value), Some(source)) = (layers.find_value(id), layers.find_metadata(id))
+            else {
+                continue;
+            };
+            let source = source.name.to_string();
+            if source != FLAG {
+                let rendered = flag_value(&value).ok_or_else(|| {
                     ConfigError::Invalid(format!(
-                        "{}: key `{table}.{key}`: expected a string, number, boolean or list of them",
-                        path.display()
+                        "{source}: `{id}`: expected a string, number, boolean or list of them"
                     ))
                 })?;
-                push_value(&command, &key, &rendered, &mut extra)?;
-                origins.insert(key.clone(), format!("{} [{table}]", path.display()));
+                push_value(&command, id, &rendered, &mut extra)?;
+            }
+            sources.insert(id.to_string(), source);
+        }
+        for alias in spec.aliases.iter().copied().flatten() {
+            if env(alias.old).is_none() {
+                continue;
+            }
+            let alias_source = format!("env {} (deprecated alias)", alias.old);
+            if sources.get(alias.arg) == Some(&alias_source) {
+                warnings.push(format!(
+                    "{} is deprecated; use {}",
+                    alias.old, alias.instead
+                ));
+            } else {
+                warnings.push(format!(
+                    "{} is deprecated and ignored here (the setting is given otherwise); use {}",
+                    alias.old, alias.instead
+                ));
             }
         }
+        sources.extend(secret_origins);
 
         let mut full = argv;
         full.extend(extra);
@@ -244,7 +292,7 @@ impl<T: clap::Parser> Settings<T> {
             command,
             spec: *spec,
             env_secrets,
-            origins,
+            sources,
         })
     }
 
@@ -297,13 +345,9 @@ impl<T: clap::Parser> Settings<T> {
             } else {
                 format!("{:?}", values.join(","))
             };
-            let source = match self.origins.get(id) {
-                Some(o) => o.clone(),
+            let source = match self.sources.get(id) {
+                Some(source) => source.clone(),
                 None => match self.matches.value_source(id) {
-                    Some(ValueSource::CommandLine) => "flag".into(),
-                    Some(ValueSource::EnvVariable) => {
-                        format!("env {}", env_name.unwrap_or_default())
-                    }
                     Some(ValueSource::DefaultValue) => "default".into(),
                     _ => "unset".into(),
                 },
@@ -324,7 +368,7 @@ impl<T: clap::Parser> Settings<T> {
                 let (value, source) = match self.env_secrets.get(*name) {
                     Some(_) => (
                         "\"<redacted>\"",
-                        self.origins.get(*name).cloned().unwrap_or_default(),
+                        self.sources.get(*name).cloned().unwrap_or_default(),
                     ),
                     None => ("(unset)", "unset".to_string()),
                 };
@@ -376,13 +420,6 @@ pub fn hostname() -> Option<String> {
         .filter(|h| !h.is_empty())
 }
 
-fn explicit(matches: &ArgMatches, id: &str) -> bool {
-    matches!(
-        matches.value_source(id),
-        Some(ValueSource::CommandLine | ValueSource::EnvVariable)
-    )
-}
-
 fn arg_with_env(command: &Command, env: &str) -> Option<String> {
     command
         .get_arguments()
@@ -405,9 +442,9 @@ fn push_value(
         .get_long()
         .ok_or_else(|| ConfigError::Invalid(format!("setting `{id}` has no flag")))?;
     if matches!(arg.get_action(), ArgAction::SetTrue) {
-        match value.trim() {
-            "true" | "1" | "yes" => out.push(format!("--{long}").into()),
-            "false" | "0" | "no" | "" => {}
+        match value.trim().to_ascii_lowercase().as_str() {
+            "true" | "1" | "yes" | "y" | "t" | "on" => out.push(format!("--{long}").into()),
+            "false" | "0" | "no" | "n" | "f" | "off" | "" => {}
             other => {
                 return Err(ConfigError::Invalid(format!(
                     "`{id}`: expected true or false, got '{other}'"
@@ -420,46 +457,97 @@ fn push_value(
     Ok(())
 }
 
-/// The `[table]` of a config file (empty when the file has none).
-fn file_table(path: &Path, table: &str) -> Result<toml::Table, ConfigError> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        if e.kind() == std::io::ErrorKind::NotFound {
-            ConfigError::MissingFile {
-                path: path.to_path_buf(),
-            }
-        } else {
-            ConfigError::Invalid(format!("cannot read {}: {e}", path.display()))
+/// The source name of values given on the command line.
+const FLAG: &str = "flag";
+
+/// One named layer of settings (argument id → value) for the figment: the name is what
+/// `--check-config` reports as the value's source.
+struct Layer {
+    name: String,
+    values: Dict,
+}
+
+impl Layer {
+    fn one(name: String, id: &str, value: impl Into<Value>) -> Self {
+        Self {
+            name,
+            values: Dict::from([(id.to_string(), value.into())]),
         }
-    })?;
-    let doc: toml::Table = text
-        .parse()
-        .map_err(|e| ConfigError::Invalid(format!("{}: {e}", path.display())))?;
-    match doc.get(table) {
-        None => Ok(toml::Table::new()),
-        Some(toml::Value::Table(t)) => Ok(t.clone()),
-        Some(_) => Err(ConfigError::Invalid(format!(
-            "{}: `{table}` must be a table",
-            path.display()
-        ))),
     }
 }
 
-/// A TOML value as a flag value: scalars as text, lists joined with commas.
-fn toml_scalar(value: &toml::Value) -> Option<String> {
+impl Provider for Layer {
+    fn metadata(&self) -> Metadata {
+        Metadata::named(self.name.clone())
+    }
+
+    fn data(&self) -> Result<figment::value::Map<Profile, Dict>, figment::Error> {
+        Ok(Profile::Default.collect(self.values.clone()))
+    }
+}
+
+/// The service's `[table]` of a config file as a layer (empty when the file has none); a key
+/// that is no setting of the service is an error naming it.
+fn file_layer(command: &Command, path: &Path, table: &str) -> Result<Layer, ConfigError> {
+    if !path.exists() {
+        return Err(ConfigError::MissingFile {
+            path: path.to_path_buf(),
+        });
+    }
+    let doc: Dict = Figment::from(Toml::file_exact(path))
+        .extract()
+        .map_err(|e| ConfigError::Invalid(format!("{}: {e}", path.display())))?;
+    let values = match doc.get(table) {
+        None => Dict::new(),
+        // Re-made untagged, so that the values are this layer's, not the file provider's.
+        Some(Value::Dict(_, values)) => match Value::serialize(values) {
+            Ok(Value::Dict(_, values)) => values,
+            _ => Dict::new(),
+        },
+        Some(_) => {
+            return Err(ConfigError::Invalid(format!(
+                "{}: `{table}` must be a table",
+                path.display()
+            )));
+        }
+    };
+    for key in values.keys() {
+        let known = command
+            .get_arguments()
+            .any(|a| a.get_id() == key.as_str() && !NOT_FROM_FILE.contains(&key.as_str()));
+        if !known {
+            return Err(ConfigError::Invalid(format!(
+                "{}: unknown key `{key}` in [{table}]",
+                path.display()
+            )));
+        }
+    }
+    Ok(Layer {
+        name: format!("{} [{table}]", path.display()),
+        values,
+    })
+}
+
+/// A layer's value as a flag value: scalars as text, lists joined with commas.
+fn flag_value(value: &Value) -> Option<String> {
     match value {
-        toml::Value::String(s) => Some(s.clone()),
-        toml::Value::Integer(i) => Some(i.to_string()),
-        toml::Value::Float(f) => Some(f.to_string()),
-        toml::Value::Boolean(b) => Some(b.to_string()),
-        toml::Value::Array(items) => items
+        Value::String(_, s) => Some(s.clone()),
+        Value::Char(_, c) => Some(c.to_string()),
+        Value::Bool(_, b) => Some(b.to_string()),
+        Value::Num(_, n) => n
+            .to_u128()
+            .map(|u| u.to_string())
+            .or_else(|| n.to_i128().map(|i| i.to_string()))
+            .or_else(|| n.to_f64().map(|f| f.to_string())),
+        Value::Array(_, items) => items
             .iter()
             .map(|v| match v {
-                toml::Value::Array(_) | toml::Value::Table(_) => None,
-                v => toml_scalar(v),
+                Value::Array(..) | Value::Dict(..) => None,
+                v => flag_value(v),
             })
             .collect::<Option<Vec<_>>>()
             .map(|v| v.join(",")),
-        toml::Value::Datetime(_) | toml::Value::Table(_) => None,
+        Value::Dict(..) | Value::Empty(..) => None,
     }
 }
 
@@ -511,7 +599,7 @@ mod tests {
         verbose: bool,
         #[arg(long)]
         token: Option<String>,
-        #[arg(long)]
+        #[arg(long, env = "DEMO_REDIS_HOST")]
         redis_host: Option<String>,
         #[arg(long)]
         config: Option<PathBuf>,
@@ -576,6 +664,49 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("unknown key `concurency` in [demo]"), "{err}");
+    }
+
+    #[test]
+    fn layers_win_in_order_file_alias_env_flag_and_report_their_source() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.toml");
+        std::fs::write(
+            &path,
+            "[demo]\nredis_host = \"from-file\"\nconcurrency = 8\n",
+        )
+        .unwrap();
+        let p = path.to_str().unwrap();
+        let host = |args: &[&str], vars: &[(&str, String)]| {
+            let mut argv = vec!["--config", p];
+            argv.extend(args);
+            let s = Settings::<Demo>::load_from(&SPEC, self::argv(&argv), &env(vars)).unwrap();
+            let source = s
+                .report(&[])
+                .lines()
+                .find(|l| l.starts_with("redis_host = "))
+                .unwrap()
+                .to_string();
+            (s.args.redis_host.unwrap(), source, s.warnings)
+        };
+        let (value, source, _) = host(&[], &[]);
+        assert_eq!(value, "from-file");
+        assert!(source.ends_with(&format!("# {p} [demo]")), "{source}");
+        let alias = ("DEMO_OLD_HOST", "from-alias".to_string());
+        let (value, source, warnings) = host(&[], std::slice::from_ref(&alias));
+        assert_eq!(value, "from-alias");
+        assert!(
+            source.ends_with("# env DEMO_OLD_HOST (deprecated alias)"),
+            "{source}"
+        );
+        assert!(warnings[0].contains("DEMO_OLD_HOST is deprecated; use --redis-host"));
+        let contract = ("DEMO_REDIS_HOST", "from-env".to_string());
+        let (value, source, warnings) = host(&[], &[alias.clone(), contract.clone()]);
+        assert_eq!(value, "from-env");
+        assert!(source.ends_with("# env DEMO_REDIS_HOST"), "{source}");
+        assert!(warnings[0].contains("ignored here"), "{warnings:?}");
+        let (value, source, _) = host(&["--redis-host", "from-flag"], &[alias, contract]);
+        assert_eq!(value, "from-flag");
+        assert!(source.ends_with("# flag"), "{source}");
     }
 
     #[test]

@@ -25,7 +25,7 @@ use super::clip;
 use super::convert::{ReplayMemory, fingerprint, input_object};
 use super::wire::{WireDelta, WireError, WireEvent, WireUsage};
 use crate::error::LlmError;
-use crate::sse::{SseDecoder, SseEvent};
+use crate::sse::{SseEvent, SseEvents};
 use crate::types::{ChatStream, FinishReason, ProviderData, StreamEvent, ToolCall, Usage};
 
 /// One content block being received.
@@ -479,23 +479,21 @@ fn info_for_result(block: &Value) -> Option<StreamEvent> {
 }
 
 /// Drives an SSE body into neutral events.
-pub(crate) struct Driver<S> {
-    bytes: std::pin::Pin<Box<S>>,
-    decoder: SseDecoder,
+pub(crate) struct Driver {
+    events: SseEvents,
     assembler: Assembler,
     pending: VecDeque<Result<StreamEvent, LlmError>>,
     ended: bool,
 }
 
-impl<S, E> Driver<S>
-where
-    S: Stream<Item = Result<Bytes, E>> + Send + 'static,
-    E: Display,
-{
-    pub fn new(bytes: S, replay: Arc<Mutex<ReplayMemory>>) -> Self {
+impl Driver {
+    pub fn new<S, E>(bytes: S, replay: Arc<Mutex<ReplayMemory>>) -> Self
+    where
+        S: Stream<Item = Result<Bytes, E>> + Send + 'static,
+        E: Display,
+    {
         Self {
-            bytes: Box::pin(bytes),
-            decoder: SseDecoder::default(),
+            events: crate::sse::events(bytes),
             assembler: Assembler::new(replay),
             pending: VecDeque::new(),
             ended: false,
@@ -520,23 +518,16 @@ where
         }
     }
 
-    /// Reads one network chunk (or the end of the body) and processes it.
+    /// Reads one SSE event (or the end of the body) and processes it.
     async fn pump(&mut self) {
-        match self.bytes.next().await {
-            Some(Ok(chunk)) => {
-                for sse in self.decoder.push(&chunk) {
-                    self.on_sse(&sse);
-                }
-            }
+        match self.events.next().await {
+            Some(Ok(sse)) => self.on_sse(&sse),
             Some(Err(e)) => {
                 let events = self.assembler.end(Some(format!("connection lost: {e}")));
                 self.pending.extend(events);
                 self.ended = true;
             }
             None => {
-                if let Some(sse) = self.decoder.finish() {
-                    self.on_sse(&sse);
-                }
                 if !self.ended {
                     self.pending.extend(self.assembler.end(None));
                     self.ended = true;

@@ -12,7 +12,7 @@ use futures::{Stream, StreamExt};
 
 use super::wire::{WireChunk, WireDelta, WireToolCallDelta, error_text};
 use crate::error::LlmError;
-use crate::sse::SseDecoder;
+use crate::sse::SseEvents;
 use crate::think::{Piece, ThinkSplitter};
 use crate::types::{ChatStream, FinishReason, StreamEvent, ToolCall, Usage};
 
@@ -248,15 +248,14 @@ pub(crate) fn clip(text: &str) -> String {
     }
 }
 
-struct Driver<S> {
-    bytes: std::pin::Pin<Box<S>>,
-    decoder: SseDecoder,
+struct Driver {
+    events: SseEvents,
     assembler: StreamAssembler,
     pending: VecDeque<Result<StreamEvent, LlmError>>,
     ended: bool,
 }
 
-impl<S> Driver<S> {
+impl Driver {
     fn on_data(&mut self, data: &str) {
         if self.ended {
             return;
@@ -283,8 +282,7 @@ where
     E: Display,
 {
     let driver = Driver {
-        bytes: Box::pin(bytes),
-        decoder: SseDecoder::default(),
+        events: crate::sse::events(bytes),
         assembler: StreamAssembler::default(),
         pending: VecDeque::new(),
         ended: false,
@@ -297,21 +295,14 @@ where
             if d.ended {
                 return None;
             }
-            match d.bytes.next().await {
-                Some(Ok(chunk)) => {
-                    for event in d.decoder.push(&chunk) {
-                        d.on_data(&event.data);
-                    }
-                }
+            match d.events.next().await {
+                Some(Ok(event)) => d.on_data(&event.data),
                 Some(Err(e)) => {
                     let events = d.assembler.end(Some(format!("connection lost: {e}")));
                     d.pending.extend(events);
                     d.ended = true;
                 }
                 None => {
-                    if let Some(event) = d.decoder.finish() {
-                        d.on_data(&event.data);
-                    }
                     if !d.ended {
                         d.pending.extend(d.assembler.end(None));
                         d.ended = true;

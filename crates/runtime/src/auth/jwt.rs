@@ -1,22 +1,34 @@
 //! HS256 JSON Web Tokens, wire-compatible with the PyJWT tokens of the original services
-//! (spec §3.3, §3.6), built on `aws-lc-rs` HMAC-SHA256 and base64url.
+//! (spec §3.3, §3.6), on [`jsonwebtoken`] (with the aws-lc-rs backend rustls uses too).
 //!
-//! Only HS256 exists here: the header must say `"alg":"HS256"` (so `none` and every other
-//! algorithm are refused before any signature work), the signature is checked in constant
-//! time before the payload is even parsed, `exp` and `aud` are required, `exp` (and `nbf` when
-//! present) are checked against the wall clock with a small leeway, and `iss` is written but
-//! not checked (as the original).
+//! What `jsonwebtoken` checks: the header (only `"alg":"HS256"`, so `none` and every other
+//! algorithm are refused before any signature work; an unknown `crit` extension is refused),
+//! the signature (constant time, before the payload is parsed), and the audience (`aud`
+//! required, a string or a list that must name ours).
+//!
+//! What this module adds around it, and why:
+//! * **`exp` and `nbf` against the caller's clock** ([`verify_at`], used by tests and by
+//!   [`ServiceToken`]): `jsonwebtoken` only reads the wall clock. The rules are PyJWT's:
+//!   `exp` is required and a token is expired once `exp <= now - leeway`; a present `nbf`
+//!   must be `<= now + leeway`; fractional NumericDates (PyJWT writes floats when given
+//!   them) are truncated. `iss` is written but not checked (as the original).
+//! * **Minting writes the header as PyJWT does** (`{"alg":"HS256","typ":"JWT"}`, in that
+//!   order) so our tokens are byte-identical to the original's; `jsonwebtoken::encode` orders
+//!   the header the other way round, so only its signer is used.
+//! * **A size limit** ([`MAX_TOKEN_LEN`]) before any decoding, and errors that name the
+//!   refused algorithm.
+//!
+//! Base64url segments must be unpadded (RFC 7515; PyJWT never pads).
 
 use std::fmt;
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use aws_lc_rs::hmac;
 use base64::Engine;
-use base64::alphabet;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
-use serde::Serialize;
+use jsonwebtoken::errors::ErrorKind;
+use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Validation};
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::AuthError;
@@ -39,15 +51,9 @@ pub const DEFAULT_LEEWAY: Duration = Duration::from_secs(30);
 /// Secrets shorter than this many characters are accepted with a warning.
 pub const MIN_SECRET_LEN: usize = 32;
 /// Tokens longer than this are refused without decoding.
-const MAX_TOKEN_LEN: usize = 16 * 1024;
+pub const MAX_TOKEN_LEN: usize = 16 * 1024;
 
 const HEADER_JSON: &str = r#"{"alg":"HS256","typ":"JWT"}"#;
-
-/// Decodes base64url with or without `=` padding (PyJWT never pads, others may).
-const B64_LENIENT: GeneralPurpose = GeneralPurpose::new(
-    &alphabet::URL_SAFE,
-    GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::Indifferent),
-);
 
 /// Why a JWT was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -101,10 +107,6 @@ impl JwtSecret {
     /// The raw value, for handing to a child process or a config writer. Never log it.
     pub fn expose(&self) -> &str {
         &self.0
-    }
-
-    fn key(&self) -> hmac::Key {
-        hmac::Key::new(hmac::HMAC_SHA256, self.0.as_bytes())
     }
 }
 
@@ -259,12 +261,16 @@ pub fn mint_at(
     };
     let payload =
         serde_json::to_vec(&wire).map_err(|e| AuthError::Jwt(JwtError::Encode(e.to_string())))?;
+    let encode_error =
+        |e: jsonwebtoken::errors::Error| AuthError::Jwt(JwtError::Encode(e.to_string()));
+    let key = EncodingKey::from_secret(secret.expose().as_bytes()).map_err(encode_error)?;
     let mut token = URL_SAFE_NO_PAD.encode(HEADER_JSON);
     token.push('.');
     token.push_str(&URL_SAFE_NO_PAD.encode(payload));
-    let tag = hmac::sign(&secret.key(), token.as_bytes());
+    let signature = jsonwebtoken::crypto::sign(token.as_bytes(), &key, Algorithm::HS256)
+        .map_err(encode_error)?;
     token.push('.');
-    token.push_str(&URL_SAFE_NO_PAD.encode(tag.as_ref()));
+    token.push_str(&signature);
     Ok(token)
 }
 
@@ -294,38 +300,21 @@ fn verify_inner(
     if token.len() > MAX_TOKEN_LEN {
         return Err(JwtError::Malformed);
     }
-    let mut parts = token.split('.');
-    let (Some(header_b64), Some(payload_b64), Some(sig_b64), None) =
-        (parts.next(), parts.next(), parts.next(), parts.next())
-    else {
-        return Err(JwtError::Malformed);
-    };
+    // An empty secret verifies nothing (the authenticator never configures one).
+    let key =
+        DecodingKey::from_secret(secret.expose().as_bytes()).map_err(|_| JwtError::BadSignature)?;
+    let mut validation = Validation::new(Algorithm::HS256);
+    // Checked below against `now`, not the wall clock.
+    validation.validate_exp = false;
+    validation.validate_nbf = false;
+    validation.set_required_spec_claims(&["aud"]);
+    validation.set_audience(&[audience]);
+    let payload = jsonwebtoken::decode::<Map<String, Value>>(token, &key, &validation)
+        .map_err(|e| refusal(token, &e))?
+        .claims;
 
-    // 1. Header: HS256 only, before any crypto.
-    let header = decode_object(header_b64)?;
-    match header.get("alg") {
-        Some(Value::String(alg)) if alg == "HS256" => {}
-        Some(Value::String(alg)) => return Err(JwtError::UnsupportedAlgorithm(alg.clone())),
-        _ => return Err(JwtError::Malformed),
-    }
-    if header.contains_key("crit") {
-        // We implement no extensions, so a critical one cannot be honoured.
-        return Err(JwtError::Malformed);
-    }
-
-    // 2. Signature, in constant time, over the exact bytes received.
-    let signature = B64_LENIENT
-        .decode(sig_b64)
-        .map_err(|_| JwtError::Malformed)?;
-    let signing_input = &token[..header_b64.len() + 1 + payload_b64.len()];
-    hmac::verify(&secret.key(), signing_input.as_bytes(), &signature)
-        .map_err(|_| JwtError::BadSignature)?;
-
-    // 3. Claims.
-    let payload = decode_object(payload_b64)?;
     let now_secs = unix_seconds(now);
     let leeway = i64::try_from(leeway.as_secs()).unwrap_or(i64::MAX);
-
     let exp = numeric_claim(&payload, "exp")?.ok_or(JwtError::MissingClaim("exp"))?;
     if exp <= now_secs.saturating_sub(leeway) {
         return Err(JwtError::Expired);
@@ -336,11 +325,7 @@ fn verify_inner(
         return Err(JwtError::NotYetValid);
     }
     let iat = numeric_claim(&payload, "iat")?;
-
     let aud = string_list_claim(&payload, "aud")?.ok_or(JwtError::MissingClaim("aud"))?;
-    if !aud.iter().any(|a| a == audience) {
-        return Err(JwtError::WrongAudience);
-    }
 
     let scopes = string_list_claim(&payload, "scopes")?
         .map(|items| Scopes::parse(&items.join(",")))
@@ -363,14 +348,30 @@ fn verify_inner(
     })
 }
 
-fn decode_object(segment: &str) -> Result<Map<String, Value>, JwtError> {
-    let bytes = B64_LENIENT
-        .decode(segment)
-        .map_err(|_| JwtError::Malformed)?;
-    match serde_json::from_slice(&bytes) {
-        Ok(Value::Object(map)) => Ok(map),
-        _ => Err(JwtError::Malformed),
+/// Our reason for a token `jsonwebtoken` refused. A header it could not read (`none` is no
+/// algorithm it knows) or one naming another algorithm is reported with that algorithm.
+fn refusal(token: &str, error: &jsonwebtoken::errors::Error) -> JwtError {
+    match error.kind() {
+        ErrorKind::InvalidSignature => JwtError::BadSignature,
+        ErrorKind::InvalidAudience => JwtError::WrongAudience,
+        ErrorKind::MissingRequiredClaim(claim) if claim == "aud" => JwtError::MissingClaim("aud"),
+        ErrorKind::InvalidClaimFormat(claim) if claim == "aud" => JwtError::InvalidClaim("aud"),
+        _ => match header_algorithm(token) {
+            Some(alg) if alg != "HS256" => JwtError::UnsupportedAlgorithm(alg),
+            _ => JwtError::Malformed,
+        },
     }
+}
+
+/// The `alg` a token's header names, if it can be read.
+fn header_algorithm(token: &str) -> Option<String> {
+    #[derive(Deserialize)]
+    struct Header {
+        alg: String,
+    }
+    let segment = token.split('.').next()?;
+    let bytes = URL_SAFE_NO_PAD.decode(segment).ok()?;
+    serde_json::from_slice::<Header>(&bytes).ok().map(|h| h.alg)
 }
 
 /// A NumericDate claim; fractional seconds are truncated.
@@ -520,7 +521,9 @@ mod tests {
             URL_SAFE_NO_PAD.encode(header),
             URL_SAFE_NO_PAD.encode(payload)
         );
-        let tag = hmac::sign(&secret.key(), input.as_bytes());
+        let key =
+            aws_lc_rs::hmac::Key::new(aws_lc_rs::hmac::HMAC_SHA256, secret.expose().as_bytes());
+        let tag = aws_lc_rs::hmac::sign(&key, input.as_bytes());
         format!("{input}.{}", URL_SAFE_NO_PAD.encode(tag.as_ref()))
     }
 
