@@ -27,20 +27,6 @@ impl WsState {
             Self::Error => "error",
         }
     }
-
-    pub(crate) fn to_u8(self) -> u8 {
-        self as u8
-    }
-
-    pub(crate) fn from_u8(v: u8) -> Self {
-        match v {
-            1 => Self::Thinking,
-            2 => Self::Running,
-            3 => Self::Attention,
-            4 => Self::Error,
-            _ => Self::Idle,
-        }
-    }
 }
 
 /// One tool call of a batch as frontends see it (`ToolItem` of the node API).
@@ -146,7 +132,7 @@ pub enum Event {
     /// `cancel` or `timeout`.
     PlanResolved {
         request_id: String,
-        decision: crate::plan::PlanDecision,
+        decision: crate::decision::PlanDecision,
         feedback: String,
         decided_by: String,
     },
