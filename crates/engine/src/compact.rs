@@ -25,9 +25,9 @@
 use tokio_util::sync::CancellationToken;
 use turnstone_llm::{ChatMessage, ChatRequest, FinishReason, Role};
 
-use crate::Engine;
+use crate::engine::Engine;
 use crate::event::Event;
-use crate::workstream::{Shared, lock};
+use crate::shared::Shared;
 
 /// The user message that opens a compacted conversation.
 pub const SUMMARY_MARKER: &str = "[Conversation summary]";
@@ -81,8 +81,8 @@ pub(crate) async fn after_turn(engine: &Engine, shared: &Shared, token: &Cancell
     if pct.is_nan() || pct <= 0.0 {
         return;
     }
-    let window = crate::models::context_window(engine, shared);
-    let prompt = lock(&shared.usage).prompt_tokens;
+    let window = shared.context_window(engine);
+    let prompt = shared.read(|v| v.usage.prompt_tokens);
     if window == 0 || (prompt as f64) <= f64::from(window) * pct {
         return;
     }
@@ -101,7 +101,7 @@ pub(crate) async fn run(
     mode: Mode,
     token: &CancellationToken,
 ) -> bool {
-    let messages = lock(&shared.messages).clone();
+    let messages = shared.messages.lock().clone();
     if messages.len() < 2 {
         if mode == Mode::Manual {
             shared.emit(Event::info("Not enough messages to compact."));
@@ -150,11 +150,10 @@ pub(crate) async fn run(
     let after = estimate_tokens(&replaced);
     shared.replace_messages(replaced);
     shared.tool_ctx.forget_reads();
-    {
-        let mut usage = lock(&shared.usage);
-        usage.prompt_tokens = after;
-        usage.total_tokens = after + usage.completion_tokens;
-    }
+    shared.publish(|v| {
+        v.usage.prompt_tokens = after;
+        v.usage.total_tokens = after + v.usage.completion_tokens;
+    });
     tracing::info!(before, after, "conversation compacted");
     shared.emit(Event::info(format!(
         "[compacted: ~{before} -> ~{after} tokens]"
@@ -163,9 +162,7 @@ pub(crate) async fn run(
     shared.emit(Event::info(format!("{rule}\n{summary}\n{rule}")));
     if mode == Mode::Auto {
         let status = shared.status(engine);
-        shared
-            .tokens_total
-            .fetch_add(status.total_tokens, std::sync::atomic::Ordering::Relaxed);
+        shared.publish(|v| v.tokens_total += status.total_tokens);
         shared.emit(Event::Status(status));
     }
     true
@@ -178,7 +175,7 @@ async fn summarize(
     messages: &[ChatMessage],
 ) -> Result<String, String> {
     let config = engine.config();
-    let window = crate::models::context_window(engine, shared);
+    let window = shared.context_window(engine);
     let max_tokens = config
         .compact_max_tokens
         .min((window / 4).max(MIN_SUMMARY_TOKENS))
@@ -199,7 +196,7 @@ async fn summarize(
         .max(u64::from(window) / 4);
     let transcript = transcript(messages, budget.saturating_mul(4) as usize);
     let request = ChatRequest {
-        model: crate::models::model_name(engine, shared),
+        model: shared.model_name(engine),
         messages: vec![
             ChatMessage::system(INSTRUCTIONS),
             ChatMessage::user(format!("The conversation to summarise:\n\n{transcript}")),
@@ -216,7 +213,8 @@ async fn summarize(
             notice.error_class
         )));
     };
-    let completion = crate::models::provider(engine, shared)
+    let completion = shared
+        .provider(engine)
         .complete_with_notices(&request, &mut on_retry)
         .await
         .map_err(|e| e.to_string())?;

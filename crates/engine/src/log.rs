@@ -7,8 +7,10 @@
 //! from the ring on their next read (or learn of the truncation).
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+
+use parking_lot::{Mutex, MutexGuard};
 
 use tokio::sync::broadcast;
 
@@ -75,7 +77,7 @@ impl<T: Sequenced> EventLog<T> {
     }
 
     fn ring(&self) -> MutexGuard<'_, Ring<T>> {
-        self.ring.lock().unwrap_or_else(|e| e.into_inner())
+        self.ring.lock()
     }
 
     /// Appends the entry `make` builds from the next `seq`. Never blocks on subscribers.

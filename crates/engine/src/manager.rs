@@ -2,16 +2,19 @@
 //! count (the oldest idle one is evicted to make room) and idle cleanup.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 use std::time::Duration;
 
 use tokio::time::Instant;
 use turnstone_llm::ChatMessage;
 
-use crate::Engine;
 use crate::config::ManagerConfig;
+use crate::engine::Engine;
 use crate::event::WsState;
-use crate::workstream::{EventHook, Journal, WorkstreamHandle, lock};
+use crate::state::{EventHook, Journal, TitleHook};
+use crate::workstream::WorkstreamHandle;
 
 /// Why the manager refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -58,7 +61,7 @@ pub struct Manager {
     config: ManagerConfig,
     hook: Option<EventHook>,
     journal: Option<Arc<dyn Journal>>,
-    title_hook: Option<crate::title::TitleHook>,
+    title_hook: Option<TitleHook>,
     entries: Mutex<(u64, HashMap<Arc<str>, Entry>)>,
 }
 
@@ -96,7 +99,7 @@ impl Manager {
 
     /// Calls `hook` with `(ws_id, title)` when a workstream created afterwards gets its
     /// auto-title ([`crate::EngineConfig::auto_title`]).
-    pub fn with_title_hook(mut self, hook: crate::title::TitleHook) -> Self {
+    pub fn with_title_hook(mut self, hook: TitleHook) -> Self {
         self.title_hook = Some(hook);
         self
     }
@@ -110,7 +113,7 @@ impl Manager {
     }
 
     pub fn len(&self) -> usize {
-        lock(&self.entries).1.len()
+        self.entries.lock().1.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -122,7 +125,7 @@ impl Manager {
         &self,
         options: CreateOptions,
     ) -> Result<(WorkstreamHandle, Option<Closed>), ManagerError> {
-        let mut entries = lock(&self.entries);
+        let mut entries = self.entries.lock();
         let mut evicted = None;
         if entries.1.len() >= self.config.max_workstreams.max(1) {
             let victim = oldest_idle(&entries.1).ok_or(ManagerError::AllActive(entries.1.len()))?;
@@ -166,12 +169,12 @@ impl Manager {
     }
 
     pub fn get(&self, ws_id: &str) -> Option<WorkstreamHandle> {
-        lock(&self.entries).1.get(ws_id).map(|e| e.handle.clone())
+        self.entries.lock().1.get(ws_id).map(|e| e.handle.clone())
     }
 
     /// Live workstreams in creation order.
     pub fn list(&self) -> Vec<WorkstreamHandle> {
-        let entries = lock(&self.entries);
+        let entries = self.entries.lock();
         let mut all: Vec<&Entry> = entries.1.values().collect();
         all.sort_by_key(|e| e.order);
         all.into_iter().map(|e| e.handle.clone()).collect()
@@ -180,7 +183,7 @@ impl Manager {
     /// Closes a workstream: cancels its turn, unblocks waits, ends its task. The last
     /// remaining workstream cannot be closed.
     pub fn close(&self, ws_id: &str) -> Result<(), ManagerError> {
-        let mut entries = lock(&self.entries);
+        let mut entries = self.entries.lock();
         if !entries.1.contains_key(ws_id) {
             return Err(ManagerError::NotFound);
         }
@@ -204,7 +207,7 @@ impl Manager {
 
     pub(crate) fn close_idle_older_than(&self, timeout: Duration) -> Vec<Closed> {
         let now = Instant::now();
-        let mut entries = lock(&self.entries);
+        let mut entries = self.entries.lock();
         let mut idle: Vec<(Instant, Arc<str>)> = entries
             .1
             .iter()

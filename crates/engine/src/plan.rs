@@ -7,45 +7,25 @@
 //! metadata says `agent` (read-only: `read_file`, `search`, `diff_file`, `web_search`, …;
 //! never `plan_agent` or `task_agent`). Its final text is the plan.
 //!
-//! Review: when the call has produced a plan and blanket auto-approve (`skip_permissions`)
-//! is off, the turn loop hands the result to [`review`] before it becomes the tool result.
-//! The workstream goes to `attention`, emits `plan_review {request_id, content}` and waits,
-//! like a pending tool approval: the event is kept for clients that attach
-//! ([`WorkstreamHandle::pending_plan_review`]), the first decision wins
-//! ([`WorkstreamHandle::plan_feedback`]; later ones get the recorded [`PlanVerdict`]), a
-//! cancel resolves it as rejected, and the approval timeout denies it. Every resolution
-//! emits `plan_resolved` (ours, additive) so durable records and frontends can close it.
-//! The reply: `""` accepts; `n`/`no`/`reject` (any case) rejects, a note saying so is
-//! appended to the result; anything else is feedback: the plan agent runs again with it
-//! and the new plan is reviewed, at most [`MAX_REFINEMENTS`] times. An accepted plan (or
-//! one left after the last refinement round, or any plan under blanket auto-approve) is
-//! written to `.plan-<ws_id>.md` in the working directory and its path appended to the
-//! result.
+//! Review: the user reviews the plan before it becomes the tool result (`review.rs`, which
+//! the turn loop calls; this module only makes plans).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
 use async_trait::async_trait;
-use serde_json::{Value, json};
-use tokio::sync::oneshot;
-use tokio_util::sync::CancellationToken;
+use serde_json::Value;
 use turnstone_tools::{
     OutputSink, Prepared, Provenance, RegistryError, Tool, ToolContext, ToolDefinition, ToolOutput,
-    parse_definition, truncate_output,
+    parse_definition,
 };
 
-use crate::Engine;
-use crate::event::{Envelope, Event, WsState};
+use crate::engine::Engine;
+use crate::state::TurnEnd;
 use crate::subagent::{AgentModel, TASK_AGENT, last_text, run_sub_turn, sub_engine};
-use crate::turn::TurnEnd;
-use crate::workstream::{Shared, WorkstreamHandle, lock};
 
-/// The tool's name (and its approval label).
-pub const PLAN_AGENT: &str = "plan_agent";
-
-/// Most refinement rounds of one review: the plan agent re-runs with feedback at most this
-/// many times; feedback after that is noted in the result, not applied.
-pub const MAX_REFINEMENTS: usize = 5;
+pub use crate::review::{MAX_REFINEMENTS, PLAN_AGENT};
+pub use crate::state::{PlanDecision, PlanOutcome, PlanVerdict};
 
 /// The schema (OpenAI function plus Turnstone metadata): top-level only, needs approval.
 const SCHEMA: &str = r#"{
@@ -77,124 +57,6 @@ step-by-step plan in Markdown — numbered steps naming the files, functions and
 involved, what each step changes, how to verify the result, and the risks or open \
 questions. That message, and only that message, is the plan: the user reviews it and your \
 parent carries it out, so make it complete and self-contained.";
-
-/// How a plan review was decided (a wire type: `plan_resolved.decision`).
-pub use turnstone_proto::event::PlanDecision;
-
-/// The recorded verdict of one plan review.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PlanVerdict {
-    pub request_id: String,
-    pub decision: PlanDecision,
-    /// The reply as given (trimmed); for a cancel or a timeout, the reason.
-    pub feedback: String,
-    /// `user`, `timeout` or `cancel`.
-    pub decided_by: &'static str,
-}
-
-/// Result of [`WorkstreamHandle::plan_feedback`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PlanOutcome {
-    /// This reply decided the pending review.
-    Resolved(PlanVerdict),
-    /// No review was pending; the last recorded verdict, if any, is returned.
-    NotPending(Option<PlanVerdict>),
-}
-
-/// A review waiting for its reply.
-pub(crate) struct PendingPlan {
-    request_id: String,
-    event: Arc<Envelope>,
-    reply: oneshot::Sender<PlanVerdict>,
-}
-
-/// A workstream's plan-review state (part of its shared state).
-#[derive(Default)]
-pub(crate) struct PlanState {
-    pending: std::sync::Mutex<Option<PendingPlan>>,
-    last_verdict: std::sync::Mutex<Option<PlanVerdict>>,
-    /// One review at a time when a batch holds several `plan_agent` calls.
-    gate: tokio::sync::Mutex<()>,
-}
-
-impl PlanState {
-    /// Records `verdict` and emits `plan_resolved`.
-    fn record(&self, shared: &Shared, verdict: &PlanVerdict) {
-        *lock(&self.last_verdict) = Some(verdict.clone());
-        shared.emit(Event::PlanResolved {
-            request_id: verdict.request_id.clone(),
-            decision: verdict.decision,
-            feedback: verdict.feedback.clone(),
-            decided_by: verdict.decided_by.to_string(),
-        });
-    }
-
-    /// Takes the pending review if it is still `request_id`'s.
-    fn take_if(&self, request_id: &str) -> Option<PendingPlan> {
-        let mut pending = lock(&self.pending);
-        match pending.as_ref() {
-            Some(p) if p.request_id == request_id => pending.take(),
-            _ => None,
-        }
-    }
-}
-
-/// Resolves a pending review as rejected (`Cancelled by user`); the waiting turn is being
-/// cancelled. Called by [`WorkstreamHandle::cancel`].
-pub(crate) fn cancel_pending(shared: &Shared) {
-    let Some(pending) = lock(&shared.plan.pending).take() else {
-        return;
-    };
-    let verdict = PlanVerdict {
-        request_id: pending.request_id,
-        decision: PlanDecision::Reject,
-        feedback: "Cancelled by user".to_string(),
-        decided_by: "cancel",
-    };
-    shared.plan.record(shared, &verdict);
-    // Dropping `pending.reply` wakes the waiting review, which sees the token.
-}
-
-impl WorkstreamHandle {
-    /// The `plan_review` event of the pending plan review, to re-send to a client that
-    /// attaches while the turn waits.
-    pub fn pending_plan_review(&self) -> Option<Arc<Envelope>> {
-        lock(&self.shared.plan.pending)
-            .as_ref()
-            .map(|p| p.event.clone())
-    }
-
-    /// The last recorded plan-review verdict.
-    pub fn last_plan_verdict(&self) -> Option<PlanVerdict> {
-        lock(&self.shared.plan.last_verdict).clone()
-    }
-
-    /// Answers the pending plan review (`""` accepts, `n`/`no`/`reject` rejects, anything
-    /// else asks for a revised plan). The first reply wins; later ones get
-    /// [`PlanOutcome::NotPending`] with the recorded verdict.
-    pub fn plan_feedback(&self, feedback: &str) -> PlanOutcome {
-        let Some(pending) = lock(&self.shared.plan.pending).take() else {
-            return PlanOutcome::NotPending(self.last_plan_verdict());
-        };
-        let feedback = feedback.trim().to_string();
-        let verdict = PlanVerdict {
-            request_id: pending.request_id.clone(),
-            decision: PlanDecision::classify(&feedback),
-            feedback,
-            decided_by: "user",
-        };
-        tracing::info!(
-            ws_id = %self.shared.id,
-            request_id = %verdict.request_id,
-            decision = verdict.decision.as_str(),
-            "plan review decided"
-        );
-        self.shared.plan.record(&self.shared, &verdict);
-        // The turn may have been cancelled meanwhile; then nobody listens, which is fine.
-        let _ = pending.reply.send(verdict.clone());
-        PlanOutcome::Resolved(verdict)
-    }
-}
 
 /// The `plan_agent` tool. Holds its engine weakly: the engine's registry holds the tool.
 pub struct PlanAgentTool {
@@ -321,220 +183,6 @@ fn planned(end: TurnEnd, last: Option<String>) -> ToolOutput {
             ToolOutput::error(format!("Error: the plan agent failed: {message}"))
         }
         (TurnEnd::Cancelled, _) => ToolOutput::error("Error: the plan agent was cancelled"),
-    }
-}
-
-/// How one review round ended.
-enum Answer {
-    Verdict(PlanVerdict),
-    Cancelled,
-}
-
-/// Clears the pending review if its wait is dropped (the turn was cancelled or closed)
-/// before anybody decided it.
-struct PendingGuard<'a> {
-    shared: &'a Shared,
-    request_id: String,
-}
-
-impl Drop for PendingGuard<'_> {
-    fn drop(&mut self) {
-        if self.shared.plan.take_if(&self.request_id).is_some() {
-            cancel_verdict(self.shared, &self.request_id);
-        }
-    }
-}
-
-fn cancel_verdict(shared: &Shared, request_id: &str) {
-    let verdict = PlanVerdict {
-        request_id: request_id.to_string(),
-        decision: PlanDecision::Reject,
-        feedback: "Cancelled by user".to_string(),
-        decided_by: "cancel",
-    };
-    shared.plan.record(shared, &verdict);
-}
-
-/// Shows `plan` for review and waits for the verdict (or the timeout, which denies it).
-async fn ask(engine: &Engine, shared: &Shared, token: &CancellationToken, plan: &str) -> Answer {
-    let request_id = crate::new_request_id();
-    let (reply, mut rx) = oneshot::channel();
-    shared.set_state(WsState::Attention);
-    shared.emit(Event::Activity {
-        activity: "\u{23f3} Awaiting plan review".to_string(),
-        activity_state: "approval".to_string(),
-    });
-    {
-        let mut pending = lock(&shared.plan.pending);
-        let event = shared.emit(Event::PlanReview {
-            request_id: request_id.clone(),
-            content: plan.to_string(),
-        });
-        *pending = Some(PendingPlan {
-            request_id: request_id.clone(),
-            event,
-            reply,
-        });
-    }
-    let _guard = PendingGuard {
-        shared,
-        request_id: request_id.clone(),
-    };
-    tracing::info!(%request_id, chars = plan.len(), "plan review pending");
-    let timeout = engine.config().approval_timeout;
-    let sleep = tokio::time::sleep(timeout);
-    tokio::pin!(sleep);
-    let answer = tokio::select! {
-        biased;
-        _ = token.cancelled() => Answer::Cancelled,
-        v = &mut rx => match v {
-            Ok(v) => Answer::Verdict(v),
-            Err(_) => Answer::Cancelled,
-        },
-        _ = &mut sleep => {
-            if shared.plan.take_if(&request_id).is_none() {
-                // A decision raced the timeout and won: it is in the channel.
-                tokio::select! {
-                    biased;
-                    _ = token.cancelled() => Answer::Cancelled,
-                    v = rx => v.map_or(Answer::Cancelled, Answer::Verdict),
-                }
-            } else {
-                let verdict = PlanVerdict {
-                    request_id: request_id.clone(),
-                    decision: PlanDecision::Reject,
-                    feedback: format!(
-                        "Plan review timed out after {}",
-                        crate::turn::human_duration(timeout)
-                    ),
-                    decided_by: "timeout",
-                };
-                tracing::warn!(%request_id, "plan review timed out");
-                shared.plan.record(shared, &verdict);
-                Answer::Verdict(verdict)
-            }
-        }
-    };
-    shared.emit(Event::Activity {
-        activity: String::new(),
-        activity_state: String::new(),
-    });
-    answer
-}
-
-/// The `plan_agent` call's result after the review (see the module documentation). `first`
-/// is what the planner returned; `tool` and `prepared` run it again for refinements.
-#[allow(clippy::too_many_arguments)]
-pub(crate) async fn review(
-    engine: &Engine,
-    shared: &Shared,
-    token: &CancellationToken,
-    tool: &dyn Tool,
-    prepared: &Prepared,
-    ctx: &ToolContext,
-    out: &dyn OutputSink,
-    first: ToolOutput,
-) -> ToolOutput {
-    if first.is_error {
-        return first;
-    }
-    let mut plan = first.content;
-    let unreviewed = shared.skip_permissions.load(Ordering::Relaxed) || engine.config().unattended;
-    let mut note = String::new();
-    if !unreviewed {
-        let _one_at_a_time = shared.plan.gate.lock().await;
-        let mut refinements = 0;
-        loop {
-            let verdict = match ask(engine, shared, token, &plan).await {
-                Answer::Cancelled => return ToolOutput::error("Cancelled by user."),
-                Answer::Verdict(v) => v,
-            };
-            if verdict.decided_by == "cancel" || token.is_cancelled() {
-                return ToolOutput::error("Cancelled by user.");
-            }
-            shared.set_state(WsState::Running);
-            match verdict.decision {
-                PlanDecision::Accept => break,
-                PlanDecision::Reject => {
-                    let why = if verdict.decided_by == "timeout" {
-                        format!("{}: the plan was not approved", verdict.feedback)
-                    } else {
-                        "The user rejected this plan".to_string()
-                    };
-                    let output = format!(
-                        "{plan}\n\n[{why}. Do not carry it out; ask the user how to proceed \
-                         or propose a different approach.]"
-                    );
-                    return ToolOutput::ok(truncate_output(&output, ctx.truncation_limit));
-                }
-                PlanDecision::Refine if refinements >= MAX_REFINEMENTS => {
-                    note = format!(
-                        "\n\n[The user asked for more changes after {MAX_REFINEMENTS} \
-                         refinement rounds (the limit); they are not in this plan, take them \
-                         into account: {}]",
-                        verdict.feedback
-                    );
-                    break;
-                }
-                PlanDecision::Refine => {
-                    refinements += 1;
-                    tracing::info!(round = refinements, "plan refinement");
-                    out.chunk(&format!(
-                        "\u{21bb} revising the plan ({refinements}/{MAX_REFINEMENTS}): {}\n",
-                        verdict.feedback.lines().next().unwrap_or_default()
-                    ));
-                    let mut again = prepared.clone();
-                    if let Some(args) = again.args.as_object_mut() {
-                        args.insert("previous_plan".into(), json!(plan));
-                        args.insert("feedback".into(), json!(verdict.feedback));
-                    }
-                    let revised = tool.execute(&again, ctx, out).await;
-                    if revised.is_error {
-                        return revised;
-                    }
-                    plan = revised.content;
-                }
-            }
-        }
-    }
-    let saved = save(ctx, &plan).await;
-    let output = format!("{plan}{note}\n\n{saved}");
-    ToolOutput::ok(truncate_output(&output, ctx.truncation_limit))
-}
-
-/// Writes the final plan to `.plan-<ws_id>.md` in the working directory; returns the note
-/// for the tool result.
-async fn save(ctx: &ToolContext, plan: &str) -> String {
-    let id: String = ctx
-        .ws_id
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    let id = if id.is_empty() {
-        "local".to_string()
-    } else {
-        id
-    };
-    let path = ctx.cwd.join(format!(".plan-{id}.md"));
-    let mut body = plan.to_string();
-    if !body.ends_with('\n') {
-        body.push('\n');
-    }
-    match tokio::fs::write(&path, body).await {
-        Ok(()) => {
-            tracing::info!(path = %path.display(), "plan saved");
-            format!("[Plan saved to {}]", path.display())
-        }
-        Err(e) => {
-            tracing::warn!(path = %path.display(), error = %e, "plan not saved");
-            format!("[The plan could not be saved to {}: {e}]", path.display())
-        }
     }
 }
 

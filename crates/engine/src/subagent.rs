@@ -43,11 +43,13 @@ use turnstone_tools::{
     parse_definition, truncate_output,
 };
 
+use crate::config::EngineConfig;
+use crate::engine::Engine;
 use crate::event::Event;
 use crate::log::Item;
-use crate::turn::{self, TurnEnd};
-use crate::workstream::{Shared, lock};
-use crate::{Engine, EngineConfig};
+use crate::shared::Shared;
+use crate::state::TurnEnd;
+use crate::turn;
 
 /// The tool's name.
 pub const TASK_AGENT: &str = "task_agent";
@@ -185,9 +187,9 @@ pub(crate) fn sub_engine(
         tools: parent.registry().clone(),
         config,
         context_window: AtomicU32::new(parent.context_window()),
-        routes: std::sync::Mutex::default(),
+        routes: Default::default(),
         // Sub-agents get their own prompt only.
-        sections: std::sync::RwLock::default(),
+        sections: Default::default(),
     }
 }
 
@@ -219,7 +221,7 @@ pub(crate) async fn run_sub_turn(
         read_files: Arc::default(),
         ..ctx.clone()
     };
-    shared.turn_count.store(1, Ordering::Relaxed);
+    shared.publish(|v| v.turn_count = 1);
     let mut events = shared.log.subscribe(None);
     let end = {
         let turn = turn::run(
@@ -248,7 +250,7 @@ pub(crate) async fn run_sub_turn(
             progress(&env.event, out);
         }
     }
-    let history = lock(&shared.messages).clone();
+    let history = shared.messages.lock().clone();
     tracing::debug!(?end, messages = history.len(), "sub-agent finished");
     (end, history)
 }

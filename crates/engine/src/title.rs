@@ -3,7 +3,7 @@
 //! 3–8 word title (non-streaming, `max_tokens` 200, temperature 0.3, reasoning effort low)
 //! from the first user message (≤300 characters) and the first reply (≤200 characters).
 //! The first line of the answer, stripped of quotes and cut to 80 characters, becomes the
-//! workstream's title and is handed to the [`TitleHook`] (the node stores it and announces
+//! workstream's title and is handed to the [`crate::TitleHook`] (the node stores it and announces
 //! `ws_rename`). A failed attempt is retried after the next turn; `/new` and `/clear`
 //! ([`crate::WorkstreamHandle::replace_history`] with no messages) enable titling again.
 //!
@@ -11,17 +11,13 @@
 //! `turn_complete` already emitted) and runs beside the next one.
 
 use std::sync::Arc;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
 use turnstone_llm::{ChatMessage, ChatRequest, Role};
 
-use crate::Engine;
+use crate::engine::Engine;
 use crate::event::WsState;
-use crate::workstream::{Shared, lock};
-
-/// Called with `(ws_id, title)` when a workstream got its title. Must not block.
-pub type TitleHook = Arc<dyn Fn(&str, &str) + Send + Sync>;
+use crate::shared::Shared;
 
 const MAX_TOKENS: u32 = 200;
 const TEMPERATURE: f32 = 0.3;
@@ -33,43 +29,6 @@ const INSTRUCTIONS: &str = "You name conversations. Reply with a title of 3 to 8
 says what the conversation is about: the title only, on one line, without quotes or a \
 trailing period.";
 
-/// A workstream's titling state.
-#[derive(Default)]
-pub(crate) struct TitleState {
-    /// Titling is wanted (a new workstream, or after `/new`/`/clear`) and not done yet.
-    pending: AtomicBool,
-    /// A title request is in flight.
-    running: AtomicBool,
-    /// Bumped when the conversation starts over: a late title of the old one is dropped.
-    generation: AtomicU64,
-    title: Mutex<Option<String>>,
-    hook: Mutex<Option<TitleHook>>,
-}
-
-impl TitleState {
-    /// Sets up a workstream made by the manager: titling wanted when it starts empty.
-    pub fn init(&self, hook: Option<TitleHook>, fresh: bool) {
-        *lock(&self.hook) = hook;
-        self.pending.store(fresh, Ordering::Release);
-    }
-
-    /// The conversation starts over (`/new`, `/clear`): title it again.
-    pub fn rearm(&self) {
-        self.generation.fetch_add(1, Ordering::AcqRel);
-        self.pending.store(true, Ordering::Release);
-    }
-
-    /// The conversation was replaced by a saved one (`/resume`): it has its title.
-    pub fn disarm(&self) {
-        self.generation.fetch_add(1, Ordering::AcqRel);
-        self.pending.store(false, Ordering::Release);
-    }
-
-    pub fn title(&self) -> Option<String> {
-        lock(&self.title).clone()
-    }
-}
-
 /// Starts the title task when a turn ended well and the workstream still wants a title.
 pub(crate) fn after_turn(engine: &Arc<Engine>, shared: &Arc<Shared>) {
     let state = &shared.title;
@@ -79,7 +38,7 @@ pub(crate) fn after_turn(engine: &Arc<Engine>, shared: &Arc<Shared>) {
     {
         return;
     }
-    let Some((user, reply)) = first_exchange(&lock(&shared.messages)) else {
+    let Some((user, reply)) = first_exchange(&shared.messages.lock()) else {
         return;
     };
     if state.running.swap(true, Ordering::AcqRel) {
@@ -95,9 +54,9 @@ pub(crate) fn after_turn(engine: &Arc<Engine>, shared: &Arc<Shared>) {
             match result {
                 Ok(title) if state.generation.load(Ordering::Acquire) == generation => {
                     state.pending.store(false, Ordering::Release);
-                    *lock(&state.title) = Some(title.clone());
+                    *state.title.lock() = Some(title.clone());
                     tracing::info!(%title, "workstream titled");
-                    let hook = lock(&state.hook).clone();
+                    let hook = state.hook.lock().clone();
                     if let Some(hook) = hook {
                         hook(&shared.id, &title);
                     }
@@ -140,7 +99,7 @@ async fn generate(
     reply: &str,
 ) -> Result<String, String> {
     let request = ChatRequest {
-        model: crate::models::model_name(engine, shared),
+        model: shared.model_name(engine),
         messages: vec![
             ChatMessage::system(INSTRUCTIONS),
             ChatMessage::user(format!(
@@ -152,7 +111,8 @@ async fn generate(
         max_tokens: Some(MAX_TOKENS),
         reasoning_effort: Some("low".to_string()),
     };
-    let completion = crate::models::provider(engine, shared)
+    let completion = shared
+        .provider(engine)
         .complete(&request)
         .await
         .map_err(|e| e.to_string())?;

@@ -20,11 +20,10 @@ use turnstone_llm::{
 use turnstone_tools::toolset::{ToolPayload, ToolSurface};
 use turnstone_tools::{OutputSink, Prepared, Tool, ToolOutput, parse_tool_arguments};
 
-use crate::Engine;
+use crate::engine::Engine;
 use crate::event::{Event, ToolItem, WsState};
-use crate::workstream::{
-    Decision, PendingApproval, PreparedTools, Shared, Verdict, error_item, lock,
-};
+use crate::shared::Shared;
+use crate::state::{Decision, Pending, PreparedTools, TurnEnd, Verdict, human_duration};
 
 /// Cap on the accumulated visible text of one turn (`turn_complete.content`).
 const TURN_CONTENT_CAP: usize = 256 * 1024;
@@ -53,7 +52,7 @@ struct TurnTools {
 
 impl TurnTools {
     fn freeze(engine: &Engine, shared: &Shared) -> Self {
-        let intent = lock(&shared.tool_intent).clone();
+        let intent = shared.settings.lock().tool_intent.clone();
         let surface = engine.tool_surface(&intent, &shared.loaded_tools);
         for warning in surface.warnings() {
             tracing::warn!(%warning, "tool intent");
@@ -61,7 +60,7 @@ impl TurnTools {
         let specs = surface
             .specs()
             .into_iter()
-            .map(crate::to_tool_spec)
+            .map(crate::engine::to_tool_spec)
             .collect();
         let payload = Arc::new(surface.payload());
         Self {
@@ -69,7 +68,7 @@ impl TurnTools {
             specs,
             payload,
             sections: engine.system_sections(),
-            turn: shared.turn_count.load(Ordering::Relaxed),
+            turn: shared.read(|v| v.turn_count),
             step: 0,
         }
     }
@@ -80,16 +79,6 @@ enum Stop {
     Cancelled,
     Failed(String),
     /// `max_turn_requests` model requests were made and the model still wanted tools.
-    Limit(u32),
-}
-
-/// How a turn ended (the workstream's actor ignores it; a sub-agent reports it).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum TurnEnd {
-    Done,
-    Cancelled,
-    Failed(String),
-    /// Stopped after this many model requests (`max_turn_requests`).
     Limit(u32),
 }
 
@@ -157,7 +146,6 @@ impl Turn<'_> {
     /// stored.
     async fn finish(&self, state: WsState) {
         self.shared.journal_committed().await;
-        *lock(&self.shared.turn_token) = None;
         self.shared.busy.store(false, Ordering::Release);
         self.shared.set_state(state);
         self.emit(Event::TurnComplete {
@@ -204,7 +192,7 @@ impl Turn<'_> {
             )));
         };
         let token = self.token.clone();
-        let provider = crate::models::provider(self.engine, self.shared);
+        let provider = self.shared.provider(self.engine);
         let started = tokio::select! {
             biased;
             _ = token.cancelled() => None,
@@ -331,15 +319,16 @@ impl Turn<'_> {
         if let Some(system) = self.tools.surface.system_prompt(base.as_deref()) {
             messages.push(ChatMessage::system(system));
         }
-        messages.extend(lock(&self.shared.messages).iter().cloned());
+        messages.extend(self.shared.messages.lock().iter().cloned());
         self.tools.step += 1;
-        *lock(&self.shared.prepared_tools) = Some(PreparedTools {
+        let prepared = PreparedTools {
             turn: self.tools.turn,
             step: self.tools.step,
             payload: self.tools.payload.clone(),
-        });
+        };
+        self.shared.publish(|v| v.prepared_tools = Some(prepared));
         ChatRequest {
-            model: crate::models::model_name(self.engine, self.shared),
+            model: self.shared.model_name(self.engine),
             messages,
             tools: self.tools.specs.clone(),
             // The active skill's settings win over the engine's.
@@ -350,19 +339,20 @@ impl Turn<'_> {
     }
 
     fn record_usage(&self, u: Usage) {
-        let mut usage = lock(&self.shared.usage);
-        usage.prompt_tokens = usage.prompt_tokens.max(u.prompt_tokens);
-        usage.completion_tokens = usage.completion_tokens.max(u.completion_tokens);
-        usage.total_tokens = usage.prompt_tokens + usage.completion_tokens;
-        usage.cache_creation_tokens = usage.cache_creation_tokens.max(u.cache_creation_tokens);
-        usage.cache_read_tokens = usage.cache_read_tokens.max(u.cache_read_tokens);
+        self.shared.publish(|v| {
+            let usage = &mut v.usage;
+            usage.prompt_tokens = usage.prompt_tokens.max(u.prompt_tokens);
+            usage.completion_tokens = usage.completion_tokens.max(u.completion_tokens);
+            usage.total_tokens = usage.prompt_tokens + usage.completion_tokens;
+            usage.cache_creation_tokens = usage.cache_creation_tokens.max(u.cache_creation_tokens);
+            usage.cache_read_tokens = usage.cache_read_tokens.max(u.cache_read_tokens);
+        });
     }
 
     fn emit_status(&self) {
         let status = self.shared.status(self.engine);
         self.shared
-            .tokens_total
-            .fetch_add(status.total_tokens, Ordering::Relaxed);
+            .publish(|v| v.tokens_total += status.total_tokens);
         self.emit(Event::Status(status));
     }
 
@@ -370,14 +360,15 @@ impl Turn<'_> {
     async fn tool_round(&mut self, calls: Vec<ToolCall>) -> Result<(), Stop> {
         self.shared.set_state(WsState::Running);
         self.shared
-            .tool_calls_this_turn
-            .fetch_add(calls.len() as u64, Ordering::Relaxed);
+            .publish(|v| v.tool_calls_this_turn += calls.len() as u64);
         let prepared: Vec<Prep> = calls.iter().map(|c| self.prepare(c)).collect();
         let items: Vec<ToolItem> = prepared.iter().map(|p| p.item.clone()).collect();
         self.shared.set_state(WsState::Attention);
 
-        let always = lock(&self.shared.always).clone();
-        let skip = self.shared.skip_permissions.load(Ordering::Relaxed);
+        let (always, skip) = {
+            let settings = self.shared.settings.lock();
+            (settings.always.clone(), settings.skip_permissions)
+        };
         let unattended = self.engine.config().unattended;
         let needs_decision: Vec<&Prep> = prepared
             .iter()
@@ -552,6 +543,9 @@ impl Turn<'_> {
         }
     }
 
+    /// Asks for a decision on the batch and waits for it (a client's, the actor's cancel, or
+    /// the approval timeout, whichever comes first). An "always" approval adds `labels` to
+    /// the workstream's auto-approve set.
     async fn wait_for_decision(
         &self,
         items: Vec<ToolItem>,
@@ -559,57 +553,48 @@ impl Turn<'_> {
     ) -> Result<Decision, Stop> {
         let request_id = crate::new_request_id();
         let (reply, mut rx) = oneshot::channel();
-        {
-            let mut pending = lock(&self.shared.pending);
-            let event = self.shared.emit(Event::ApproveRequest {
+        self.shared.approvals.open(|| Pending {
+            event: self.shared.emit(Event::ApproveRequest {
                 request_id: request_id.clone(),
                 items,
                 judge_pending: false,
-            });
-            *pending = Some(PendingApproval {
-                request_id: request_id.clone(),
-                labels,
-                event,
-                reply,
-            });
-        }
+            }),
+            request_id: request_id.clone(),
+            reply,
+        });
         let timeout = self.engine.config().approval_timeout;
         let sleep = tokio::time::sleep(timeout);
         tokio::pin!(sleep);
-        tokio::select! {
+        let decision = tokio::select! {
             biased;
             _ = self.token.cancelled() => Err(Stop::Cancelled),
-            d = &mut rx => match d {
-                Ok(d) => Ok(d),
-                Err(_) => Err(Stop::Cancelled),
-            },
+            d = &mut rx => d.map_err(|_| Stop::Cancelled),
             _ = &mut sleep => {
-                let taken = {
-                    let mut pending = lock(&self.shared.pending);
-                    match pending.as_ref() {
-                        Some(p) if p.request_id == request_id => pending.take(),
-                        _ => None,
-                    }
-                };
-                if taken.is_none() {
-                    // A decision raced the timeout and won: it is in the channel.
-                    return tokio::select! {
-                        biased;
-                        _ = self.token.cancelled() => Err(Stop::Cancelled),
-                        d = rx => d.map_err(|_| Stop::Cancelled),
-                    };
-                }
                 let feedback = format!("Approval timed out after {}", human_duration(timeout));
-                *lock(&self.shared.last_verdict) = Some(Verdict {
-                    request_id,
+                let timed_out = self.shared.approvals.decide(Some(&request_id), |p| Verdict {
+                    request_id: p.request_id.clone(),
                     approved: false,
                     feedback: feedback.clone(),
                     decided_by: "timeout",
                 });
-                self.emit(Event::ApprovalResolved { approved: false, feedback: feedback.clone() });
-                Ok(Decision { approved: false, feedback, always: false })
+                match timed_out {
+                    // A decision raced the timeout and won: it is in the channel.
+                    None => tokio::select! {
+                        biased;
+                        _ = self.token.cancelled() => Err(Stop::Cancelled),
+                        d = rx => d.map_err(|_| Stop::Cancelled),
+                    },
+                    Some(_) => {
+                        self.emit(Event::ApprovalResolved { approved: false, feedback: feedback.clone() });
+                        Ok(Decision { approved: false, feedback, always: false })
+                    }
+                }
             }
+        }?;
+        if decision.always && decision.approved {
+            self.shared.settings.lock().always.extend(labels);
         }
+        Ok(decision)
     }
 
     /// Runs `runnable` (at most `max_parallel_tools` at once) until all finish or the turn
@@ -742,8 +727,8 @@ async fn run_one<'a>(
     };
     let output = tool.execute(prepared, ctx, &sink).await;
     // A plan is reviewed by the user before it becomes the result (`plan.rs`).
-    let output = if prepared.approval_label == crate::plan::PLAN_AGENT {
-        crate::plan::review(engine, shared, token, &*tool, prepared, ctx, &sink, output).await
+    let output = if prepared.approval_label == crate::review::PLAN_AGENT {
+        crate::review::review(engine, shared, token, &*tool, prepared, ctx, &sink, output).await
     } else {
         output
     };
@@ -755,12 +740,16 @@ fn clip(s: &str, max: usize) -> String {
     line.chars().take(max).collect()
 }
 
-pub(crate) fn human_duration(d: std::time::Duration) -> String {
-    let secs = d.as_secs();
-    match secs {
-        3600 => "1 hour".to_string(),
-        s if s % 3600 == 0 && s > 0 => format!("{} hours", s / 3600),
-        s if s % 60 == 0 && s > 0 => format!("{} minutes", s / 60),
-        _ => format!("{:.1} s", d.as_secs_f64()),
+/// Builds the display item of a call that failed before running.
+pub(crate) fn error_item(call_id: &str, name: &str, error: String) -> ToolItem {
+    ToolItem {
+        call_id: call_id.to_string(),
+        header: format!("\u{2717} {name}"),
+        preview: String::new(),
+        func_name: name.to_string(),
+        approval_label: name.to_string(),
+        needs_approval: false,
+        error: Some(error),
+        ..ToolItem::default()
     }
 }

@@ -1,0 +1,134 @@
+//! The [`Engine`]: what every workstream of a node shares (the model client, the live tool
+//! registry, the settings). Below every workstream module: it knows no workstream.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use parking_lot::{Mutex, RwLock};
+use turnstone_llm::{Resilient, ToolSpec};
+use turnstone_tools::ToolRegistry;
+use turnstone_tools::toolset::{LoadedTools, ToolIntent, ToolSurface};
+
+use crate::config::EngineConfig;
+
+/// What every workstream of a node shares: the model client, the (live) tool registry,
+/// settings.
+pub struct Engine {
+    pub(crate) provider: Resilient,
+    pub(crate) tools: Arc<ToolRegistry>,
+    pub(crate) config: EngineConfig,
+    pub(crate) context_window: AtomicU32,
+    /// Clients of registry aliases workstreams switched to (see `models.rs`).
+    pub(crate) routes: Mutex<HashMap<String, Resilient>>,
+    /// Sections the embedder adds to every workstream's system prompt.
+    pub(crate) sections: RwLock<Vec<Arc<dyn SystemSection>>>,
+}
+
+/// A section the embedder adds to every workstream's system prompt, after the engine's
+/// prompt and the active skill (e.g. the node's catalog of MCP prompts). It is read once at
+/// the start of each turn and frozen for the turn, like the tool array, so the prompt stays
+/// byte-identical within a turn.
+pub trait SystemSection: Send + Sync {
+    /// The text, or `None` for nothing now.
+    fn section(&self) -> Option<String>;
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("model", &self.config.model)
+            .finish()
+    }
+}
+
+impl Engine {
+    /// Builds an engine. When `config.context_window` is 0 the provider is asked once for
+    /// the model's capabilities (falling back to the default window if it cannot answer).
+    pub async fn new(
+        provider: Resilient,
+        tools: Arc<ToolRegistry>,
+        config: EngineConfig,
+    ) -> Arc<Self> {
+        let window = if config.context_window > 0 {
+            config.context_window
+        } else {
+            match provider.inner.capabilities(&config.model).await {
+                Ok(c) => c.context_window,
+                Err(e) => {
+                    tracing::warn!(error = %e, "model capabilities unavailable; using the default context window");
+                    turnstone_llm::ModelCapabilities::default().context_window
+                }
+            }
+        };
+        if let Err(e) = config.toolset.check() {
+            tracing::warn!(error = %e, "tool set configuration");
+        }
+        Arc::new(Self {
+            provider,
+            tools,
+            config,
+            context_window: AtomicU32::new(window),
+            routes: Mutex::default(),
+            sections: RwLock::default(),
+        })
+    }
+
+    /// Adds a section to every workstream's system prompt from the next turn on.
+    pub fn add_system_section(&self, section: Arc<dyn SystemSection>) {
+        self.sections.write().push(section);
+    }
+
+    /// The embedder's sections as of now, joined by blank lines (`None` when all are empty).
+    pub(crate) fn system_sections(&self) -> Option<String> {
+        let sections = self.sections.read();
+        let texts: Vec<String> = sections
+            .iter()
+            .filter_map(|s| s.section())
+            .filter(|t| !t.trim().is_empty())
+            .collect();
+        (!texts.is_empty()).then(|| texts.join("\n\n"))
+    }
+
+    pub fn provider(&self) -> &Resilient {
+        &self.provider
+    }
+
+    pub fn tools(&self) -> &ToolRegistry {
+        &self.tools
+    }
+
+    /// The shared live registry: tools added or removed here reach every workstream at its
+    /// next turn.
+    pub fn registry(&self) -> &Arc<ToolRegistry> {
+        &self.tools
+    }
+
+    /// Every registered tool's spec (metadata stripped), in registry order, as of now. A
+    /// workstream's request carries its own narrower array: see [`Engine::tool_surface`].
+    pub fn tool_specs(&self) -> Vec<ToolSpec> {
+        self.tools.specs().into_iter().map(to_tool_spec).collect()
+    }
+
+    /// The tools a workstream with this intent and loaded set gets now: the array, the
+    /// deferred catalog and dispatch (one turn's frozen view).
+    pub fn tool_surface(&self, intent: &ToolIntent, loaded: &LoadedTools) -> ToolSurface {
+        ToolSurface::build(intent, self.tools.snapshot(), &self.config.toolset, loaded)
+    }
+
+    pub fn config(&self) -> &EngineConfig {
+        &self.config
+    }
+
+    pub fn context_window(&self) -> u32 {
+        self.context_window.load(Ordering::Relaxed)
+    }
+}
+
+pub(crate) fn to_tool_spec(s: turnstone_tools::FunctionSpec) -> ToolSpec {
+    ToolSpec {
+        name: s.name,
+        description: s.description,
+        parameters: s.parameters,
+    }
+}

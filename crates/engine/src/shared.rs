@@ -1,0 +1,303 @@
+//! A workstream's shared context: what its actor task, its turns and its handle all reach
+//! (the id, the event log, the journal, the tool context), and the three kinds of state
+//! `state.rs` describes — the read model ([`View`], written by the actor task only), the
+//! clients' [`Settings`] and the decision registers. Sub-agents run turns on a detached one
+//! (no actor, no handle).
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use parking_lot::Mutex;
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use turnstone_llm::{ChatMessage, Resilient};
+use turnstone_tools::ToolContext;
+use turnstone_tools::toolset::LoadedTools;
+
+use crate::engine::Engine;
+use crate::event::{Envelope, Event, StatusInfo, WsState};
+use crate::log::EventLog;
+use crate::state::{
+    Decision, EventHook, Journal, ModelChoice, Pending, PlanState, Register, Settings,
+    TOOL_LOADED_CONFIG_KEY, TitleState, Verdict, View,
+};
+
+pub(crate) struct Shared {
+    pub id: Arc<str>,
+    pub log: Arc<EventLog>,
+    hook: Option<EventHook>,
+    journal: Option<Arc<dyn Journal>>,
+    pub tool_ctx: ToolContext,
+    /// Deferred tools loaded by `tool_search`; in the array from the next turn on.
+    pub loaded_tools: LoadedTools,
+    /// Cancelled when the workstream is closed: ends its task.
+    pub closed: CancellationToken,
+    /// A turn (or compaction) is queued or running. Set by the handle when it queues one
+    /// (so the first of two sends wins at once), cleared by the turn. Whoever set it is the
+    /// one writer of the conversation until it is cleared.
+    pub busy: AtomicBool,
+    /// The clients' configuration (see [`Settings`]).
+    pub settings: Mutex<Settings>,
+    /// The conversation: written only by the holder of `busy`; read by copy.
+    pub messages: Mutex<Vec<ChatMessage>>,
+    /// The pending tool approval and the last verdict.
+    pub approvals: Register<Pending<Decision>, Verdict>,
+    /// The pending plan review and the last verdict (`review.rs`).
+    pub plan: PlanState,
+    /// Auto-title state.
+    pub title: TitleState,
+    /// The loaded-tool set as last handed to the journal.
+    loaded_persisted: Mutex<Vec<String>>,
+    /// The read model, published by the actor task.
+    view: watch::Sender<View>,
+}
+
+impl Shared {
+    /// The state of a new workstream (or of a sub-agent's conversation, which runs turns on
+    /// it without an actor or a handle).
+    pub(crate) fn new(
+        engine: &Engine,
+        id: Arc<str>,
+        name: String,
+        hook: Option<EventHook>,
+        journal: Option<Arc<dyn Journal>>,
+        history: Vec<ChatMessage>,
+    ) -> Self {
+        let config = engine.config();
+        let mut tool_ctx =
+            ToolContext::new(config.cwd.clone()).for_workstream(&id, &config.node_id);
+        tool_ctx.truncation_limit = config.truncation_limit(engine.context_window());
+        Self {
+            log: Arc::new(EventLog::new(config.event_log_capacity, config.live_buffer)),
+            id,
+            hook,
+            journal,
+            tool_ctx,
+            loaded_tools: LoadedTools::new(),
+            closed: CancellationToken::new(),
+            busy: AtomicBool::new(false),
+            settings: Mutex::new(Settings {
+                name,
+                skip_permissions: config.skip_permissions,
+                always: config.auto_approve_labels.clone(),
+                tool_intent: config.default_tool_intent.clone(),
+                skill: None,
+                model: None,
+                overrides: Default::default(),
+            }),
+            messages: Mutex::new(history),
+            approvals: Register::default(),
+            plan: PlanState::default(),
+            title: TitleState::default(),
+            loaded_persisted: Mutex::new(Vec::new()),
+            view: watch::Sender::new(View::default()),
+        }
+    }
+
+    /// Reads one value of the read model without copying the rest.
+    pub fn read<R>(&self, f: impl FnOnce(&View) -> R) -> R {
+        f(&self.view.borrow())
+    }
+
+    /// Changes the read model (the actor task only: its turn, its compaction, or the
+    /// holder of `busy`).
+    pub fn publish(&self, f: impl FnOnce(&mut View)) {
+        self.view.send_modify(f);
+    }
+
+    pub fn emit(&self, event: Event) -> Arc<Envelope> {
+        match &event {
+            Event::Activity {
+                activity,
+                activity_state,
+            } => self.publish(|v| v.activity = (activity.clone(), activity_state.clone())),
+            Event::ToolResult { .. } => self.publish(|v| v.tool_calls_total += 1),
+            _ => {}
+        }
+        let make = |seq| Envelope {
+            seq,
+            ws_id: self.id.clone(),
+            event,
+        };
+        // The hook runs under the log's lock, so a node-wide log sees this workstream's
+        // events in `seq` order even when two tasks emit at once.
+        match &self.hook {
+            Some(hook) => self.log.push_then(make, |env| hook(env)),
+            None => self.log.push_with(make),
+        }
+    }
+
+    pub fn state(&self) -> WsState {
+        self.read(|v| v.state)
+    }
+
+    pub fn set_state(&self, state: WsState) {
+        self.publish(|v| {
+            v.state = state;
+            v.last_active = Instant::now();
+        });
+        self.emit(Event::StateChange { state });
+    }
+
+    /// The model choice in force: the active skill's, else the workstream's `/model` choice.
+    pub fn current_model(&self) -> Option<ModelChoice> {
+        self.settings.lock().current_model().cloned()
+    }
+
+    /// The client a workstream's requests go to.
+    pub fn provider(&self, engine: &Engine) -> Resilient {
+        match self.current_model() {
+            Some(choice) => choice.provider,
+            None => engine.provider().clone(),
+        }
+    }
+
+    /// The model name a workstream's requests carry.
+    pub fn model_name(&self, engine: &Engine) -> String {
+        match self.current_model() {
+            Some(choice) => choice.model,
+            None => engine.config().model.clone(),
+        }
+    }
+
+    /// The context window of a workstream's model.
+    pub fn context_window(&self, engine: &Engine) -> u32 {
+        match self.current_model() {
+            Some(choice) => choice.context_window,
+            None => engine.context_window(),
+        }
+    }
+
+    /// Token accounting as the `status` event reports it (high-water usage, the engine's
+    /// context window, this turn's tool calls).
+    pub fn status(&self, engine: &Engine) -> StatusInfo {
+        let view = self.view.borrow().clone();
+        let usage = view.usage;
+        let window = u64::from(self.context_window(engine));
+        let used = usage.prompt_tokens + usage.completion_tokens;
+        let pct = if window == 0 {
+            0.0
+        } else {
+            (used as f64 / window as f64 * 1000.0).round() / 10.0
+        };
+        StatusInfo {
+            prompt_tokens: usage.prompt_tokens,
+            completion_tokens: usage.completion_tokens,
+            total_tokens: used,
+            context_window: window,
+            pct,
+            effort: self.reasoning_effort(engine),
+            cache_creation_tokens: usage.cache_creation_tokens,
+            cache_read_tokens: usage.cache_read_tokens,
+            tool_calls_this_turn: view.tool_calls_this_turn,
+            turn_count: view.turn_count,
+        }
+    }
+
+    /// The system prompt before the tool catalog: the engine's, then the active skill's
+    /// content (each only when not empty).
+    pub fn system_base(&self, engine_prompt: Option<&str>) -> Option<String> {
+        let skill = self
+            .settings
+            .lock()
+            .skill
+            .as_ref()
+            .map(|s| s.content.clone())
+            .filter(|c| !c.trim().is_empty());
+        match (engine_prompt.filter(|p| !p.is_empty()), skill) {
+            (None, None) => None,
+            (Some(p), None) => Some(p.to_owned()),
+            (None, Some(s)) => Some(s),
+            (Some(p), Some(s)) => Some(format!("{p}\n\n{s}")),
+        }
+    }
+
+    /// The temperature requests carry: the skill's, else the engine's.
+    pub fn temperature(&self, engine: &Engine) -> Option<f32> {
+        self.settings
+            .lock()
+            .overrides
+            .temperature
+            .or(engine.config().temperature)
+    }
+
+    /// The `max_tokens` requests carry: the skill's, else the engine's.
+    pub fn max_tokens(&self, engine: &Engine) -> Option<u32> {
+        self.settings
+            .lock()
+            .overrides
+            .max_tokens
+            .or(engine.config().max_tokens)
+    }
+
+    /// The reasoning effort requests carry: the skill's, else the engine's.
+    pub fn reasoning_effort(&self, engine: &Engine) -> String {
+        self.settings
+            .lock()
+            .overrides
+            .reasoning_effort
+            .clone()
+            .unwrap_or_else(|| engine.config().reasoning_effort.clone())
+    }
+
+    /// Replaces the conversation and hands it to the journal (no events, usage kept).
+    pub fn replace_messages(&self, messages: Vec<ChatMessage>) {
+        if let Some(journal) = &self.journal {
+            journal.replaced(&self.id, &messages);
+        }
+        *self.messages.lock() = messages;
+    }
+
+    /// Hands a changed session setting to the journal.
+    pub fn config_changed(&self, key: &str, value: Option<&str>) {
+        if let Some(journal) = &self.journal {
+            journal.config_changed(&self.id, key, value);
+        }
+    }
+
+    /// Hands the loaded-tool set to the journal when `tool_search` changed it.
+    pub fn persist_loaded_tools(&self) {
+        let names = self.loaded_tools.names();
+        let mut persisted = self.loaded_persisted.lock();
+        if *persisted == names {
+            return;
+        }
+        let value = serde_json::to_string(&names).unwrap_or_else(|_| "[]".to_string());
+        self.config_changed(TOOL_LOADED_CONFIG_KEY, Some(&value));
+        *persisted = names;
+    }
+
+    /// Records the loaded-tool set as persisted (a resumed session's, restored as stored).
+    pub fn loaded_tools_persisted(&self) {
+        *self.loaded_persisted.lock() = self.loaded_tools.names();
+    }
+
+    pub fn push_message(&self, message: ChatMessage) {
+        self.append_messages(vec![message]);
+    }
+
+    /// Appends the user message that starts the turn of `correlation_id`.
+    pub(crate) fn push_turn_message(&self, message: ChatMessage, correlation_id: &str) {
+        let messages = vec![message];
+        if let Some(journal) = &self.journal {
+            journal.turn_started(&self.id, correlation_id, &messages);
+        }
+        self.messages.lock().extend(messages);
+    }
+
+    /// Waits until the journal has made everything so far durable (at once without one).
+    pub(crate) async fn journal_committed(&self) {
+        if let Some(journal) = &self.journal {
+            journal.committed().await;
+        }
+    }
+
+    /// Appends messages at once (a fold) and hands them to the journal.
+    pub fn append_messages(&self, messages: Vec<ChatMessage>) {
+        if let Some(journal) = &self.journal {
+            journal.appended(&self.id, &messages);
+        }
+        self.messages.lock().extend(messages);
+    }
+}
