@@ -357,7 +357,7 @@ impl Metrics {
         x.sample(
             "turnstone_uptime_seconds",
             &[],
-            &fmt_g(node.uptime().as_secs_f64()),
+            fmt_g(node.uptime().as_secs_f64()),
         );
         x.family(
             "turnstone_workstreams_active_total",
@@ -367,7 +367,7 @@ impl Metrics {
         x.sample(
             "turnstone_workstreams_active_total",
             &[],
-            &workstreams.len().to_string(),
+            workstreams.len(),
         );
         let mut by_state: BTreeMap<&str, u64> = [
             WsState::Attention,
@@ -391,7 +391,7 @@ impl Metrics {
             x.sample(
                 "turnstone_workstreams_by_state",
                 &[("state", state)],
-                &n.to_string(),
+                n,
             );
         }
 
@@ -413,7 +413,7 @@ impl Metrics {
                             ("endpoint", endpoint),
                             ("status_code", &status.to_string()),
                         ],
-                        &n.to_string(),
+                        n,
                     );
                 }
             }
@@ -443,7 +443,7 @@ impl Metrics {
             "Tokens reported at the end of turns, by type.",
         );
         for (kind, n) in TOKEN_TYPES.iter().zip(f.tokens) {
-            x.sample("turnstone_tokens_total", &[("type", kind)], &n.to_string());
+            x.sample("turnstone_tokens_total", &[("type", kind)], n);
         }
         x.family(
             "turnstone_tool_calls_total",
@@ -454,7 +454,7 @@ impl Metrics {
             x.sample(
                 "turnstone_tool_calls_total",
                 &[("tool", tool)],
-                &n.to_string(),
+                n,
             );
         }
         x.counter("turnstone_errors_total", "Error events emitted.", f.errors);
@@ -471,7 +471,7 @@ impl Metrics {
         x.sample(
             "turnstone_sse_connections_active",
             &[],
-            &self.sse_connections().to_string(),
+            self.sse_connections(),
         );
         x.counter(
             "turnstone_ratelimit_rejected_total",
@@ -488,13 +488,13 @@ impl Metrics {
             "gauge",
             "1 when the model backend's circuit is closed.",
         );
-        x.sample("turnstone_backend_up", &[], &up.to_string());
+        x.sample("turnstone_backend_up", &[], up);
         x.family(
             "turnstone_circuit_state",
             "gauge",
             "Model backend circuit: 0 closed, 1 open, 2 half_open.",
         );
-        x.sample("turnstone_circuit_state", &[], &circuit.to_string());
+        x.sample("turnstone_circuit_state", &[], circuit);
         x.counter(
             "turnstone_workstreams_evicted_total",
             "Workstreams evicted to make room.",
@@ -557,7 +557,7 @@ impl Metrics {
                     x.sample(
                         metric,
                         &[("ws_id", id), ("name", name)],
-                        &value(tally(id)).to_string(),
+                        value(tally(id)),
                     );
                 }
             }
@@ -571,7 +571,7 @@ impl Metrics {
                     x.sample(
                         "turnstone_workstream_tool_calls_total",
                         &[("ws_id", id), ("name", name), ("tool", tool)],
-                        &n.to_string(),
+                        n,
                     );
                 }
             }
@@ -584,7 +584,7 @@ impl Metrics {
                 x.sample(
                     "turnstone_workstream_context_ratio",
                     &[("ws_id", id), ("name", name)],
-                    &fmt_g(views::context_ratio(node, w)),
+                    fmt_g(views::context_ratio(node, w)),
                 );
             }
         }
