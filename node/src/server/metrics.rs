@@ -364,11 +364,7 @@ impl Metrics {
             "gauge",
             "Live workstreams.",
         );
-        x.sample(
-            "turnstone_workstreams_active_total",
-            &[],
-            workstreams.len(),
-        );
+        x.sample("turnstone_workstreams_active_total", &[], workstreams.len());
         let mut by_state: BTreeMap<&str, u64> = [
             WsState::Attention,
             WsState::Error,
@@ -388,11 +384,7 @@ impl Metrics {
             "Live workstreams by state.",
         );
         for (state, n) in &by_state {
-            x.sample(
-                "turnstone_workstreams_by_state",
-                &[("state", state)],
-                n,
-            );
+            x.sample("turnstone_workstreams_by_state", &[("state", state)], n);
         }
 
         // Snapshots: no lock is held while the text is written.
@@ -451,11 +443,7 @@ impl Metrics {
             "Tool calls by tool.",
         );
         for (tool, n) in &f.tool_calls {
-            x.sample(
-                "turnstone_tool_calls_total",
-                &[("tool", tool)],
-                n,
-            );
+            x.sample("turnstone_tool_calls_total", &[("tool", tool)], n);
         }
         x.counter("turnstone_errors_total", "Error events emitted.", f.errors);
         x.gauge(
@@ -554,11 +542,7 @@ impl Metrics {
             for (metric, help, value) in per_ws {
                 x.family(metric, "counter", help);
                 for (id, name) in &ids {
-                    x.sample(
-                        metric,
-                        &[("ws_id", id), ("name", name)],
-                        value(tally(id)),
-                    );
+                    x.sample(metric, &[("ws_id", id), ("name", name)], value(tally(id)));
                 }
             }
             x.family(
