@@ -178,7 +178,7 @@ fn strip_non_integer_aggregate(v: &mut Value) {
 pub async fn snapshot(State(console): State<Arc<Console>>) -> Json<Value> {
     let mut snap = console
         .collector
-        .read(|c| c.snapshot(crate::collector::epoch_now()));
+        .read(|c| c.snapshot(turnstone_proto::ids::now_timestamp()));
     if let Some(nodes) = snap.get_mut("nodes").and_then(Value::as_array_mut) {
         for n in nodes {
             strip_non_integer_aggregate(n);

@@ -15,16 +15,18 @@
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 use futures::StreamExt;
+use parking_lot::Mutex;
 use redis::AsyncCommands;
 use serde_json::{Value, json};
 use tokio::sync::{Notify, mpsc};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use turnstone_proto::ids::now_timestamp;
 use turnstone_proto::keys::Keys;
 use turnstone_proto::mq::NodeHeartbeat;
 
@@ -73,14 +75,6 @@ impl std::fmt::Debug for Collector {
     }
 }
 
-/// Epoch seconds now.
-pub fn epoch_now() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0)
-}
-
 impl Collector {
     pub fn new(
         config: ConsoleConfig,
@@ -107,10 +101,6 @@ impl Collector {
         }))
     }
 
-    fn lock(&self) -> MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     fn rules(&self) -> ZombieRules {
         ZombieRules {
             stall_after: self.config.stall_after,
@@ -120,12 +110,12 @@ impl Collector {
 
     /// Runs `f` on the model under the lock (queries).
     pub fn read<T>(&self, f: impl FnOnce(&Cluster) -> T) -> T {
-        f(&self.lock().cluster)
+        f(&self.inner.lock().cluster)
     }
 
     /// Changes the model and fans out `events` under one lock acquisition.
     fn update(&self, f: impl FnOnce(&mut Cluster) -> Vec<Value>) {
-        let mut inner = self.lock();
+        let mut inner = self.inner.lock();
         let events = f(&mut inner.cluster);
         for e in events {
             Self::fan_out_locked(&mut inner, &self.stats, Arc::new(e));
@@ -149,8 +139,8 @@ impl Collector {
     /// queue of every later event, atomically.
     pub fn subscribe(&self) -> (Value, mpsc::Receiver<Arc<Value>>) {
         let (tx, rx) = mpsc::channel(self.config.sse_queue.max(1));
-        let mut inner = self.lock();
-        let mut snapshot = inner.cluster.snapshot(epoch_now());
+        let mut inner = self.inner.lock();
+        let mut snapshot = inner.cluster.snapshot(now_timestamp());
         if let Some(o) = snapshot.as_object_mut() {
             o.insert("type".into(), json!("snapshot"));
         }
@@ -160,7 +150,7 @@ impl Collector {
 
     /// Live SSE listeners.
     pub fn listener_count(&self) -> usize {
-        self.lock().listeners.len()
+        self.inner.lock().listeners.len()
     }
 
     /// A new multiplexed Redis connection (commands, not pub/sub).
@@ -413,7 +403,7 @@ impl Collector {
                 let now = Instant::now();
                 self.update(|c| match c.nodes.get_mut(node_id) {
                     // The node may have been lost while we polled.
-                    Some(n) => n.apply_poll(&dash, health, epoch_now(), now, &rules),
+                    Some(n) => n.apply_poll(&dash, health, now_timestamp(), now, &rules),
                     None => Vec::new(),
                 });
             }
@@ -442,7 +432,9 @@ impl Collector {
 
     async fn events_loop(self: Arc<Self>, stop: CancellationToken) {
         let channel = self.keys.events_cluster();
-        let mut backoff = Duration::from_millis(200);
+        let mut backoff =
+            turnstone_queue::Backoff::new(Duration::from_millis(200), Duration::from_secs(10))
+                .without_jitter();
         loop {
             let session = async {
                 let mut pubsub = self.redis.get_async_pubsub().await?;
@@ -468,9 +460,8 @@ impl Collector {
             self.stats.redis_reconnects.fetch_add(1, Ordering::Relaxed);
             tokio::select! {
                 _ = stop.cancelled() => return,
-                _ = tokio::time::sleep(backoff) => {}
+                _ = tokio::time::sleep(backoff.delay()) => {}
             }
-            backoff = (backoff * 2).min(Duration::from_secs(10));
         }
     }
 

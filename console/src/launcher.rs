@@ -225,13 +225,6 @@ pub fn find_redis_server() -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-fn random_hex(bytes: usize) -> String {
-    use rand::RngCore;
-    let mut buf = vec![0u8; bytes];
-    rand::rng().fill_bytes(&mut buf);
-    buf.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 async fn free_port() -> Result<u16, LaunchError> {
     let l = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     Ok(l.local_addr()?.port())
@@ -376,7 +369,10 @@ pub async fn up(opts: UpOptions) -> Result<Cluster, LaunchError> {
             what: "token".into(),
             detail: e.to_string(),
         })?;
-    let secret = random_hex(32);
+    let secret = turnstone_runtime::auth::random_hex(32).map_err(|e| LaunchError::NotReady {
+        what: "secret".into(),
+        detail: e.to_string(),
+    })?;
     let mut cluster = Cluster {
         procs: Vec::new(),
         console_url: String::new(),

@@ -7,7 +7,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::net::{IpAddr, SocketAddr};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::ConnectInfo;
@@ -16,6 +16,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::{Extension, Json};
+use parking_lot::Mutex;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 use turnstone_runtime::auth::{
@@ -115,13 +116,9 @@ pub struct LoginLimiter {
 }
 
 impl LoginLimiter {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<IpAddr, VecDeque<Instant>>> {
-        self.failures.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     /// `Some(retry_after)` when `ip` used up its failures.
     pub fn blocked(&self, ip: IpAddr, now: Instant) -> Option<Duration> {
-        let mut map = self.lock();
+        let mut map = self.failures.lock();
         let times = map.get_mut(&ip)?;
         while times
             .front()
@@ -139,7 +136,7 @@ impl LoginLimiter {
     }
 
     pub fn record_failure(&self, ip: IpAddr, now: Instant) {
-        let mut map = self.lock();
+        let mut map = self.failures.lock();
         if map.len() >= SWEEP_THRESHOLD {
             map.retain(|_, t| {
                 t.back()

@@ -14,16 +14,17 @@
 //! as the original, whenever it would have to wait. The bridge and the console opt in.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use turnstone_engine::{Event, Item, SendOutcome, WorkstreamHandle};
 use turnstone_store::{QueuedSend, QueuedState, WriteOp};
 
 use crate::server::error::ApiError;
-use crate::server::state::{Node, NodeEventKind, lock};
+use crate::server::state::{Node, NodeEventKind};
 
 /// Default bound of one workstream's queue (`--max-queued-sends`).
 pub const DEFAULT_MAX_QUEUED_SENDS: usize = 1000;
@@ -163,7 +164,8 @@ impl SendQueues {
 
     /// The messages waiting in `ws_id`'s queue, next first.
     pub fn snapshot(&self, ws_id: &str) -> Vec<QueuedMessage> {
-        lock(&self.queues)
+        self.queues
+            .lock()
             .get(ws_id)
             .map(|q| q.iter().cloned().collect())
             .unwrap_or_default()
@@ -171,12 +173,13 @@ impl SendQueues {
 
     /// How many wait in `ws_id`'s queue.
     pub fn len(&self, ws_id: &str) -> usize {
-        lock(&self.queues).get(ws_id).map_or(0, VecDeque::len)
+        self.queues.lock().get(ws_id).map_or(0, VecDeque::len)
     }
 
     /// 1-based position of `correlation_id` in `ws_id`'s queue.
     fn position(&self, ws_id: &str, correlation_id: &str) -> Option<usize> {
-        lock(&self.queues)
+        self.queues
+            .lock()
             .get(ws_id)?
             .iter()
             .position(|m| m.correlation_id == correlation_id)
@@ -184,7 +187,7 @@ impl SendQueues {
     }
 
     fn take(&self, ws_id: &str, correlation_id: &str) -> Option<QueuedMessage> {
-        let mut queues = lock(&self.queues);
+        let mut queues = self.queues.lock();
         let q = queues.get_mut(ws_id)?;
         let i = q.iter().position(|m| m.correlation_id == correlation_id)?;
         q.remove(i)
@@ -202,7 +205,7 @@ impl SendQueues {
                     item = sub.next() => item,
                     _ = sweep.tick() => {
                         let Some(node) = weak.upgrade() else { return };
-                        let waiting: Vec<String> = lock(&node.queues.queues)
+                        let waiting: Vec<String> = node.queues.queues.lock()
                             .iter()
                             .filter(|(_, q)| !q.is_empty())
                             .map(|(ws, _)| ws.clone())
@@ -270,7 +273,7 @@ pub async fn submit(
     let mut refusal = None;
     let mut not_stored = None;
     let (first, replayed) = node.send_once(Some(&key), &ws_id, || {
-        let mut queues = lock(&node.queues.queues);
+        let mut queues = node.queues.queues.lock();
         let q = queues.entry(ws_id.clone()).or_default();
         let waits = !q.is_empty() || ws.is_busy();
         if waits && !request.queue {
@@ -357,7 +360,7 @@ pub fn pump(node: &Node, ws_id: &str) {
     if node.drain.is_draining() {
         return;
     }
-    let mut queues = lock(&node.queues.queues);
+    let mut queues = node.queues.queues.lock();
     let Some(q) = queues.get_mut(ws_id) else {
         return;
     };
@@ -436,7 +439,9 @@ fn discard(node: &Node, ws_id: &str) {
 
 /// Takes `ws_id`'s whole queue out of memory: the correlation ids it held, next first.
 fn take_queue(node: &Node, ws_id: &str) -> Vec<String> {
-    lock(&node.queues.queues)
+    node.queues
+        .queues
+        .lock()
         .remove(ws_id)
         .map(|q| q.into_iter().map(|m| m.correlation_id).collect())
         .unwrap_or_default()
@@ -509,7 +514,9 @@ pub async fn recover(node: &Arc<Node>) -> Result<usize, ApiError> {
             tracing::warn!(correlation_id = %row.correlation_id, error = %e, "queued message's options unreadable; it runs without them");
             SendOptions::default()
         });
-        lock(&node.queues.queues)
+        node.queues
+            .queues
+            .lock()
             .entry(row.ws_id.clone())
             .or_default()
             .push_back(QueuedMessage {
@@ -521,7 +528,7 @@ pub async fn recover(node: &Arc<Node>) -> Result<usize, ApiError> {
         node.remember_send(&row.correlation_id, &row.ws_id, "queued");
         waiting += 1;
     }
-    let ws_ids: Vec<String> = lock(&node.queues.queues).keys().cloned().collect();
+    let ws_ids: Vec<String> = node.queues.queues.lock().keys().cloned().collect();
     for ws_id in ws_ids {
         pump(node, &ws_id);
     }

@@ -37,10 +37,11 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
+use parking_lot::Mutex;
 use tokio::sync::{Notify, Semaphore};
 use tokio::task::JoinSet;
 use tracing::Instrument;
@@ -52,10 +53,6 @@ use turnstone_tools::watch::{
 use turnstone_tools::{Provenance, RegistryError, WatchTool};
 
 use crate::server::Node;
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 // ---------------------------------------------------------------------------------------------
 // The tool's storage
@@ -340,15 +337,15 @@ impl Runner {
             }
         };
         for watch in due {
-            if lock(&self.pending).contains_key(&watch.watch_id) {
+            if self.pending.lock().contains_key(&watch.watch_id) {
                 continue;
             }
-            if !lock(&self.in_flight).insert(watch.watch_id.clone()) {
+            if !self.in_flight.lock().insert(watch.watch_id.clone()) {
                 continue;
             }
             let Ok(permit) = self.slots.clone().try_acquire_owned() else {
                 // All slots busy: the rest stay due for the next tick.
-                lock(&self.in_flight).remove(&watch.watch_id);
+                self.in_flight.lock().remove(&watch.watch_id);
                 break;
             };
             let this = self.clone();
@@ -358,7 +355,7 @@ impl Runner {
                 async move {
                     let id = watch.watch_id.clone();
                     this.poll(watch).await;
-                    lock(&this.in_flight).remove(&id);
+                    this.in_flight.lock().remove(&id);
                     drop(permit);
                 }
                 .instrument(span),
@@ -443,15 +440,15 @@ impl Runner {
             guard_noted: false,
         };
         if let Some(left) = self.advance(&watch.watch_id, pending).await {
-            lock(&self.pending).insert(watch.watch_id, left);
+            self.pending.lock().insert(watch.watch_id, left);
         }
     }
 
     /// Held work first: deliveries that waited, final updates that failed.
     async fn retry_pending(&self) {
-        let ids: Vec<String> = lock(&self.pending).keys().cloned().collect();
+        let ids: Vec<String> = self.pending.lock().keys().cloned().collect();
         for id in ids {
-            let Some(pending) = lock(&self.pending).remove(&id) else {
+            let Some(pending) = self.pending.lock().remove(&id) else {
                 continue;
             };
             if matches!(pending, Pending::Deliver { .. }) {
@@ -464,13 +461,13 @@ impl Runner {
                     }
                     Err(e) => {
                         tracing::warn!(watch_id = %id, error = %e, "watch not read; retrying");
-                        lock(&self.pending).insert(id, pending);
+                        self.pending.lock().insert(id, pending);
                         continue;
                     }
                 }
             }
             if let Some(left) = self.advance(&id, pending).await {
-                lock(&self.pending).insert(id, left);
+                self.pending.lock().insert(id, left);
             }
         }
     }

@@ -37,13 +37,7 @@ pub const REDIS_URL: &str = "redis://127.0.0.1:6379/0";
 
 /// A unique Redis key prefix.
 pub fn prefix() -> String {
-    use rand::RngCore;
-    let mut b = [0u8; 6];
-    rand::rng().fill_bytes(&mut b);
-    format!(
-        "t{}",
-        b.iter().map(|x| format!("{x:02x}")).collect::<String>()
-    )
+    format!("t{}", turnstone_proto::ids::new_correlation_id())
 }
 
 pub async fn redis() -> redis::aio::MultiplexedConnection {

@@ -31,10 +31,11 @@
 //! cover the whole chain.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 
 use crate::anthropic::{AnthropicConfig, AnthropicProvider};
@@ -515,10 +516,7 @@ impl FallbackProvider {
 
     /// The alias that answered the most recent successful call.
     pub fn last_served(&self) -> Option<String> {
-        self.last_served
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        self.last_served.lock().clone()
     }
 
     async fn try_each<'a, T, F, Fut>(
@@ -540,10 +538,7 @@ impl FallbackProvider {
             match attempt(member, member.bind(request)).await {
                 Ok(value) => {
                     permit.success();
-                    *self
-                        .last_served
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner) = Some(member.alias.clone());
+                    *self.last_served.lock() = Some(member.alias.clone());
                     return Ok(value);
                 }
                 Err(error) if error.is_retryable() => {

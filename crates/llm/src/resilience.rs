@@ -7,9 +7,10 @@
 //! never retried. Cancelling = dropping the future; all waiting is `tokio::time`, so paused
 //! test time drives it.
 
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use tokio::time::Instant;
 
 use crate::error::LlmError;
@@ -127,25 +128,20 @@ impl CircuitBreaker {
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, BreakerInner> {
-        // The state is a few plain fields, valid even if a holder panicked.
-        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
     /// Current state (does not advance open → half-open; only `try_acquire` does).
     pub fn state(&self) -> BreakerState {
-        self.lock().state
+        self.inner.lock().state
     }
 
     /// Consecutive failures counted since the last success.
     pub fn consecutive_failures(&self) -> u32 {
-        self.lock().consecutive_failures
+        self.inner.lock().consecutive_failures
     }
 
     /// Asks to send one request. `None` = refused (open within cooldown, or half-open with
     /// the probe out). Dropping the permit without reporting releases a probe slot.
     pub fn try_acquire(&self) -> Option<BreakerPermit<'_>> {
-        let mut inner = self.lock();
+        let mut inner = self.inner.lock();
         let probe = match inner.state {
             BreakerState::Closed => None,
             BreakerState::Open => {
@@ -181,7 +177,7 @@ impl CircuitBreaker {
 
     /// Records a success: the breaker closes.
     pub fn record_success(&self) {
-        let mut inner = self.lock();
+        let mut inner = self.inner.lock();
         inner.state = BreakerState::Closed;
         inner.consecutive_failures = 0;
         inner.opened_at = None;
@@ -190,7 +186,7 @@ impl CircuitBreaker {
 
     /// Records a backend failure: opens after `threshold` in a row, re-opens from half-open.
     pub fn record_failure(&self) {
-        let mut inner = self.lock();
+        let mut inner = self.inner.lock();
         inner.consecutive_failures = inner.consecutive_failures.saturating_add(1);
         let open = match inner.state {
             BreakerState::Closed => inner.consecutive_failures >= self.threshold,
@@ -209,7 +205,7 @@ impl CircuitBreaker {
     }
 
     fn release(&self, probe: Option<u64>) {
-        let mut inner = self.lock();
+        let mut inner = self.inner.lock();
         if probe.is_some() && inner.probe == probe {
             inner.probe = None;
         }

@@ -5,11 +5,12 @@
 use std::{
     collections::{HashMap, HashSet, VecDeque},
     process::Stdio,
-    sync::{Arc, Mutex},
+    sync::Arc,
     time::Duration,
 };
 
 use futures::Future;
+use parking_lot::Mutex;
 use rmcp::{
     ClientHandler, Peer, ServiceError, ServiceExt,
     model::{ClientCapabilities, ClientConfig, Implementation},
@@ -146,7 +147,7 @@ impl StderrTail {
                     }
                     line.truncate(cut);
                 }
-                let mut tail = sink.lock().unwrap_or_else(|e| e.into_inner());
+                let mut tail = sink.lock();
                 if tail.len() == STDERR_TAIL_LINES {
                     tail.pop_front();
                 }
@@ -167,7 +168,7 @@ impl StderrTail {
             let mut done = done.clone();
             let _ = tokio::time::timeout(Duration::from_millis(200), done.wait_for(|d| *d)).await;
         }
-        let tail = self.lines.lock().unwrap_or_else(|e| e.into_inner());
+        let tail = self.lines.lock();
         tail.iter()
             .rev()
             .find(|l| !l.trim().is_empty())

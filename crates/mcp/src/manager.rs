@@ -4,10 +4,11 @@
 
 use std::{
     collections::{BTreeMap, HashMap, HashSet},
-    sync::{Arc, Mutex, RwLock},
+    sync::Arc,
     time::Duration,
 };
 
+use parking_lot::{Mutex, RwLock};
 use rmcp::model::{CallToolRequestParams, GetPromptRequestParams, ReadResourceRequestParams};
 use serde_json::{Map, Value};
 use tokio::{
@@ -16,6 +17,7 @@ use tokio::{
     time::Instant,
 };
 use tokio_util::sync::{CancellationToken, DropGuard};
+use turnstone_backoff::Backoff;
 
 use crate::{
     config::{McpServerConfig, McpTransportConfig, validate_server_name},
@@ -106,10 +108,6 @@ struct Server {
 }
 
 impl Server {
-    fn runtime(&self) -> std::sync::MutexGuard<'_, Runtime> {
-        self.runtime.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     fn set_state(&self, state: ServerState) {
         self.state.send_replace(state);
     }
@@ -143,21 +141,18 @@ struct Inner {
 
 impl Inner {
     fn snapshot(&self) -> Arc<Snapshot> {
-        self.snapshot
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.snapshot.read().clone()
     }
 
     /// Rebuilds the offered snapshot from the servers; bumps the generation when it changed.
     fn rebuild(&self) {
-        let mut slot = self.snapshot.write().unwrap_or_else(|e| e.into_inner());
+        let mut slot = self.snapshot.write();
         let mut next = Snapshot::default();
         for server in &self.servers {
             if !server.offered() {
                 continue;
             }
-            let rt = server.runtime();
+            let rt = server.runtime.lock();
             next.tools.extend(rt.catalog.tools.iter().cloned());
             next.resources.extend(rt.catalog.resources.iter().cloned());
             next.templates.extend(rt.catalog.templates.iter().cloned());
@@ -173,7 +168,7 @@ impl Inner {
             .map(|(i, t)| (t.qualified_name.clone(), i))
             .collect();
         *slot = Arc::new(next);
-        *self.tool_index.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(index);
+        *self.tool_index.write() = Arc::new(index);
         drop(slot);
         self.generation.send_modify(|g| *g += 1);
     }
@@ -300,7 +295,7 @@ impl McpManager {
             .iter()
             .map(|s| {
                 let state = s.state.borrow().clone();
-                let rt = s.runtime();
+                let rt = s.runtime.lock();
                 let offered =
                     matches!(state, ServerState::Ready | ServerState::Reconnecting { .. });
                 let count = |n: usize| if offered { n } else { 0 };
@@ -366,12 +361,7 @@ impl McpManager {
 
     /// One offered tool by its qualified name.
     pub fn tool(&self, qualified_name: &str) -> Option<McpTool> {
-        let index = self
-            .inner
-            .tool_index
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
+        let index = self.inner.tool_index.read().clone();
         let snap = self.inner.snapshot();
         index
             .get(qualified_name)
@@ -496,7 +486,14 @@ impl McpManager {
         let srv = self.server(server)?;
         let operation = format!("prompts/get '{name}'");
         let client = self.ready_client(srv, &operation).await?;
-        if !srv.runtime().catalog.prompts.iter().any(|p| p.name == name) {
+        if !srv
+            .runtime
+            .lock()
+            .catalog
+            .prompts
+            .iter()
+            .any(|p| p.name == name)
+        {
             return Err(McpError::UnknownPrompt {
                 server: server.to_owned(),
                 prompt: name.to_owned(),
@@ -541,8 +538,7 @@ impl McpManager {
     /// Stops every connection and child process and waits (bounded) for the supervisors.
     pub async fn shutdown(&self) {
         self.inner.cancel.cancel();
-        let tasks: Vec<JoinHandle<()>> =
-            std::mem::take(&mut *self.tasks.lock().unwrap_or_else(|e| e.into_inner()));
+        let tasks: Vec<JoinHandle<()>> = std::mem::take(&mut *self.tasks.lock());
         for task in tasks {
             let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
         }
@@ -621,7 +617,7 @@ impl McpManager {
             let state = rx.borrow_and_update().clone();
             match &state {
                 ServerState::Ready => {
-                    if let Some(client) = server.runtime().client.clone() {
+                    if let Some(client) = server.runtime.lock().client.clone() {
                         return Ok(client);
                     }
                 }
@@ -642,7 +638,7 @@ impl McpManager {
                 Ok(Err(_)) => return Err(McpError::ShutDown),
                 Err(_) => {
                     let state = server.state.borrow().describe();
-                    let last = server.runtime().last_error.clone();
+                    let last = server.runtime.lock().last_error.clone();
                     return Err(McpError::NotConnected {
                         server: server.config.name.clone(),
                         state: match last {
@@ -673,7 +669,7 @@ impl McpManager {
             },
             Failure::Disconnected(detail) => {
                 let (closed, stderr) = {
-                    let rt = server.runtime();
+                    let rt = server.runtime.lock();
                     (
                         rt.closed.as_ref().is_none_or(|c| *c.borrow()),
                         rt.stderr.clone(),
@@ -752,12 +748,11 @@ enum End {
     Reconnect(Option<Reply>),
 }
 
+/// The wait before reconnect `attempt` (attempts 0 and 1 wait `backoff_initial`).
 fn backoff(options: &McpOptions, attempt: u32) -> Duration {
-    let factor = 1u32 << attempt.saturating_sub(1).min(16);
-    options
-        .backoff_initial
-        .saturating_mul(factor)
-        .min(options.backoff_max)
+    Backoff::new(options.backoff_initial, options.backoff_max)
+        .without_jitter()
+        .nth(attempt.saturating_sub(1))
 }
 
 fn answer(waiters: &mut Vec<Reply>, result: &Result<(), McpError>) {
@@ -793,7 +788,7 @@ async fn supervise(inner: Arc<Inner>, idx: usize, mut commands: mpsc::UnboundedR
         match outcome {
             Ok((conn, catalog, warnings)) => {
                 {
-                    let mut rt = server.runtime();
+                    let mut rt = server.runtime.lock();
                     if ever_ready {
                         rt.reconnects += 1;
                     }
@@ -804,21 +799,21 @@ async fn supervise(inner: Arc<Inner>, idx: usize, mut commands: mpsc::UnboundedR
                     rt.server_info = conn.server_info.clone();
                     rt.last_error = (!warnings.is_empty()).then(|| warnings.join("; "));
                 }
-                tracing::info!(mcp_server = %name, tools = server.runtime().catalog.tools.len(), "MCP server ready");
+                tracing::info!(mcp_server = %name, tools = server.runtime.lock().catalog.tools.len(), "MCP server ready");
                 ever_ready = true;
                 attempt = 0;
                 server.set_state(ServerState::Ready);
                 inner.rebuild();
                 answer(&mut waiters, &Ok(()));
                 let end = serve(&inner, &server, &conn, &mut commands, &mut changes_rx).await;
-                server.runtime().client = None;
+                server.runtime.lock().client = None;
                 // Stops the service loop; it closes the transport (and so the child).
                 conn.client.cancellation_token().cancel();
                 match end {
                     End::Cancelled => return,
                     End::Lost(reason) => {
                         tracing::warn!(mcp_server = %name, "MCP server connection lost: {reason}");
-                        server.runtime().last_error = Some(reason);
+                        server.runtime.lock().last_error = Some(reason);
                         attempt = 1;
                         server.set_state(ServerState::Reconnecting { attempt });
                         inner.rebuild();
@@ -834,9 +829,9 @@ async fn supervise(inner: Arc<Inner>, idx: usize, mut commands: mpsc::UnboundedR
             Err(reason) => {
                 attempt = attempt.saturating_add(1);
                 tracing::warn!(mcp_server = %name, attempt, "MCP server connection failed: {reason}");
-                server.runtime().last_error = Some(reason.clone());
+                server.runtime.lock().last_error = Some(reason.clone());
                 if !ever_ready || attempt > inner.options.max_reconnect_attempts {
-                    server.runtime().catalog = Catalog::default();
+                    server.runtime.lock().catalog = Catalog::default();
                     server.set_state(ServerState::Failed {
                         reason: reason.clone(),
                     });
@@ -992,7 +987,7 @@ async fn rediscover(
     conn: &Connection,
     kinds: &HashSet<ListKind>,
 ) -> Result<(), DiscoveryError> {
-    let previous = server.runtime().catalog.clone();
+    let previous = server.runtime.lock().catalog.clone();
     let limit = server.config.startup_timeout;
     let result = tokio::time::timeout(
         limit,
@@ -1014,7 +1009,7 @@ async fn rediscover(
     match result {
         Ok((catalog, warnings)) => {
             {
-                let mut rt = server.runtime();
+                let mut rt = server.runtime.lock();
                 rt.catalog = catalog;
                 rt.last_error = (!warnings.is_empty()).then(|| warnings.join("; "));
             }
@@ -1026,7 +1021,7 @@ async fn rediscover(
             if *conn.closed.borrow() {
                 return Err(DiscoveryError::Lost(lost_reason(conn).await));
             }
-            server.runtime().last_error = Some(reason.clone());
+            server.runtime.lock().last_error = Some(reason.clone());
             Err(DiscoveryError::Failed(reason))
         }
         Err(lost) => Err(lost),

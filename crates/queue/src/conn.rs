@@ -9,7 +9,6 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use rand::Rng;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig, MultiplexedConnection};
 use redis::{AsyncConnectionConfig, Client, IntoConnectionInfo};
 
@@ -183,45 +182,6 @@ pub async fn blocking_connection(
         .await?)
 }
 
-/// Jittered exponential backoff for reconnect loops: 50 ms doubling to a cap, each delay
-/// drawn uniformly from [d/2, d] so a fleet of bridges does not reconnect in step.
-#[derive(Debug, Clone)]
-pub struct Backoff {
-    next: Duration,
-    base: Duration,
-    cap: Duration,
-}
-
-impl Backoff {
-    pub fn new(base: Duration, cap: Duration) -> Self {
-        Self {
-            next: base,
-            base,
-            cap,
-        }
-    }
-
-    /// The next delay to sleep.
-    pub fn delay(&mut self) -> Duration {
-        let d = self.next;
-        self.next = (self.next * 2).min(self.cap);
-        let lo = d.as_millis() as u64 / 2;
-        let hi = (d.as_millis() as u64).max(lo + 1);
-        Duration::from_millis(rand::rng().random_range(lo..=hi))
-    }
-
-    /// Back to the shortest delay (after a success).
-    pub fn reset(&mut self) {
-        self.next = self.base;
-    }
-}
-
-impl Default for Backoff {
-    fn default() -> Self {
-        Self::new(Duration::from_millis(50), Duration::from_secs(5))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -249,16 +209,6 @@ mod tests {
             ..RedisSettings::default()
         };
         assert_eq!(tls.to_url(), "rediss://localhost:6379/0");
-    }
-
-    #[test]
-    fn backoff_grows_to_the_cap_with_jitter() {
-        let mut b = Backoff::new(Duration::from_millis(100), Duration::from_millis(800));
-        let d: Vec<u128> = (0..6).map(|_| b.delay().as_millis()).collect();
-        assert!((50..=100).contains(&d[0]), "{d:?}");
-        assert!((400..=800).contains(&d[5]), "{d:?}");
-        b.reset();
-        assert!(b.delay() <= Duration::from_millis(100));
     }
 
     #[test]

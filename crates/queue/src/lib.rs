@@ -5,7 +5,7 @@
 //! * [`conn`] — connection settings (URL or host/port/user/password/db, TLS with CA and
 //!   client certificate files; the one place a Redis client is built), the auto-reconnecting
 //!   connection for ordinary commands, dedicated connections for blocking pops (their read
-//!   timeout is raised above the pop timeout), jittered exponential backoff.
+//!   timeout is raised above the pop timeout). [`Backoff`] is `turnstone_backoff`'s, re-exported.
 //! * [`reliable`] — at-least-once consumption of an inbound list: a message moves atomically
 //!   (`BLMOVE`) into a processing list and leaves it only when acknowledged.
 //! * [`publish`] — publishing one node event exactly once: appended to the workstream's capped
@@ -27,10 +27,12 @@ pub mod reliable;
 
 pub use args::{REDIS_ENV_ALIASES, REDIS_SECRETS, RedisArgs};
 pub use client::{ClientError, Decision, TurnResult, TurnstoneClient, WaitOptions, WsEvents};
-pub use conn::{Backoff, RedisSettings};
+pub use conn::RedisSettings;
 pub use lease::{Leases, rendezvous};
 pub use publish::{Publication, Publisher};
 pub use reliable::ReliableQueue;
+/// The one backoff type (re-exported so the queue's users need no extra dependency).
+pub use turnstone_backoff::Backoff;
 
 /// Errors of this crate.
 #[derive(Debug, thiserror::Error)]

@@ -3,12 +3,14 @@
 //! What every Turnstone binary shares: layered configuration ([`config`]: defaults → TOML
 //! file → `TURNSTONE_*` environment → command line), tracing initialisation ([`telemetry`]:
 //! text or JSON logs), graceful shutdown ([`shutdown`]), and authentication and authorisation
-//! ([`auth`]: scopes, HS256 JWTs, config and API tokens, the route → scope table).
+//! ([`auth`]: scopes, HS256 JWTs, config and API tokens, the route → scope table), and the
+//! Prometheus text writer of every `/metrics` ([`metrics`]).
 //!
 //! It must not know domain logic: no workstreams, tools, models, Redis or HTTP routes.
 
 pub mod auth;
 pub mod config;
+pub mod metrics;
 pub mod service;
 pub mod settings;
 pub mod shutdown;

@@ -102,7 +102,7 @@ enum Command {
 pub struct Writer {
     tx: mpsc::Sender<Command>,
     stats: Arc<Stats>,
-    task: std::sync::Mutex<Option<JoinHandle<()>>>,
+    task: parking_lot::Mutex<Option<JoinHandle<()>>>,
 }
 
 impl Writer {
@@ -119,7 +119,7 @@ impl Writer {
         Self {
             tx,
             stats,
-            task: std::sync::Mutex::new(Some(task)),
+            task: parking_lot::Mutex::new(Some(task)),
         }
     }
 
@@ -205,7 +205,7 @@ impl Writer {
         if self.tx.send(Command::Shutdown(done)).await.is_ok() {
             let _ = wait.await;
         }
-        let task = self.task.lock().ok().and_then(|mut t| t.take());
+        let task = self.task.lock().take();
         if let Some(task) = task
             && let Err(e) = task.await
         {

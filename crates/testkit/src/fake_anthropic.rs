@@ -23,8 +23,8 @@ use std::collections::VecDeque;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use axum::Router;
@@ -34,6 +34,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use futures::StreamExt;
+use parking_lot::Mutex;
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -110,10 +111,6 @@ struct Shared {
     requests: Mutex<Vec<(Value, RecordedHeaders)>>,
     responses: AtomicU64,
     shutdown: watch::Receiver<bool>,
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// The signature the fake issues for a thinking text (and expects back).
@@ -193,18 +190,20 @@ impl FakeAnthropic {
 
     /// Serve `reply` to the next accepted request instead of the rules (FIFO).
     pub fn push_reply(&self, reply: ScriptReply) {
-        lock(&self.shared.replies).push_back(reply);
+        self.shared.replies.lock().push_back(reply);
     }
 
     /// Serve `fault` to the next accepted request (FIFO). Rejected requests (400/401) consume
     /// neither a fault nor a reply.
     pub fn push_fault(&self, fault: AnthropicFault) {
-        lock(&self.shared.faults).push_back(fault);
+        self.shared.faults.lock().push_back(fault);
     }
 
     /// Bodies of every request received, in order (a non-JSON body as a JSON string).
     pub fn requests(&self) -> Vec<Value> {
-        lock(&self.shared.requests)
+        self.shared
+            .requests
+            .lock()
             .iter()
             .map(|(b, _)| b.clone())
             .collect()
@@ -212,17 +211,17 @@ impl FakeAnthropic {
 
     /// The most recent request body.
     pub fn last_request(&self) -> Option<Value> {
-        lock(&self.shared.requests).last().map(|(b, _)| b.clone())
+        self.shared.requests.lock().last().map(|(b, _)| b.clone())
     }
 
     /// Headers of the most recent request.
     pub fn last_headers(&self) -> Option<RecordedHeaders> {
-        lock(&self.shared.requests).last().map(|(_, h)| h.clone())
+        self.shared.requests.lock().last().map(|(_, h)| h.clone())
     }
 
     /// How many requests were received (including rejected and faulted ones).
     pub fn request_count(&self) -> usize {
-        lock(&self.shared.requests).len()
+        self.shared.requests.lock().len()
     }
 }
 
@@ -247,7 +246,7 @@ async fn messages(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: B
         anthropic_version: header_text(&headers, "anthropic-version"),
     };
     let value = serde_json::from_slice::<Value>(&body);
-    lock(&shared.requests).push((
+    shared.requests.lock().push((
         match &value {
             Ok(v) => v.clone(),
             Err(_) => Value::String(String::from_utf8_lossy(&body).into_owned()),
@@ -279,7 +278,7 @@ async fn messages(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: B
             return error_response(StatusCode::BAD_REQUEST, "invalid_request_error", &message);
         }
     };
-    let fault = lock(&shared.faults).pop_front();
+    let fault = shared.faults.lock().pop_front();
     if fault == Some(AnthropicFault::Hang) {
         let mut stop = shared.shutdown.clone();
         let _ = stop.wait_for(|stopped| *stopped).await;
@@ -465,7 +464,9 @@ fn script_input(request: &Value) -> (ScriptMessage, Option<String>) {
 
 fn next_reply(shared: &Shared, request: &Value) -> (ScriptReply, Option<String>) {
     let (message, search) = script_input(request);
-    let reply = lock(&shared.replies)
+    let reply = shared
+        .replies
+        .lock()
         .pop_front()
         .unwrap_or_else(|| reply_for(std::slice::from_ref(&message)));
     (reply, search)

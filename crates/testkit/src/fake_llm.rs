@@ -5,8 +5,8 @@
 use std::collections::VecDeque;
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::Router;
@@ -17,6 +17,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::serve::ListenerExt;
 use futures::StreamExt;
+use parking_lot::Mutex;
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -113,10 +114,6 @@ struct Shared {
     shutdown: watch::Receiver<bool>,
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
 impl FakeLlm {
     /// Starts a server with the default configuration on `127.0.0.1:<random port>`.
     ///
@@ -206,35 +203,35 @@ impl FakeLlm {
     /// Serve `reply` to the next chat-completions request instead of the rules (FIFO).
     /// [`Fault::DropMidStream`] and [`Fault::MalformedChunk`] also consume a queued reply.
     pub fn push_reply(&self, reply: ScriptReply) {
-        lock(&self.shared.replies).push_back(reply);
+        self.shared.replies.lock().push_back(reply);
     }
 
     /// Serve `fault` to the next chat-completions request (FIFO, one request each).
     /// A request rejected with 400 consumes neither a fault nor a reply.
     pub fn push_fault(&self, fault: Fault) {
-        lock(&self.shared.faults).push_back(fault);
+        self.shared.faults.lock().push_back(fault);
     }
 
     /// Bodies of every chat-completions request received, in order. A body that is not JSON
     /// is recorded as a JSON string holding its (lossy UTF-8) text.
     pub fn requests(&self) -> Vec<Value> {
-        lock(&self.shared.requests).clone()
+        self.shared.requests.lock().clone()
     }
 
     /// The most recent chat-completions request body.
     pub fn last_request(&self) -> Option<Value> {
-        lock(&self.shared.requests).last().cloned()
+        self.shared.requests.lock().last().cloned()
     }
 
     /// The W3C `traceparent` header of every chat-completions request, in order (`None`
     /// where a request had none).
     pub fn traceparents(&self) -> Vec<Option<String>> {
-        lock(&self.shared.traceparents).clone()
+        self.shared.traceparents.lock().clone()
     }
 
     /// How many chat-completions requests were received (including rejected and faulted ones).
     pub fn request_count(&self) -> usize {
-        lock(&self.shared.requests).len()
+        self.shared.requests.lock().len()
     }
 
     /// How many accepted connections had `TCP_NODELAY` set successfully.
@@ -245,11 +242,12 @@ impl FakeLlm {
 
 impl Shared {
     fn next_fault(&self) -> Option<Fault> {
-        lock(&self.faults).pop_front()
+        self.faults.lock().pop_front()
     }
 
     fn next_reply(&self, request: &ParsedRequest) -> ScriptReply {
-        lock(&self.replies)
+        self.replies
+            .lock()
             .pop_front()
             .unwrap_or_else(|| reply_for(&request.messages))
     }
@@ -302,14 +300,14 @@ async fn chat_completions(
     headers: axum::http::HeaderMap,
     body: Bytes,
 ) -> Response {
-    lock(&shared.traceparents).push(
+    shared.traceparents.lock().push(
         headers
             .get("traceparent")
             .and_then(|v| v.to_str().ok())
             .map(str::to_string),
     );
     let value = serde_json::from_slice::<Value>(&body);
-    lock(&shared.requests).push(match &value {
+    shared.requests.lock().push(match &value {
         Ok(v) => v.clone(),
         Err(_) => Value::String(String::from_utf8_lossy(&body).into_owned()),
     });

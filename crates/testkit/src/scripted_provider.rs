@@ -3,9 +3,9 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use async_trait::async_trait;
+use parking_lot::Mutex;
 use turnstone_llm::{
     ChatRequest, ChatStream, Completion, FinishReason, LlmError, ModelCapabilities, Provider, Role,
     StreamEvent, ToolCall, Usage,
@@ -43,10 +43,6 @@ pub struct ScriptedProvider {
     faults: Mutex<VecDeque<ProviderFault>>,
     requests: Mutex<Vec<ChatRequest>>,
     calls: AtomicUsize,
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Default for ScriptedProvider {
@@ -108,18 +104,18 @@ impl ScriptedProvider {
 
     /// Serve `reply` to the next call instead of the rules (FIFO).
     pub fn push_reply(&self, reply: ScriptReply) {
-        lock(&self.replies).push_back(reply);
+        self.replies.lock().push_back(reply);
     }
 
     /// Serve `fault` to the next call (FIFO; a faulted call does not consume a reply, except
     /// [`ProviderFault::InterruptAfter`] which streams part of one).
     pub fn push_fault(&self, fault: ProviderFault) {
-        lock(&self.faults).push_back(fault);
+        self.faults.lock().push_back(fault);
     }
 
     /// Makes the next `n` calls fail with the error `make_error` builds.
     pub fn fail_next(&self, n: usize, make_error: impl Fn() -> LlmError) {
-        let mut faults = lock(&self.faults);
+        let mut faults = self.faults.lock();
         for _ in 0..n {
             faults.push_back(ProviderFault::Fail(make_error()));
         }
@@ -132,28 +128,30 @@ impl ScriptedProvider {
 
     /// Every request received, in order (empty with [`without_recording`](Self::without_recording)).
     pub fn requests(&self) -> Vec<ChatRequest> {
-        lock(&self.requests).clone()
+        self.requests.lock().clone()
     }
 
     /// The most recent request, when recording.
     pub fn last_request(&self) -> Option<ChatRequest> {
-        lock(&self.requests).last().cloned()
+        self.requests.lock().last().cloned()
     }
 
     /// Counts and records a call, then decides what it gets.
     async fn begin(&self, request: &ChatRequest) -> Result<Planned, LlmError> {
         self.calls.fetch_add(1, Ordering::SeqCst);
         if self.record_requests {
-            lock(&self.requests).push(request.clone());
+            self.requests.lock().push(request.clone());
         }
-        let fault = lock(&self.faults).pop_front();
+        let fault = self.faults.lock().pop_front();
         let interrupt_after = match fault {
             Some(ProviderFault::Fail(error)) => return Err(error),
             Some(ProviderFault::InterruptAfter { events }) => Some(events),
             Some(ProviderFault::Hang) => return futures::future::pending().await,
             None => None,
         };
-        let reply = lock(&self.replies)
+        let reply = self
+            .replies
+            .lock()
             .pop_front()
             .unwrap_or_else(|| scripted_reply(request));
         let prompt = prompt_tokens(

@@ -132,20 +132,14 @@ pub(crate) fn resolved_suffix(cwd: &Path, path: &Path) -> String {
 /// Records that the model has seen the content of `path`.
 pub(crate) fn mark_read(ctx: &ToolContext, path: &Path) {
     let canonical = canonical(path);
-    let mut set = ctx
-        .read_files
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let mut set = ctx.read_files.lock();
     set.insert(canonical);
 }
 
 /// Whether the model has seen the content of `path` in this workstream.
 pub(crate) fn was_read(ctx: &ToolContext, path: &Path) -> bool {
     let canonical = canonical(path);
-    let set = ctx
-        .read_files
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let set = ctx.read_files.lock();
     set.contains(&canonical)
 }
 

@@ -7,8 +7,9 @@
 //! change.
 
 use std::fmt;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
+use parking_lot::RwLock;
 use serde::{Serialize, Serializer};
 use serde_json::{Map, Value};
 
@@ -242,10 +243,7 @@ impl ToolRegistry {
 
     /// The current snapshot (cheap: an `Arc` clone).
     pub fn snapshot(&self) -> Arc<RegistrySnapshot> {
-        match self.current.read() {
-            Ok(guard) => guard.clone(),
-            Err(poisoned) => poisoned.into_inner().clone(),
-        }
+        self.current.read().clone()
     }
 
     /// Increases on every change (add, remove, replace).
@@ -260,10 +258,7 @@ impl ToolRegistry {
         &self,
         change: impl FnOnce(&mut RegistrySnapshot) -> Result<Option<T>, RegistryError>,
     ) -> Result<Option<T>, RegistryError> {
-        let mut guard = match self.current.write() {
-            Ok(guard) => guard,
-            Err(poisoned) => poisoned.into_inner(),
-        };
+        let mut guard = self.current.write();
         let mut next = RegistrySnapshot::clone(&guard);
         let out = change(&mut next)?;
         if out.is_some() {

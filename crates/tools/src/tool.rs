@@ -3,10 +3,11 @@
 
 use std::collections::HashSet;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
+use parking_lot::Mutex;
 use serde_json::Value;
 
 /// Turnstone metadata of a tool (seed 000): stripped before the schema is sent to a model.
@@ -77,10 +78,7 @@ impl ToolContext {
     /// Forgets which files were read (after a compaction the contents are no longer in the
     /// conversation, so `edit_file` needs a fresh `read_file`).
     pub fn forget_reads(&self) {
-        self.read_files
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clear();
+        self.read_files.lock().clear();
     }
 
     /// The same context for another workstream (sub-agents, tests).

@@ -3,9 +3,10 @@
 //! frame can never land after the erase.
 
 use std::io::Write;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use tokio::task::JoinHandle;
 
 const FRAMES: [&str; 10] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
@@ -37,14 +38,14 @@ impl Spinner {
         if !self.enabled || self.task.is_some() {
             return;
         }
-        *lock(&self.active) = true;
+        *self.active.lock() = true;
         let active = self.active.clone();
         let label = label.to_string();
         self.task = Some(tokio::spawn(async move {
             let mut tick = tokio::time::interval(Duration::from_millis(100));
             for frame in FRAMES.iter().cycle() {
                 tick.tick().await;
-                let active = lock(&active);
+                let active = active.lock();
                 if !*active {
                     break;
                 }
@@ -60,7 +61,7 @@ impl Spinner {
         let Some(task) = self.task.take() else {
             return;
         };
-        let mut active = lock(&self.active);
+        let mut active = self.active.lock();
         *active = false;
         task.abort();
         let mut err = std::io::stderr().lock();
@@ -73,8 +74,4 @@ impl Drop for Spinner {
     fn drop(&mut self) {
         self.stop();
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }

@@ -15,7 +15,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::{ConnectInfo, State};
@@ -24,6 +24,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Extension, Json, Router};
+use parking_lot::Mutex;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
@@ -171,14 +172,10 @@ impl LoginLimiter {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, VecDeque<Instant>>> {
-        self.attempts.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     /// Reserves one attempt at `now` under every key, or `Err(retry_after)` when any key has
     /// used up its attempts (then nothing is reserved).
     pub fn reserve(&self, keys: &[LimitKey], now: Instant) -> Result<(), Duration> {
-        let mut attempts = self.lock();
+        let mut attempts = self.attempts.lock();
         if attempts.len() >= SWEEP_THRESHOLD {
             attempts.retain(|_, times| {
                 prune(times, now, self.window);
@@ -209,7 +206,7 @@ impl LoginLimiter {
 
     /// Gives back the attempt reserved at `at` (it succeeded).
     pub fn release(&self, keys: &[LimitKey], at: Instant) {
-        let mut attempts = self.lock();
+        let mut attempts = self.attempts.lock();
         for (key, _) in keys {
             if let Some(times) = attempts.get_mut(key)
                 && let Some(i) = times.iter().position(|t| *t == at)
@@ -590,6 +587,6 @@ mod tests {
             let _ = limiter.reserve(&[(i.to_string(), 5)], t0);
         }
         let _ = limiter.reserve(&keys("late"), t0 + Duration::from_secs(5));
-        assert_eq!(limiter.lock().len(), 2);
+        assert_eq!(limiter.attempts.lock().len(), 2);
     }
 }

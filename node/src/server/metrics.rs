@@ -10,18 +10,16 @@
 //!   request's log span (SSE responses are recorded when their stream ends);
 //! - live facts (workstreams, breaker, context ratios) are read at scrape time.
 //!
-//! The exposition is written by hand rather than with `prometheus-client`: that crate speaks
-//! OpenMetrics (`# EOF`, counter families named without `_total`), which cannot reproduce
-//! the original's names. Unlike the original, label values are escaped, so the output
-//! passes `promtool check metrics`.
+//! The text is written with the services' one writer, [`turnstone_runtime::metrics`] (why not
+//! `prometheus-client`: see there). Unlike the original, label values are escaped, so the
+//! output passes `promtool check metrics`.
 //!
 //! This module knows the node's state and its event types; it knows nothing of Redis,
 //! storage or the cluster.
 
 use std::collections::{BTreeMap, HashMap};
-use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use axum::body::Body;
@@ -30,16 +28,17 @@ use axum::http::{HeaderValue, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
+use parking_lot::Mutex;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use turnstone_engine::{Event, Item, WsState};
 use turnstone_llm::BreakerState;
+use turnstone_runtime::metrics::{Exposition, fmt_g};
 
 use super::state::{Node, NodeEvent, NodeEventKind};
 use super::views;
 
-/// The `Content-Type` of the exposition.
-pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+pub use turnstone_runtime::metrics::{CONTENT_TYPE, Histogram};
 
 /// Upper bounds of the original's latency histograms (seconds), `+Inf` implied.
 pub const LATENCY_BUCKETS: &[f64] = &[
@@ -69,45 +68,6 @@ pub const MAX_TOOL_LABELS: usize = 256;
 pub const OVERFLOW_ENDPOINT: &str = "__other__";
 
 const TOKEN_TYPES: [&str; 4] = ["prompt", "completion", "cache_creation", "cache_read"];
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// A cumulative histogram over fixed bucket bounds.
-#[derive(Debug, Clone)]
-pub struct Histogram {
-    bounds: &'static [f64],
-    /// `cumulative[i]` = observations `<= bounds[i]`.
-    cumulative: Vec<u64>,
-    count: u64,
-    sum: f64,
-}
-
-impl Histogram {
-    pub fn new(bounds: &'static [f64]) -> Self {
-        Self {
-            bounds,
-            cumulative: vec![0; bounds.len()],
-            count: 0,
-            sum: 0.0,
-        }
-    }
-
-    pub fn observe(&mut self, value: f64) {
-        for (bound, n) in self.bounds.iter().zip(self.cumulative.iter_mut()) {
-            if value <= *bound {
-                *n += 1;
-            }
-        }
-        self.count += 1;
-        self.sum += value;
-    }
-
-    pub fn count(&self) -> u64 {
-        self.count
-    }
-}
 
 #[derive(Debug, Clone)]
 struct HttpSeries {
@@ -193,7 +153,7 @@ impl Default for Metrics {
 
 impl Drop for Metrics {
     fn drop(&mut self) {
-        for task in lock(&self.tasks).drain(..) {
+        for task in self.tasks.lock().drain(..) {
             task.abort();
         }
     }
@@ -228,12 +188,12 @@ impl Metrics {
         let sub = node.node_log.subscribe(Some(0));
         let folder = runtime.spawn(fold_events(Arc::downgrade(metrics), sub));
         let probe = runtime.spawn(probe_lag(Arc::downgrade(metrics)));
-        lock(&metrics.tasks).extend([folder, probe]);
+        metrics.tasks.lock().extend([folder, probe]);
     }
 
     /// Records one finished HTTP request.
     pub fn record_http(&self, method: &str, endpoint: &str, status: u16, elapsed: Duration) {
-        let mut http = lock(&self.http);
+        let mut http = self.http.lock();
         let mut key = (method.to_string(), endpoint.to_string());
         if !http.contains_key(&key) && http.len() >= MAX_HTTP_SERIES {
             key.1 = OVERFLOW_ENDPOINT.to_string();
@@ -267,19 +227,20 @@ impl Metrics {
 
     /// Time since the last turn of any workstream completed (`None` before the first).
     pub fn last_turn_completed_age(&self) -> Option<Duration> {
-        lock(&self.folded)
+        self.folded
+            .lock()
             .last_turn_completed
             .map(|at| Instant::now().saturating_duration_since(at))
     }
 
     /// Accepted sends so far.
     pub fn messages_sent(&self) -> u64 {
-        lock(&self.folded).messages_sent
+        self.folded.lock().messages_sent
     }
 
     /// Folds one entry of the node-wide log, as seen at `now`.
     pub fn observe(&self, entry: &NodeEvent, now: Instant) {
-        let mut f = lock(&self.folded);
+        let mut f = self.folded.lock();
         let env = match &entry.kind {
             NodeEventKind::Ws(env) => env,
             NodeEventKind::Closed { ws_id, reason, .. } => {
@@ -352,7 +313,7 @@ impl Metrics {
 
     /// Truncations reported to subscribers of the node log and every workstream log.
     fn dropped_events(&self, node: &Node) -> u64 {
-        let mut d = lock(&self.dropped);
+        let mut d = self.dropped.lock();
         let live: HashMap<String, u64> = node
             .manager
             .list()
@@ -396,18 +357,14 @@ impl Metrics {
         x.sample(
             "turnstone_uptime_seconds",
             &[],
-            &fmt_g(node.uptime().as_secs_f64()),
+            fmt_g(node.uptime().as_secs_f64()),
         );
         x.family(
             "turnstone_workstreams_active_total",
             "gauge",
             "Live workstreams.",
         );
-        x.sample(
-            "turnstone_workstreams_active_total",
-            &[],
-            &workstreams.len().to_string(),
-        );
+        x.sample("turnstone_workstreams_active_total", &[], workstreams.len());
         let mut by_state: BTreeMap<&str, u64> = [
             WsState::Attention,
             WsState::Error,
@@ -427,16 +384,12 @@ impl Metrics {
             "Live workstreams by state.",
         );
         for (state, n) in &by_state {
-            x.sample(
-                "turnstone_workstreams_by_state",
-                &[("state", state)],
-                &n.to_string(),
-            );
+            x.sample("turnstone_workstreams_by_state", &[("state", state)], n);
         }
 
         // Snapshots: no lock is held while the text is written.
-        let http = lock(&self.http).clone();
-        let f = lock(&self.folded).clone();
+        let http = self.http.lock().clone();
+        let f = self.folded.lock().clone();
         {
             x.family(
                 "turnstone_http_requests_total",
@@ -452,7 +405,7 @@ impl Metrics {
                             ("endpoint", endpoint),
                             ("status_code", &status.to_string()),
                         ],
-                        &n.to_string(),
+                        n,
                     );
                 }
             }
@@ -482,7 +435,7 @@ impl Metrics {
             "Tokens reported at the end of turns, by type.",
         );
         for (kind, n) in TOKEN_TYPES.iter().zip(f.tokens) {
-            x.sample("turnstone_tokens_total", &[("type", kind)], &n.to_string());
+            x.sample("turnstone_tokens_total", &[("type", kind)], n);
         }
         x.family(
             "turnstone_tool_calls_total",
@@ -490,11 +443,7 @@ impl Metrics {
             "Tool calls by tool.",
         );
         for (tool, n) in &f.tool_calls {
-            x.sample(
-                "turnstone_tool_calls_total",
-                &[("tool", tool)],
-                &n.to_string(),
-            );
+            x.sample("turnstone_tool_calls_total", &[("tool", tool)], n);
         }
         x.counter("turnstone_errors_total", "Error events emitted.", f.errors);
         x.gauge(
@@ -510,7 +459,7 @@ impl Metrics {
         x.sample(
             "turnstone_sse_connections_active",
             &[],
-            &self.sse_connections().to_string(),
+            self.sse_connections(),
         );
         x.counter(
             "turnstone_ratelimit_rejected_total",
@@ -527,13 +476,13 @@ impl Metrics {
             "gauge",
             "1 when the model backend's circuit is closed.",
         );
-        x.sample("turnstone_backend_up", &[], &up.to_string());
+        x.sample("turnstone_backend_up", &[], up);
         x.family(
             "turnstone_circuit_state",
             "gauge",
             "Model backend circuit: 0 closed, 1 open, 2 half_open.",
         );
-        x.sample("turnstone_circuit_state", &[], &circuit.to_string());
+        x.sample("turnstone_circuit_state", &[], circuit);
         x.counter(
             "turnstone_workstreams_evicted_total",
             "Workstreams evicted to make room.",
@@ -593,11 +542,7 @@ impl Metrics {
             for (metric, help, value) in per_ws {
                 x.family(metric, "counter", help);
                 for (id, name) in &ids {
-                    x.sample(
-                        metric,
-                        &[("ws_id", id), ("name", name)],
-                        &value(tally(id)).to_string(),
-                    );
+                    x.sample(metric, &[("ws_id", id), ("name", name)], value(tally(id)));
                 }
             }
             x.family(
@@ -610,7 +555,7 @@ impl Metrics {
                     x.sample(
                         "turnstone_workstream_tool_calls_total",
                         &[("ws_id", id), ("name", name), ("tool", tool)],
-                        &n.to_string(),
+                        n,
                     );
                 }
             }
@@ -623,7 +568,7 @@ impl Metrics {
                 x.sample(
                     "turnstone_workstream_context_ratio",
                     &[("ws_id", id), ("name", name)],
-                    &fmt_g(views::context_ratio(node, w)),
+                    fmt_g(views::context_ratio(node, w)),
                 );
             }
         }
@@ -650,7 +595,7 @@ impl Metrics {
             "How late the last 100 ms lag probe woke up.",
             self.event_loop_lag().as_secs_f64(),
         );
-        x.out
+        x.finish()
     }
 }
 
@@ -751,158 +696,9 @@ pub async fn track_http(State(node): State<Arc<Node>>, req: Request, next: Next)
     Response::from_parts(parts, body)
 }
 
-/// A text exposition being written.
-#[derive(Debug, Default)]
-struct Exposition {
-    out: String,
-}
-
-impl Exposition {
-    fn family(&mut self, name: &str, kind: &str, help: &str) {
-        let _ = writeln!(self.out, "# HELP {name} {}", escape_help(help));
-        let _ = writeln!(self.out, "# TYPE {name} {kind}");
-    }
-
-    fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: &str) {
-        self.out.push_str(name);
-        if !labels.is_empty() {
-            self.out.push('{');
-            for (i, (k, v)) in labels.iter().enumerate() {
-                if i > 0 {
-                    self.out.push(',');
-                }
-                let _ = write!(self.out, "{k}=\"{}\"", escape_label(v));
-            }
-            self.out.push('}');
-        }
-        self.out.push(' ');
-        self.out.push_str(value);
-        self.out.push('\n');
-    }
-
-    fn counter(&mut self, name: &str, help: &str, value: u64) {
-        self.family(name, "counter", help);
-        self.sample(name, &[], &value.to_string());
-    }
-
-    fn gauge(&mut self, name: &str, help: &str, value: f64) {
-        self.family(name, "gauge", help);
-        self.sample(name, &[], &fmt_g(value));
-    }
-
-    fn histogram(&mut self, name: &str, labels: &[(&str, &str)], h: &Histogram) {
-        let bucket = format!("{name}_bucket");
-        for (bound, n) in h.bounds.iter().zip(&h.cumulative) {
-            let le = fmt_g(*bound);
-            let mut with_le = labels.to_vec();
-            with_le.push(("le", &le));
-            self.sample(&bucket, &with_le, &n.to_string());
-        }
-        let mut with_le = labels.to_vec();
-        with_le.push(("le", "+Inf"));
-        self.sample(&bucket, &with_le, &h.count.to_string());
-        self.sample(&format!("{name}_sum"), labels, &fmt_g(h.sum));
-        self.sample(&format!("{name}_count"), labels, &h.count.to_string());
-    }
-}
-
-/// A label value with `\`, `"` and newline escaped, as the text format requires.
-pub fn escape_label(value: &str) -> String {
-    let mut out = String::with_capacity(value.len());
-    for c in value.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '"' => out.push_str("\\\""),
-            '\n' => out.push_str("\\n"),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
-fn escape_help(text: &str) -> String {
-    text.replace('\\', "\\\\").replace('\n', "\\n")
-}
-
-/// A float as C's `%.6g` writes it (the original's format): six significant digits,
-/// trailing zeros dropped, exponent form below 1e-4 and from 1e6.
-pub fn fmt_g(value: f64) -> String {
-    if value.is_nan() {
-        return "NaN".into();
-    }
-    if value.is_infinite() {
-        return if value > 0.0 { "+Inf" } else { "-Inf" }.into();
-    }
-    if value == 0.0 {
-        return "0".into();
-    }
-    let sci = format!("{value:.5e}");
-    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
-    let exp: i32 = exp.parse().unwrap_or(0);
-    if !(-4..6).contains(&exp) {
-        let sign = if exp < 0 { '-' } else { '+' };
-        return format!("{}e{sign}{:02}", trim_zeros(mantissa), exp.abs());
-    }
-    let decimals = usize::try_from(5 - exp).unwrap_or(0);
-    trim_zeros(&format!("{value:.decimals$}")).to_string()
-}
-
-fn trim_zeros(number: &str) -> &str {
-    if number.contains('.') {
-        number.trim_end_matches('0').trim_end_matches('.')
-    } else {
-        number
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn floats_are_written_like_percent_6g() {
-        for (v, want) in [
-            (0.0, "0"),
-            (1.0, "1"),
-            (0.005, "0.005"),
-            (10.0, "10"),
-            (5.62, "5.62"),
-            (1.0 / 3.0, "0.333333"),
-            (123_456.7, "123457"),
-            (1_234_567.0, "1.23457e+06"),
-            (0.000_012_5, "1.25e-05"),
-            (-2.5, "-2.5"),
-            (f64::INFINITY, "+Inf"),
-        ] {
-            assert_eq!(fmt_g(v), want, "{v}");
-        }
-    }
-
-    #[test]
-    fn label_values_are_escaped() {
-        assert_eq!(escape_label("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
-        let mut x = Exposition::default();
-        x.sample("m", &[("name", "x\"y\nz")], "1");
-        assert_eq!(x.out, "m{name=\"x\\\"y\\nz\"} 1\n");
-    }
-
-    #[test]
-    fn histograms_are_cumulative_with_inf_sum_and_count() {
-        let mut h = Histogram::new(&[0.1, 1.0]);
-        h.observe(0.05);
-        h.observe(0.5);
-        h.observe(3.0);
-        let mut x = Exposition::default();
-        x.histogram("h", &[("method", "GET")], &h);
-        assert_eq!(
-            x.out,
-            "h_bucket{method=\"GET\",le=\"0.1\"} 1\n\
-             h_bucket{method=\"GET\",le=\"1\"} 2\n\
-             h_bucket{method=\"GET\",le=\"+Inf\"} 3\n\
-             h_sum{method=\"GET\"} 3.55\n\
-             h_count{method=\"GET\"} 3\n"
-        );
-    }
 
     #[test]
     fn http_series_are_bounded() {
@@ -910,7 +706,7 @@ mod tests {
         for i in 0..MAX_HTTP_SERIES + 5 {
             m.record_http("GET", &format!("/p/{i}"), 404, Duration::ZERO);
         }
-        let http = lock(&m.http);
+        let http = m.http.lock();
         assert_eq!(http.len(), MAX_HTTP_SERIES + 1);
         let other = &http[&("GET".to_string(), OVERFLOW_ENDPOINT.to_string())];
         assert_eq!(other.statuses[&404], 5);
@@ -938,7 +734,7 @@ mod tests {
             m.observe(&result(i + 1, format!("hallucinated_{i}")), now);
         }
         {
-            let f = lock(&m.folded);
+            let f = m.folded.lock();
             assert_eq!(f.tool_calls.len(), MAX_TOOL_LABELS + 1);
             assert_eq!(f.tool_calls[OVERFLOW_ENDPOINT], 10);
             assert!(f.per_ws.contains_key("w"));
@@ -954,6 +750,6 @@ mod tests {
             },
             now,
         );
-        assert!(!lock(&m.folded).per_ws.contains_key("w"));
+        assert!(!m.folded.lock().per_ws.contains_key("w"));
     }
 }

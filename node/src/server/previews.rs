@@ -18,12 +18,13 @@
 //! and media (still no scripts) — the pane's "remote content" toggle.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
 
 use axum::body::{Body, Bytes};
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
+use parking_lot::Mutex;
 use serde::Deserialize;
 use turnstone_tools::toolset::sha256_hex;
 use turnstone_tools::{
@@ -118,10 +119,6 @@ pub struct PreviewStore {
     inner: Mutex<Inner>,
 }
 
-fn lock(m: &Mutex<Inner>) -> std::sync::MutexGuard<'_, Inner> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 impl PreviewStore {
     pub fn new(limits: PreviewLimits) -> Self {
         Self {
@@ -143,7 +140,7 @@ impl PreviewStore {
         let id = sha256_hex(format!("{}\n{}\n{digest}", content.kind, content.mime).as_bytes())
             [..32]
             .to_string();
-        let mut inner = lock(&self.inner);
+        let mut inner = self.inner.lock();
         inner.next_seq += 1;
         let seq = inner.next_seq;
         let list = inner.by_ws.entry(ws_id.to_string()).or_default();
@@ -183,7 +180,8 @@ impl PreviewStore {
 
     /// The preview `id` of `ws_id`.
     pub fn get(&self, ws_id: &str, id: &str) -> Option<StoredPreview> {
-        lock(&self.inner)
+        self.inner
+            .lock()
             .by_ws
             .get(ws_id)
             .and_then(|list| list.iter().find(|p| p.id == id).cloned())
@@ -191,7 +189,7 @@ impl PreviewStore {
 
     /// Forgets every preview of `ws_id` (it closed); returns how many went.
     pub fn forget(&self, ws_id: &str) -> usize {
-        let mut inner = lock(&self.inner);
+        let mut inner = self.inner.lock();
         match inner.by_ws.remove(ws_id) {
             Some(list) => {
                 inner.total -= Inner::ws_bytes(&list);
@@ -203,7 +201,7 @@ impl PreviewStore {
 
     /// Previews held and their bytes, over all workstreams.
     pub fn usage(&self) -> (usize, usize) {
-        let inner = lock(&self.inner);
+        let inner = self.inner.lock();
         (inner.by_ws.values().map(VecDeque::len).sum(), inner.total)
     }
 }

@@ -13,7 +13,7 @@
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::str::FromStr;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Json;
@@ -21,6 +21,7 @@ use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use parking_lot::Mutex;
 use serde_json::json;
 use tokio::time::Instant;
 
@@ -257,20 +258,16 @@ impl RateLimiter {
         &self.config
     }
 
-    fn buckets(&self) -> MutexGuard<'_, Buckets> {
-        self.buckets.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     /// Addresses currently tracked.
     pub fn tracked(&self) -> usize {
-        self.buckets().by_ip.len()
+        self.buckets.lock().by_ip.len()
     }
 
     /// Takes a token for `ip` at `now`.
     pub fn check(&self, ip: IpAddr, now: Instant) -> Decision {
         let rate = self.config.requests_per_second;
         let burst = f64::from(self.config.burst);
-        let mut b = self.buckets();
+        let mut b = self.buckets.lock();
         if now.saturating_duration_since(b.swept) >= SWEEP_EVERY {
             b.by_ip
                 .retain(|_, bucket| now.saturating_duration_since(bucket.updated) <= IDLE_PURGE);
@@ -310,7 +307,7 @@ impl RateLimiter {
 
     /// Forgets buckets idle for longer than [`IDLE_PURGE`] at `now`; returns how many.
     pub fn purge_idle(&self, now: Instant) -> usize {
-        let mut b = self.buckets();
+        let mut b = self.buckets.lock();
         let before = b.by_ip.len();
         b.by_ip
             .retain(|_, bucket| now.saturating_duration_since(bucket.updated) <= IDLE_PURGE);
@@ -483,7 +480,7 @@ mod tests {
         // A new address is served; the least recently used bucket (1.0.0.1) made room.
         assert_eq!(l.check(ip("1.0.0.3"), t1), Decision::Allow);
         assert_eq!(l.tracked(), 2);
-        assert!(!l.buckets().by_ip.contains_key(&ip("1.0.0.1")));
+        assert!(!l.buckets.lock().by_ip.contains_key(&ip("1.0.0.1")));
         // After an idle hour the buckets are swept on the next request.
         let later = t0 + IDLE_PURGE + Duration::from_secs(61);
         assert_eq!(l.check(ip("1.0.0.4"), later), Decision::Allow);

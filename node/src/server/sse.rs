@@ -8,6 +8,7 @@ use axum::body::{Body, Bytes};
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use futures::Stream;
+use parking_lot::Mutex;
 use serde_json::Value;
 
 /// One SSE frame.
@@ -100,7 +101,7 @@ pub const STREAM_ROUTES: &[&str] = &[
 /// Open event streams per identity: each takes a slot for as long as its body lives.
 #[derive(Debug, Default)]
 pub struct StreamSlots {
-    open: std::sync::Mutex<std::collections::HashMap<String, usize>>,
+    open: Mutex<std::collections::HashMap<String, usize>>,
 }
 
 /// One open stream's slot; gives it back when dropped.
@@ -111,7 +112,7 @@ pub struct StreamSlot {
 
 impl Drop for StreamSlot {
     fn drop(&mut self) {
-        let mut open = self.slots.lock();
+        let mut open = self.slots.open.lock();
         if let Some(n) = open.get_mut(&self.key) {
             *n = n.saturating_sub(1);
             if *n == 0 {
@@ -122,13 +123,9 @@ impl Drop for StreamSlot {
 }
 
 impl StreamSlots {
-    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, usize>> {
-        super::state::lock(&self.open)
-    }
-
     /// A slot for `key`, or `None` when it already holds `max` open streams.
     pub fn acquire(self: &std::sync::Arc<Self>, key: &str, max: usize) -> Option<StreamSlot> {
-        let mut open = self.lock();
+        let mut open = self.open.lock();
         let n = open.entry(key.to_string()).or_insert(0);
         if *n >= max {
             return None;

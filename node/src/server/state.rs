@@ -2,11 +2,12 @@
 //! idempotency window of sends, auth, and start-up facts for `/health`.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use std::borrow::Cow;
 
+use parking_lot::Mutex;
 use serde_json::Value;
 use turnstone_engine::{
     Closed, CreateOptions, Envelope, Event, EventLog, Manager, ManagerError, Sequenced,
@@ -233,11 +234,6 @@ impl std::fmt::Debug for Node {
     }
 }
 
-/// A `std` mutex's guard, poisoning ignored (a panicking holder leaves plain data behind).
-pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 impl Node {
     /// Builds a node around an engine manager; every workstream event is forwarded, in order,
     /// into the node-wide log.
@@ -431,7 +427,7 @@ impl Node {
                 false,
             );
         };
-        let mut memo = lock(&self.idempotency);
+        let mut memo = self.idempotency.lock();
         let now = SystemTime::now();
         let window = self.options.idempotency_window;
         while let Some(oldest) = memo.order.front().cloned() {
@@ -466,14 +462,14 @@ impl Node {
 impl Node {
     /// Forgets a send's key (its message was not stored: a retry is a new attempt).
     pub fn forget_send(&self, key: &str) {
-        let mut memo = lock(&self.idempotency);
+        let mut memo = self.idempotency.lock();
         memo.by_key.remove(key);
         memo.order.retain(|k| k != key);
     }
 
     /// Remembers a key a previous run of the node accepted (`crate::send_queue::recover`).
     pub fn remember_send(&self, key: &str, ws_id: &str, status: &'static str) {
-        let mut memo = lock(&self.idempotency);
+        let mut memo = self.idempotency.lock();
         let remembered = RememberedSend {
             ws_id: ws_id.to_string(),
             status,

@@ -33,11 +33,12 @@ mod stream;
 mod wire;
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use futures::StreamExt;
+use parking_lot::Mutex;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
 use serde_json::{Value, json};
 
@@ -201,11 +202,7 @@ impl AnthropicProvider {
             {
                 return Some(data.blocks.clone());
             }
-            self.replay
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .get(fingerprint_of(m))
-                .cloned()
+            self.replay.lock().get(fingerprint_of(m)).cloned()
         };
         let converted = convert(&request.messages, &replay);
         let max_tokens = request

@@ -15,10 +15,11 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt::Display;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
+use parking_lot::Mutex;
 use serde_json::{Value, json};
 
 use super::clip;
@@ -359,10 +360,7 @@ impl Assembler {
         if blocks.values().any(Block::needs_replay) {
             let replay: Vec<Value> = blocks.values().map(Block::replay_json).collect();
             let key = fingerprint(&self.text, &calls);
-            self.replay
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .insert(key, replay.clone());
+            self.replay.lock().insert(key, replay.clone());
             out.push(Ok(StreamEvent::ProviderData(ProviderData {
                 provider: super::PROVIDER_NAME.to_string(),
                 blocks: replay,
@@ -571,5 +569,5 @@ impl Driver {
 /// Keeps `ReplayMemory` size observable in tests.
 #[cfg(test)]
 pub(crate) fn replay_len(replay: &Mutex<ReplayMemory>) -> usize {
-    replay.lock().unwrap_or_else(PoisonError::into_inner).len()
+    replay.lock().len()
 }

@@ -109,7 +109,6 @@ async fn thinking_text_and_partial_json_tool_use() {
     );
     let stored = memory
         .lock()
-        .unwrap()
         .get(fingerprint_of(&assistant))
         .cloned()
         .unwrap();
@@ -212,7 +211,7 @@ async fn server_web_search_becomes_info_and_is_replayed() {
     assert!(!items.iter().any(|e| matches!(e, StreamEvent::ToolCalls(_))));
 
     let p = AnthropicProvider::new(AnthropicConfig::default()).unwrap();
-    *p.replay.lock().unwrap() = std::mem::take(&mut *memory.lock().unwrap());
+    *p.replay.lock() = std::mem::take(&mut *memory.lock());
     let body = p.request_body(&ChatRequest {
         model: "m".into(),
         messages: vec![

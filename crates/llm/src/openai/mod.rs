@@ -8,10 +8,10 @@ mod assemble;
 mod wire;
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Mutex;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use parking_lot::Mutex;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
 use serde_json::Value;
 
@@ -217,21 +217,14 @@ impl Provider for OpenAiProvider {
         if let Some(configured) = self.config.capabilities {
             return Ok(configured);
         }
-        if let Some(cached) = self.cache().get(model) {
+        if let Some(cached) = self.capabilities_cache.lock().get(model) {
             return Ok(*cached);
         }
         let found = self.fetch_capabilities(model).await?;
-        self.cache().insert(model.to_string(), found);
-        Ok(found)
-    }
-}
-
-impl OpenAiProvider {
-    fn cache(&self) -> std::sync::MutexGuard<'_, HashMap<String, ModelCapabilities>> {
-        // A poisoned cache is still a valid map.
         self.capabilities_cache
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(model.to_string(), found);
+        Ok(found)
     }
 }
 

@@ -27,7 +27,7 @@ impl Scripted {
     }
     fn next(&self) -> Result<(), LlmError> {
         self.calls.fetch_add(1, Ordering::SeqCst);
-        match self.script.lock().unwrap().pop_front() {
+        match self.script.lock().pop_front() {
             Some(e) => Err(e),
             None => Ok(()),
         }
@@ -270,7 +270,7 @@ async fn breaker_opens_after_five_failed_calls_then_refuses_immediately() {
     assert_eq!(provider.calls(), 10, "refused without calling the backend");
 
     // After the cooldown one probe goes through; its success closes the breaker.
-    provider.script.lock().unwrap().clear();
+    provider.script.lock().clear();
     tokio::time::advance(Duration::from_secs(60)).await;
     assert!(r.complete(&ChatRequest::default()).await.is_ok());
     assert_eq!(r.breaker().state(), BreakerState::Closed);

@@ -42,7 +42,8 @@ pub use policy::{Access, auth_enabled, check_bind_policy, must_require_auth, req
 pub use scope::{Permissions, Scope, Scopes};
 pub use tokens::{
     API_TOKEN_PREFIX, ApiTokenLookup, ApiTokenLookupError, ApiTokenRecord, ConfigToken, TokenRole,
-    generate_api_token, hash_api_token, looks_like_api_token, match_config_token, secrets_equal,
+    generate_api_token, hash_api_token, looks_like_api_token, match_config_token, random_hex,
+    secrets_equal,
 };
 
 use std::time::SystemTime;

@@ -30,11 +30,17 @@ pub fn hash_api_token(raw: &str) -> String {
     hex(digest::digest(&digest::SHA256, raw.as_bytes()).as_ref())
 }
 
+/// `bytes` bytes from the system's secure random source as lowercase hex (`2 * bytes`
+/// digits): the one generator of secrets (API tokens, a launched cluster's shared secret).
+pub fn random_hex(bytes: usize) -> Result<String, AuthError> {
+    let mut buf = vec![0u8; bytes];
+    aws_lc_rs::rand::fill(&mut buf).map_err(|_| AuthError::Random)?;
+    Ok(hex(&buf))
+}
+
 /// A fresh random API token, `ts_` + 64 hex. Store only [`hash_api_token`] of it.
 pub fn generate_api_token() -> Result<String, AuthError> {
-    let mut bytes = [0u8; 32];
-    aws_lc_rs::rand::fill(&mut bytes).map_err(|_| AuthError::Random)?;
-    Ok(format!("{API_TOKEN_PREFIX}{}", hex(&bytes)))
+    Ok(format!("{API_TOKEN_PREFIX}{}", random_hex(32)?))
 }
 
 /// True if `token` has the API token shape (`ts_` + 64 lowercase or uppercase hex).

@@ -5,9 +5,10 @@
 //! finds aliases (they are not in its index).
 
 use std::collections::BTreeSet;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use async_trait::async_trait;
+use parking_lot::Mutex;
 use serde_json::{Value, json};
 
 use super::TOOL_SEARCH;
@@ -57,32 +58,28 @@ impl LoadedTools {
         Self::default()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeSet<String>> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     /// Marks a tool loaded; `true` when it was not yet.
     pub fn mark(&self, name: &str) -> bool {
-        self.lock().insert(name.to_owned())
+        self.0.lock().insert(name.to_owned())
     }
 
     pub fn contains(&self, name: &str) -> bool {
-        self.lock().contains(name)
+        self.0.lock().contains(name)
     }
 
     /// The loaded names, sorted (to persist with a session).
     pub fn names(&self) -> Vec<String> {
-        self.lock().iter().cloned().collect()
+        self.0.lock().iter().cloned().collect()
     }
 
     /// Replaces the set (a resumed session).
     pub fn replace<S: Into<String>>(&self, names: impl IntoIterator<Item = S>) {
-        *self.lock() = names.into_iter().map(Into::into).collect();
+        *self.0.lock() = names.into_iter().map(Into::into).collect();
     }
 
     /// A copy of the set.
     pub fn snapshot(&self) -> BTreeSet<String> {
-        self.lock().clone()
+        self.0.lock().clone()
     }
 }
 

@@ -18,9 +18,10 @@
 use std::collections::HashSet;
 use std::fmt;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use serde_json::Value;
 
 use crate::tool::ToolContext;
@@ -113,7 +114,7 @@ pub struct NotifyLimiter {
 
 impl fmt::Debug for NotifyLimiter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let state = self.lock();
+        let state = self.state.lock();
         f.debug_struct("NotifyLimiter")
             .field("turn_driven", &state.turn_driven)
             .field("workstreams", &state.entries.len())
@@ -122,14 +123,10 @@ impl fmt::Debug for NotifyLimiter {
 }
 
 impl NotifyLimiter {
-    fn lock(&self) -> MutexGuard<'_, LimiterState> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     /// A new turn of the workstream owning `ctx` begins: its count restarts at 0. Once this
     /// has been called, counts reset only here (exact per-turn semantics).
     pub fn start_turn(&self, ctx: &ToolContext) {
-        let mut state = self.lock();
+        let mut state = self.state.lock();
         state.turn_driven = true;
         let entry = state.entry(ctx);
         entry.sent = 0;
@@ -138,13 +135,13 @@ impl NotifyLimiter {
 
     /// Successful notifications counted for `ctx`'s workstream in the current turn (batch).
     pub fn sent(&self, ctx: &ToolContext) -> usize {
-        self.lock().entry(ctx).sent
+        self.state.lock().entry(ctx).sent
     }
 
     /// Called from `notify`'s prepare: without turn signals, a prepare after an execute
     /// starts a new batch.
     pub(crate) fn on_prepare(&self, ctx: &ToolContext) {
-        let mut state = self.lock();
+        let mut state = self.state.lock();
         if state.turn_driven || ctx.current_turn() != 0 {
             state.entry(ctx);
             return;
@@ -159,7 +156,7 @@ impl NotifyLimiter {
     /// Takes one of `limit` slots, or says how many were already used (sent, or being sent
     /// by a parallel call of the same turn).
     pub(crate) fn reserve(&self, ctx: &ToolContext, limit: usize) -> Result<Slot, usize> {
-        let mut state = self.lock();
+        let mut state = self.state.lock();
         let entry = state.entry(ctx);
         entry.executed_since_prepare = true;
         if entry.sent + entry.in_flight >= limit {
@@ -174,7 +171,7 @@ impl NotifyLimiter {
     }
 
     fn settle(&self, key: &Weak<ReadSet>, success: bool) {
-        let mut state = self.lock();
+        let mut state = self.state.lock();
         if let Some(entry) = state.entries.iter_mut().find(|e| Weak::ptr_eq(&e.key, key)) {
             entry.in_flight = entry.in_flight.saturating_sub(1);
             if success {

@@ -29,7 +29,7 @@ async fn read_file_numbers_lines_and_records_the_read() {
     assert!(!out.is_error);
     assert_eq!(out.content, "     1\talpha\n     2\tbeta\n     3\tgamma\n");
     let canonical = std::fs::canonicalize(dir.path().join("a.txt")).unwrap();
-    assert!(ctx.read_files.lock().unwrap().contains(&canonical));
+    assert!(ctx.read_files.lock().contains(&canonical));
 }
 
 #[tokio::test]
@@ -69,7 +69,7 @@ async fn read_file_errors_are_clear() {
     assert!(binary.is_error);
     assert!(binary.content.contains("binary"), "{}", binary.content);
     assert!(
-        ctx.read_files.lock().unwrap().is_empty(),
+        ctx.read_files.lock().is_empty(),
         "failed reads are not recorded"
     );
 }

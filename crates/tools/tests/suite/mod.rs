@@ -12,8 +12,7 @@ mod web_registry;
 mod web_search;
 mod web_support;
 
-use std::sync::Mutex;
-
+use parking_lot::Mutex;
 use serde_json::Value;
 use turnstone_tools::{NoOutput, OutputSink, Prepared, ToolContext, ToolOutput, ToolRegistry};
 
@@ -23,13 +22,13 @@ pub struct Recorder(pub Mutex<Vec<String>>);
 
 impl OutputSink for Recorder {
     fn chunk(&self, text: &str) {
-        self.0.lock().unwrap().push(text.to_owned());
+        self.0.lock().push(text.to_owned());
     }
 }
 
 impl Recorder {
     pub fn chunks(&self) -> Vec<String> {
-        self.0.lock().unwrap().clone()
+        self.0.lock().clone()
     }
 }
 

@@ -1,8 +1,9 @@
 //! `open_preview` against a real local HTTP server and real files: what reaches the sink,
 //! the SSRF screening shared with `web_fetch`, approval by target kind, the size caps.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
+use parking_lot::Mutex;
 use serde_json::json;
 use turnstone_tools::{
     NoOutput, OpenPreviewTool, PreviewContent, PreviewKind, PreviewSink, Tool, ToolContext,
@@ -23,7 +24,7 @@ impl PreviewSink for Sink {
         if self.refuse {
             return Err("no room".into());
         }
-        let mut stored = self.stored.lock().unwrap();
+        let mut stored = self.stored.lock();
         stored.push((ws_id.to_owned(), preview));
         Ok(format!("p{}", stored.len()))
     }
@@ -31,7 +32,7 @@ impl PreviewSink for Sink {
 
 impl Sink {
     fn take(&self) -> Vec<(String, PreviewContent)> {
-        std::mem::take(&mut *self.stored.lock().unwrap())
+        std::mem::take(&mut *self.stored.lock())
     }
 }
 

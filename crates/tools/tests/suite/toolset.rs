@@ -1,9 +1,10 @@
 //! Tool sets by intent, deferred loading, `tool_search`, replay-only aliases and the payload
 //! record (seeds 002 §6 / §7.6 and 004).
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use async_trait::async_trait;
+use parking_lot::Mutex;
 use serde_json::{Value, json};
 use turnstone_tools::toolset::{
     CATALOG_HEADER, LoadedTools, Residency, ResolveError, SearchMode, ToolIntent, ToolSurface,
@@ -35,7 +36,7 @@ impl Tool for Fake {
         })
     }
     async fn execute(&self, p: &Prepared, _ctx: &ToolContext, _out: &dyn OutputSink) -> ToolOutput {
-        self.calls.lock().unwrap().push(p.args.clone());
+        self.calls.lock().push(p.args.clone());
         ToolOutput::ok(format!("{} ran with {}", self.def.name, p.args))
     }
 }
@@ -800,7 +801,7 @@ async fn legacy_names_are_replay_only_aliases() {
     let p = forget.prepare(json!({"key": "editor"}), &ctx).unwrap();
     forget.execute(&p, &ctx, &NoOutput).await;
     assert_eq!(
-        *calls.lock().unwrap(),
+        *calls.lock(),
         [
             json!({"action": "save", "name": "editor", "content": "vim", "description": "vim"}),
             json!({"action": "delete", "name": "editor"}),

@@ -2,10 +2,11 @@
 //! cancel), and one poll of a real command with `run_poll`. The node's suite runs the same
 //! tool over the real store.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use parking_lot::Mutex;
 use serde_json::{Value, json};
 use turnstone_tools::watch::{
     MAX_OUTPUT_CHARS, WatchBackend, WatchEntry, WatchRequest, bound_output, run_poll,
@@ -22,10 +23,10 @@ struct MemoryBackend {
 #[async_trait]
 impl WatchBackend for MemoryBackend {
     async fn create(&self, request: WatchRequest) -> Result<WatchEntry, String> {
-        if *self.fail.lock().unwrap() {
+        if *self.fail.lock() {
             return Err("database is locked".into());
         }
-        let mut rows = self.rows.lock().unwrap();
+        let mut rows = self.rows.lock();
         let entry = WatchEntry {
             watch_id: format!("{:032x}", rows.len() + 0xabc0),
             name: request.name.clone(),
@@ -42,13 +43,12 @@ impl WatchBackend for MemoryBackend {
     }
 
     async fn active(&self, ws_id: &str) -> Result<Vec<WatchEntry>, String> {
-        if *self.fail.lock().unwrap() {
+        if *self.fail.lock() {
             return Err("database is locked".into());
         }
         Ok(self
             .rows
             .lock()
-            .unwrap()
             .iter()
             .filter(|(r, _, active)| *active && r.ws_id == ws_id)
             .map(|(_, e, _)| e.clone())
@@ -56,7 +56,7 @@ impl WatchBackend for MemoryBackend {
     }
 
     async fn cancel(&self, watch_id: &str) -> Result<bool, String> {
-        let mut rows = self.rows.lock().unwrap();
+        let mut rows = self.rows.lock();
         for (_, e, active) in rows.iter_mut() {
             if e.watch_id == watch_id && *active {
                 *active = false;
@@ -107,7 +107,7 @@ async fn create_needs_approval_and_records_the_watch() {
         "{}",
         out.content
     );
-    let rows = backend.rows.lock().unwrap();
+    let rows = backend.rows.lock();
     let (request, _, active) = &rows[0];
     assert!(*active);
     assert_eq!(
@@ -154,7 +154,7 @@ async fn list_and_cancel_are_auto_approved_and_work_by_name_or_id_prefix() {
         "{}",
         out.content
     );
-    assert!(!backend.rows.lock().unwrap()[1].2);
+    assert!(!backend.rows.lock()[1].2);
 
     // By id prefix; ambiguous and unknown keys are errors that list what exists.
     let out = call(&tool, json!({"action": "cancel", "name": "0000"}), &ctx)
@@ -165,7 +165,7 @@ async fn list_and_cancel_are_auto_approved_and_work_by_name_or_id_prefix() {
         "only one active watch matches: {}",
         out.content
     );
-    assert!(!backend.rows.lock().unwrap()[0].2);
+    assert!(!backend.rows.lock()[0].2);
     call(&tool, create("a"), &ctx).await.unwrap();
     call(&tool, create("b"), &ctx).await.unwrap();
     let out = call(&tool, json!({"action": "cancel", "name": "000"}), &ctx)
@@ -212,7 +212,7 @@ async fn the_sixth_watch_and_duplicate_names_are_refused() {
     let dup = call(&tool, create("w0"), &ctx).await.unwrap();
     assert!(dup.is_error && dup.content.contains("named 'w0' is already active"));
     assert!(!call(&tool, create("w4"), &ctx).await.unwrap().is_error);
-    assert_eq!(backend.rows.lock().unwrap().len(), 7);
+    assert_eq!(backend.rows.lock().len(), 7);
 }
 
 #[tokio::test]
@@ -231,7 +231,7 @@ async fn parallel_creates_respect_the_limit() {
         }
     }
     assert_eq!(ok, 5);
-    assert_eq!(backend.rows.lock().unwrap().len(), 5);
+    assert_eq!(backend.rows.lock().len(), 5);
 }
 
 #[tokio::test]
@@ -266,7 +266,7 @@ async fn bad_arguments_and_storage_failures_are_tool_errors() {
         .unwrap();
     assert!(out.is_error && out.content.contains("belong to a workstream"));
 
-    *backend.fail.lock().unwrap() = true;
+    *backend.fail.lock() = true;
     let out = call(&tool, create("x"), &ctx).await.unwrap();
     assert!(
         out.is_error && out.content.contains("database is locked"),

@@ -1,9 +1,10 @@
 //! `web_fetch` against a real local HTTP server (private network allowed: it is on 127.0.0.1).
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use parking_lot::Mutex;
 use serde_json::json;
 use turnstone_tools::{PageAnswerer, Tool, ToolContext, WebFetchTool, WebOptions};
 
@@ -29,7 +30,6 @@ impl PageAnswerer for Recording {
     async fn answer(&self, question: &str, page: &str) -> Result<String, String> {
         self.asked
             .lock()
-            .unwrap()
             .push((question.to_owned(), page.to_owned()));
         if self.fail {
             return Err("model unavailable".into());
@@ -68,7 +68,7 @@ async fn html_is_reduced_to_text_and_answered() {
         out.content
             .contains(&format!("Source: {}", site.url("/page")))
     );
-    let asked = answerer.asked.lock().unwrap().clone();
+    let asked = answerer.asked.lock().clone();
     assert_eq!(asked.len(), 1);
     assert_eq!(asked[0].0, "What is the answer?");
     let page = &asked[0].1;

@@ -1,8 +1,9 @@
 //! `web_search` against a local SearxNG-shaped endpoint, and a custom backend.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use async_trait::async_trait;
+use parking_lot::Mutex;
 use serde_json::json;
 use turnstone_tools::{
     SearchBackend, SearchHit, SearchRequest, Tool, ToolContext, WebOptions, WebSearchTool,
@@ -135,7 +136,7 @@ impl SearchBackend for FakeMcpSearch {
         "mcp:test:search".into()
     }
     async fn search(&self, request: &SearchRequest) -> Result<Vec<SearchHit>, String> {
-        self.0.lock().unwrap().push(request.clone());
+        self.0.lock().push(request.clone());
         Ok(vec![SearchHit {
             title: String::new(),
             url: "https://mcp.example/1".into(),
@@ -166,7 +167,7 @@ async fn a_custom_backend_is_used_when_given() {
         "{}",
         out.content
     );
-    let seen = backend.0.lock().unwrap().clone();
+    let seen = backend.0.lock().clone();
     assert_eq!(
         seen,
         [SearchRequest {

@@ -3,8 +3,8 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::Json;
@@ -13,6 +13,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use parking_lot::Mutex;
 use serde_json::{Value, json};
 use turnstone_tools::{NoOutput, Tool, ToolContext, ToolOutput};
 
@@ -157,7 +158,7 @@ impl Searx {
         format!("http://{}/{kind}", self.addr)
     }
     pub fn queries(&self) -> Vec<HashMap<String, String>> {
-        self.queries.lock().unwrap().clone()
+        self.queries.lock().clone()
     }
 }
 
@@ -184,7 +185,7 @@ async fn searx_ok(
     State(queries): State<QueryLog>,
     Query(q): Query<HashMap<String, String>>,
 ) -> Response {
-    queries.lock().unwrap().push(q.clone());
+    queries.lock().push(q.clone());
     if q.get("format").map(String::as_str) != Some("json") {
         return (StatusCode::FORBIDDEN, "format not allowed").into_response();
     }
@@ -236,7 +237,7 @@ impl Hooks {
         format!("http://{}{path}", self.addr)
     }
     pub fn received(&self) -> Vec<Received> {
-        self.received.lock().unwrap().clone()
+        self.received.lock().clone()
     }
     pub fn count(&self, path: &str) -> usize {
         self.received().iter().filter(|r| r.path == path).count()
@@ -271,7 +272,7 @@ async fn hook(
     headers: HeaderMap,
     Json(body): Json<Value>,
 ) -> Response {
-    state.received.lock().unwrap().push(Received {
+    state.received.lock().push(Received {
         path: format!("/{kind}"),
         body,
         authorization: headers
