@@ -21,11 +21,11 @@ use turnstone_engine::{
     WorkstreamHandle, WsState,
 };
 
-use crate::cli::commands::{self, Command};
-use crate::cli::render::{MarkdownRenderer, Style, ToolOutput};
-use crate::cli::spinner::Spinner;
-use crate::error::NodeError;
-use crate::persist::Persistence;
+use crate::commands::{self, Command};
+use crate::render::{MarkdownRenderer, Style, ToolOutput};
+use crate::spinner::Spinner;
+use crate::error::CliError;
+use turnstone_node::persist::Persistence;
 
 /// A second Ctrl-C within this window exits.
 pub const DOUBLE_CTRL_C: Duration = Duration::from_secs(2);
@@ -107,7 +107,7 @@ impl<W: Write> Repl<W> {
 
     /// `/resume <alias|id|prefix>`: the saved conversation opens as a new workstream under
     /// its stored id (so it keeps accruing there) and becomes the current one.
-    async fn resume(&mut self, target: &str) -> Result<(), NodeError> {
+    async fn resume(&mut self, target: &str) -> Result<(), CliError> {
         let Some(p) = self.persistence.clone() else {
             return self.info("Sessions are not saved in this run: nothing to resume.");
         };
@@ -137,7 +137,7 @@ impl<W: Write> Repl<W> {
         self.switch_to(idx)
     }
 
-    pub fn new(manager: Manager, opts: ReplOptions, out: W) -> Result<Self, NodeError> {
+    pub fn new(manager: Manager, opts: ReplOptions, out: W) -> Result<Self, CliError> {
         let (events_tx, events_rx) = mpsc::channel(EVENT_BUFFER);
         let mut repl = Self {
             manager,
@@ -168,7 +168,7 @@ impl<W: Write> Repl<W> {
         &mut self,
         mut lines: mpsc::Receiver<String>,
         mut ctrl_c: mpsc::Receiver<()>,
-    ) -> Result<(), NodeError> {
+    ) -> Result<(), CliError> {
         if self.opts.interactive {
             let banner = format!(
                 "Turnstone \u{2014} model {}. Type /help for commands.",
@@ -224,7 +224,7 @@ impl<W: Write> Repl<W> {
     // ---- output ------------------------------------------------------------------------
 
     /// Writes text, first moving off a displayed prompt.
-    fn write_raw(&mut self, text: &str) -> Result<(), NodeError> {
+    fn write_raw(&mut self, text: &str) -> Result<(), CliError> {
         if text.is_empty() {
             return Ok(());
         }
@@ -242,18 +242,18 @@ impl<W: Write> Repl<W> {
     }
 
     /// Writes one line (after ending any streamed text).
-    fn line(&mut self, text: &str) -> Result<(), NodeError> {
+    fn line(&mut self, text: &str) -> Result<(), CliError> {
         self.flush_text()?;
         self.write_raw(&format!("{text}\n"))
     }
 
-    fn info(&mut self, text: &str) -> Result<(), NodeError> {
+    fn info(&mut self, text: &str) -> Result<(), CliError> {
         let text = self.opts.style.dim(text);
         self.line(&text)
     }
 
     /// Ends streamed text: the spinner, a reasoning line, a held markdown line, tool output.
-    fn flush_text(&mut self) -> Result<(), NodeError> {
+    fn flush_text(&mut self) -> Result<(), CliError> {
         self.spinner.stop();
         if self.reasoning_mid_line {
             self.reasoning_mid_line = false;
@@ -266,7 +266,7 @@ impl<W: Write> Repl<W> {
     }
 
     /// Shows the prompt that is due, if it is not on screen already.
-    fn refresh_prompt(&mut self) -> Result<(), NodeError> {
+    fn refresh_prompt(&mut self) -> Result<(), CliError> {
         if !self.opts.interactive || self.spinner.is_running() {
             return Ok(());
         }
@@ -286,7 +286,7 @@ impl<W: Write> Repl<W> {
         Ok(())
     }
 
-    fn show_items(&mut self, items: &[ToolItem], with_preview: bool) -> Result<(), NodeError> {
+    fn show_items(&mut self, items: &[ToolItem], with_preview: bool) -> Result<(), CliError> {
         let style = self.opts.style;
         for item in items {
             self.line(&style.bold(&item.header))?;
@@ -311,14 +311,14 @@ impl<W: Write> Repl<W> {
     // ---- workstreams -------------------------------------------------------------------
 
     /// Creates a workstream and starts forwarding its events (not yet in `list`).
-    fn create_workstream(&mut self, name: Option<String>) -> Result<WorkstreamHandle, NodeError> {
+    fn create_workstream(&mut self, name: Option<String>) -> Result<WorkstreamHandle, CliError> {
         self.create_with(CreateOptions {
             name,
             ..CreateOptions::default()
         })
     }
 
-    fn create_with(&mut self, options: CreateOptions) -> Result<WorkstreamHandle, NodeError> {
+    fn create_with(&mut self, options: CreateOptions) -> Result<WorkstreamHandle, CliError> {
         let (handle, evicted) = self.manager.create(options)?;
         let mut sub = handle.subscribe(None);
         let tx = self.events_tx.clone();
@@ -364,7 +364,7 @@ impl<W: Write> Repl<W> {
     }
 
     /// Makes `idx` current, re-showing a pending approval question.
-    fn switch_to(&mut self, idx: usize) -> Result<(), NodeError> {
+    fn switch_to(&mut self, idx: usize) -> Result<(), CliError> {
         self.flush_text()?;
         self.awaiting_approval = None;
         self.current = idx;
@@ -380,7 +380,7 @@ impl<W: Write> Repl<W> {
 
     // ---- input -------------------------------------------------------------------------
 
-    async fn on_line(&mut self, line: &str) -> Result<Flow, NodeError> {
+    async fn on_line(&mut self, line: &str) -> Result<Flow, CliError> {
         // The user's Enter moved the cursor past any prompt.
         self.shown_prompt = None;
         if let Some(command) = commands::parse(line) {
@@ -420,7 +420,7 @@ impl<W: Write> Repl<W> {
         Ok(Flow::Continue)
     }
 
-    async fn on_command(&mut self, command: Command) -> Result<Flow, NodeError> {
+    async fn on_command(&mut self, command: Command) -> Result<Flow, CliError> {
         match command {
             Command::Exit => return Ok(Flow::Exit),
             Command::Help => self.line(commands::HELP)?,
@@ -536,7 +536,7 @@ impl<W: Write> Repl<W> {
         Ok(Flow::Continue)
     }
 
-    fn on_ctrl_c(&mut self) -> Result<Flow, NodeError> {
+    fn on_ctrl_c(&mut self) -> Result<Flow, CliError> {
         let now = Instant::now();
         if let Some(prev) = self.last_ctrl_c
             && now.duration_since(prev) <= DOUBLE_CTRL_C
@@ -557,7 +557,7 @@ impl<W: Write> Repl<W> {
 
     // ---- events ------------------------------------------------------------------------
 
-    fn on_event(&mut self, ws_id: &str, item: Item) -> Result<(), NodeError> {
+    fn on_event(&mut self, ws_id: &str, item: Item) -> Result<(), CliError> {
         let Some(idx) = self.position(ws_id) else {
             return Ok(()); // a closed workstream's last words
         };
@@ -585,7 +585,7 @@ impl<W: Write> Repl<W> {
         }
     }
 
-    fn on_background_event(&mut self, idx: usize, env: &Envelope) -> Result<(), NodeError> {
+    fn on_background_event(&mut self, idx: usize, env: &Envelope) -> Result<(), CliError> {
         let what = match &env.event {
             Event::ApproveRequest { .. } => "needs approval",
             Event::TurnComplete {
@@ -604,7 +604,7 @@ impl<W: Write> Repl<W> {
         self.line(&notice)
     }
 
-    fn on_current_event(&mut self, env: &Envelope) -> Result<(), NodeError> {
+    fn on_current_event(&mut self, env: &Envelope) -> Result<(), CliError> {
         let style = self.opts.style;
         match &env.event {
             Event::ThinkingStart => {
@@ -688,7 +688,7 @@ impl<W: Write> Repl<W> {
 
     /// Shows an approval request of the current workstream and asks (interactive) or
     /// decides (pipe mode).
-    fn on_approve_request(&mut self, env: &Envelope) -> Result<(), NodeError> {
+    fn on_approve_request(&mut self, env: &Envelope) -> Result<(), CliError> {
         let Event::ApproveRequest { items, .. } = &env.event else {
             return Ok(());
         };

@@ -7,17 +7,42 @@ use std::sync::Arc;
 
 use turnstone_engine::{Engine, EngineConfig};
 use turnstone_llm::{CircuitBreaker, OpenAiConfig, OpenAiProvider, Resilient, RetryPolicy};
-use turnstone_testkit::{FakeLlm, FakeLlmConfig};
 use turnstone_tools::ToolRegistry;
 
-use crate::error::NodeError;
+use crate::error::CliError;
+
+/// The in-process scripted model (none in builds without the `scripted-model` feature).
+#[cfg(feature = "scripted-model")]
+type ScriptedModel = turnstone_testkit::FakeLlm;
+#[cfg(not(feature = "scripted-model"))]
+type ScriptedModel = std::convert::Infallible;
+
+/// Starts the scripted model on `127.0.0.1`; returns it (keep it alive) and its base URL.
+#[cfg(feature = "scripted-model")]
+async fn start_scripted() -> Result<(ScriptedModel, String), CliError> {
+    let fake = turnstone_testkit::FakeLlm::bind(
+        std::net::SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, 0)),
+        turnstone_testkit::FakeLlmConfig::default(),
+    )
+    .await
+    .map_err(|e| CliError::FakeModel(e.to_string()))?;
+    let url = fake.base_url();
+    Ok((fake, url))
+}
+
+#[cfg(not(feature = "scripted-model"))]
+async fn start_scripted() -> Result<(ScriptedModel, String), CliError> {
+    Err(CliError::FakeModel(
+        "this build has none (feature `scripted-model`); pass --base-url".into(),
+    ))
+}
 
 /// A connected model: the resilient client, where it points, and the in-process fake model
 /// (kept alive as long as this value) when one was started.
 pub struct Backend {
     pub provider: Resilient,
     pub base_url: String,
-    fake: Option<FakeLlm>,
+    fake: Option<ScriptedModel>,
 }
 
 impl std::fmt::Debug for Backend {
@@ -34,22 +59,13 @@ impl Backend {
     pub async fn connect(
         base_url: Option<&str>,
         api_key: Option<String>,
-    ) -> Result<Self, NodeError> {
-        let fake = match base_url {
-            Some(_) => None,
-            None => Some(
-                FakeLlm::bind(
-                    std::net::SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, 0)),
-                    FakeLlmConfig::default(),
-                )
-                .await
-                .map_err(|e| NodeError::FakeModel(e.to_string()))?,
-            ),
-        };
-        let base_url = match (base_url, &fake) {
-            (Some(url), _) => url.to_string(),
-            (None, Some(f)) => f.base_url(),
-            (None, None) => return Err(NodeError::FakeModel("no endpoint".into())),
+    ) -> Result<Self, CliError> {
+        let (fake, base_url) = match base_url {
+            Some(url) => (None, url.to_string()),
+            None => {
+                let (fake, url) = start_scripted().await?;
+                (Some(fake), url)
+            }
         };
         let mut config = OpenAiConfig::new(base_url.clone());
         config.api_key = api_key;
@@ -86,7 +102,7 @@ impl Backend {
 
     /// Builds an engine with the built-in tools on this backend. The returned engine holds
     /// its own client; keep `self` alive for the scripted model to keep serving.
-    pub async fn engine(&self, config: EngineConfig) -> Result<Arc<Engine>, NodeError> {
+    pub async fn engine(&self, config: EngineConfig) -> Result<Arc<Engine>, CliError> {
         let tools = Arc::new(ToolRegistry::with_builtins()?);
         Ok(Engine::new(self.provider.clone(), tools, config).await)
     }
@@ -96,17 +112,17 @@ impl Backend {
         &self,
         config: EngineConfig,
         options: &turnstone_tools::BuiltinOptions,
-    ) -> Result<Arc<Engine>, NodeError> {
+    ) -> Result<Arc<Engine>, CliError> {
         let tools = Arc::new(ToolRegistry::with_builtin_options(options)?);
         Ok(Engine::new(self.provider.clone(), tools, config).await)
     }
 }
 
 /// The tools' working directory: `cwd` when given (it must exist), else the process's.
-pub fn resolve_cwd(cwd: Option<PathBuf>) -> Result<PathBuf, NodeError> {
+pub fn resolve_cwd(cwd: Option<PathBuf>) -> Result<PathBuf, CliError> {
     match cwd {
         Some(path) if path.is_dir() => Ok(path),
-        Some(path) => Err(NodeError::BadCwd { path }),
+        Some(path) => Err(CliError::BadCwd { path }),
         None => Ok(std::env::current_dir()?),
     }
 }

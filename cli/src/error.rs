@@ -1,10 +1,10 @@
-//! The node crate's error type.
+//! The terminal frontends' error type.
 
 use std::path::PathBuf;
 
 /// Why the terminal client (or the demo) could not start or had to stop.
 #[derive(Debug, thiserror::Error)]
-pub enum NodeError {
+pub enum CliError {
     #[error(transparent)]
     Config(#[from] turnstone_runtime::ConfigError),
     #[error(
@@ -21,8 +21,8 @@ pub enum NodeError {
     Tools(#[from] turnstone_tools::RegistryError),
     #[error(transparent)]
     Workstream(#[from] turnstone_engine::ManagerError),
-    #[error("persistence: {0}")]
-    Persistence(String),
+    #[error(transparent)]
+    Persistence(#[from] turnstone_node::persist::PersistError),
     #[error("terminal i/o: {0}")]
     Io(#[from] std::io::Error),
 }
