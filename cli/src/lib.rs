@@ -8,22 +8,18 @@
 //! * [`commands`] — parsing of slash commands and approval answers;
 //! * [`render`] — the line-buffered markdown renderer and styling;
 //! * [`repl`] — the loop tying input, Ctrl-C and workstream events together;
-//! * [`demo`] — the demo's transcript printer;
-//! * [`backend`] — the model they run on: an OpenAI-compatible endpoint, or the scripted
-//!   fake model started in-process when no base URL is given (feature `scripted-model`, on
-//!   by default; the node server never links it).
+//! * [`demo`] — the demo's transcript printer.
+//!
+//! The model they run on is the node's [`turnstone_node::backend`]: an OpenAI-compatible
+//! endpoint, or the scripted fake model started in-process when no base URL is given.
 //!
 //! It drives workstreams only through the engine's public handle (`send`, `approve`,
 //! `cancel`, `subscribe`) like any other frontend; it must not know the HTTP API, Redis or
 //! how sessions are stored (sessions are saved through the node's `persist` journal).
 
-pub mod backend;
 pub mod commands;
 pub mod demo;
-pub mod error;
 pub mod render;
 pub mod repl;
 pub mod settings;
 mod spinner;
-
-pub use error::CliError;

@@ -24,7 +24,7 @@ use turnstone_engine::{
 use crate::commands::{self, Command};
 use crate::render::{MarkdownRenderer, Style, ToolOutput};
 use crate::spinner::Spinner;
-use crate::error::CliError;
+use turnstone_node::NodeError;
 use turnstone_node::persist::Persistence;
 
 /// A second Ctrl-C within this window exits.
@@ -107,7 +107,7 @@ impl<W: Write> Repl<W> {
 
     /// `/resume <alias|id|prefix>`: the saved conversation opens as a new workstream under
     /// its stored id (so it keeps accruing there) and becomes the current one.
-    async fn resume(&mut self, target: &str) -> Result<(), CliError> {
+    async fn resume(&mut self, target: &str) -> Result<(), NodeError> {
         let Some(p) = self.persistence.clone() else {
             return self.info("Sessions are not saved in this run: nothing to resume.");
         };
@@ -137,7 +137,7 @@ impl<W: Write> Repl<W> {
         self.switch_to(idx)
     }
 
-    pub fn new(manager: Manager, opts: ReplOptions, out: W) -> Result<Self, CliError> {
+    pub fn new(manager: Manager, opts: ReplOptions, out: W) -> Result<Self, NodeError> {
         let (events_tx, events_rx) = mpsc::channel(EVENT_BUFFER);
         let mut repl = Self {
             manager,
@@ -168,7 +168,7 @@ impl<W: Write> Repl<W> {
         &mut self,
         mut lines: mpsc::Receiver<String>,
         mut ctrl_c: mpsc::Receiver<()>,
-    ) -> Result<(), CliError> {
+    ) -> Result<(), NodeError> {
         if self.opts.interactive {
             let banner = format!(
                 "Turnstone \u{2014} model {}. Type /help for commands.",
@@ -224,7 +224,7 @@ impl<W: Write> Repl<W> {
     // ---- output ------------------------------------------------------------------------
 
     /// Writes text, first moving off a displayed prompt.
-    fn write_raw(&mut self, text: &str) -> Result<(), CliError> {
+    fn write_raw(&mut self, text: &str) -> Result<(), NodeError> {
         if text.is_empty() {
             return Ok(());
         }
@@ -242,18 +242,18 @@ impl<W: Write> Repl<W> {
     }
 
     /// Writes one line (after ending any streamed text).
-    fn line(&mut self, text: &str) -> Result<(), CliError> {
+    fn line(&mut self, text: &str) -> Result<(), NodeError> {
         self.flush_text()?;
         self.write_raw(&format!("{text}\n"))
     }
 
-    fn info(&mut self, text: &str) -> Result<(), CliError> {
+    fn info(&mut self, text: &str) -> Result<(), NodeError> {
         let text = self.opts.style.dim(text);
         self.line(&text)
     }
 
     /// Ends streamed text: the spinner, a reasoning line, a held markdown line, tool output.
-    fn flush_text(&mut self) -> Result<(), CliError> {
+    fn flush_text(&mut self) -> Result<(), NodeError> {
         self.spinner.stop();
         if self.reasoning_mid_line {
             self.reasoning_mid_line = false;
@@ -266,7 +266,7 @@ impl<W: Write> Repl<W> {
     }
 
     /// Shows the prompt that is due, if it is not on screen already.
-    fn refresh_prompt(&mut self) -> Result<(), CliError> {
+    fn refresh_prompt(&mut self) -> Result<(), NodeError> {
         if !self.opts.interactive || self.spinner.is_running() {
             return Ok(());
         }
@@ -286,7 +286,7 @@ impl<W: Write> Repl<W> {
         Ok(())
     }
 
-    fn show_items(&mut self, items: &[ToolItem], with_preview: bool) -> Result<(), CliError> {
+    fn show_items(&mut self, items: &[ToolItem], with_preview: bool) -> Result<(), NodeError> {
         let style = self.opts.style;
         for item in items {
             self.line(&style.bold(&item.header))?;
@@ -311,14 +311,14 @@ impl<W: Write> Repl<W> {
     // ---- workstreams -------------------------------------------------------------------
 
     /// Creates a workstream and starts forwarding its events (not yet in `list`).
-    fn create_workstream(&mut self, name: Option<String>) -> Result<WorkstreamHandle, CliError> {
+    fn create_workstream(&mut self, name: Option<String>) -> Result<WorkstreamHandle, NodeError> {
         self.create_with(CreateOptions {
             name,
             ..CreateOptions::default()
         })
     }
 
-    fn create_with(&mut self, options: CreateOptions) -> Result<WorkstreamHandle, CliError> {
+    fn create_with(&mut self, options: CreateOptions) -> Result<WorkstreamHandle, NodeError> {
         let (handle, evicted) = self.manager.create(options)?;
         let mut sub = handle.subscribe(None);
         let tx = self.events_tx.clone();
@@ -364,7 +364,7 @@ impl<W: Write> Repl<W> {
     }
 
     /// Makes `idx` current, re-showing a pending approval question.
-    fn switch_to(&mut self, idx: usize) -> Result<(), CliError> {
+    fn switch_to(&mut self, idx: usize) -> Result<(), NodeError> {
         self.flush_text()?;
         self.awaiting_approval = None;
         self.current = idx;
@@ -380,7 +380,7 @@ impl<W: Write> Repl<W> {
 
     // ---- input -------------------------------------------------------------------------
 
-    async fn on_line(&mut self, line: &str) -> Result<Flow, CliError> {
+    async fn on_line(&mut self, line: &str) -> Result<Flow, NodeError> {
         // The user's Enter moved the cursor past any prompt.
         self.shown_prompt = None;
         if let Some(command) = commands::parse(line) {
@@ -420,7 +420,7 @@ impl<W: Write> Repl<W> {
         Ok(Flow::Continue)
     }
 
-    async fn on_command(&mut self, command: Command) -> Result<Flow, CliError> {
+    async fn on_command(&mut self, command: Command) -> Result<Flow, NodeError> {
         match command {
             Command::Exit => return Ok(Flow::Exit),
             Command::Help => self.line(commands::HELP)?,
@@ -536,7 +536,7 @@ impl<W: Write> Repl<W> {
         Ok(Flow::Continue)
     }
 
-    fn on_ctrl_c(&mut self) -> Result<Flow, CliError> {
+    fn on_ctrl_c(&mut self) -> Result<Flow, NodeError> {
         let now = Instant::now();
         if let Some(prev) = self.last_ctrl_c
             && now.duration_since(prev) <= DOUBLE_CTRL_C
@@ -557,7 +557,7 @@ impl<W: Write> Repl<W> {
 
     // ---- events ------------------------------------------------------------------------
 
-    fn on_event(&mut self, ws_id: &str, item: Item) -> Result<(), CliError> {
+    fn on_event(&mut self, ws_id: &str, item: Item) -> Result<(), NodeError> {
         let Some(idx) = self.position(ws_id) else {
             return Ok(()); // a closed workstream's last words
         };
@@ -585,7 +585,7 @@ impl<W: Write> Repl<W> {
         }
     }
 
-    fn on_background_event(&mut self, idx: usize, env: &Envelope) -> Result<(), CliError> {
+    fn on_background_event(&mut self, idx: usize, env: &Envelope) -> Result<(), NodeError> {
         let what = match &env.event {
             Event::ApproveRequest { .. } => "needs approval",
             Event::TurnComplete {
@@ -604,7 +604,7 @@ impl<W: Write> Repl<W> {
         self.line(&notice)
     }
 
-    fn on_current_event(&mut self, env: &Envelope) -> Result<(), CliError> {
+    fn on_current_event(&mut self, env: &Envelope) -> Result<(), NodeError> {
         let style = self.opts.style;
         match &env.event {
             Event::ThinkingStart => {
@@ -688,7 +688,7 @@ impl<W: Write> Repl<W> {
 
     /// Shows an approval request of the current workstream and asks (interactive) or
     /// decides (pipe mode).
-    fn on_approve_request(&mut self, env: &Envelope) -> Result<(), CliError> {
+    fn on_approve_request(&mut self, env: &Envelope) -> Result<(), NodeError> {
         let Event::ApproveRequest { items, .. } = &env.event else {
             return Ok(());
         };

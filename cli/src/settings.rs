@@ -38,7 +38,7 @@ use serde::{Deserialize, Serialize};
 use turnstone_engine::EngineConfig;
 use turnstone_runtime::ConfigLoader;
 
-use crate::error::CliError;
+use turnstone_node::NodeError;
 
 /// `turnstone` command-line flags.
 #[derive(Debug, Clone, Default, Parser)]
@@ -203,7 +203,7 @@ impl Settings {
     pub fn resolve(
         args: &CliArgs,
         env: &dyn Fn(&str) -> Option<String>,
-    ) -> Result<Self, CliError> {
+    ) -> Result<Self, NodeError> {
         let (path, required) = match (&args.config, env("TURNSTONE_CONFIG")) {
             (Some(path), _) => (Some(path.clone()), true),
             (None, Some(path)) if !path.is_empty() => (Some(PathBuf::from(path)), true),
@@ -227,7 +227,7 @@ impl Settings {
 
         let provider = file.model.provider.unwrap_or_else(|| "openai".to_string());
         if provider != "openai" {
-            return Err(CliError::UnsupportedProvider(provider));
+            return Err(NodeError::UnsupportedProvider(provider));
         }
         let base_url = file.api.base_url.filter(|u| !u.is_empty());
         let model = file
@@ -369,7 +369,7 @@ mod tests {
     #[test]
     fn other_providers_are_refused_clearly() {
         let err = Settings::resolve(&args(&["--provider", "anthropic"]), &env(&[])).unwrap_err();
-        assert!(matches!(err, CliError::UnsupportedProvider(ref p) if p == "anthropic"));
+        assert!(matches!(err, NodeError::UnsupportedProvider(ref p) if p == "anthropic"));
         assert!(err.to_string().contains("only `openai`"), "{err}");
     }
 

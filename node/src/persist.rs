@@ -13,12 +13,8 @@ use turnstone_store::{
     WriteOp, Writer, WriterConfig,
 };
 
+use crate::error::NodeError;
 use crate::server::state::{NodeEvent, NodeEventKind};
-
-/// Why the store could not be opened, or a write through it failed.
-#[derive(Debug, thiserror::Error)]
-#[error("persistence: {0}")]
-pub struct PersistError(pub String);
 
 /// A store plus its writer.
 pub struct Persistence {
@@ -37,10 +33,10 @@ impl std::fmt::Debug for Persistence {
 
 impl Persistence {
     /// Connects (running migrations) and starts the writer.
-    pub async fn open(config: &StoreConfig, node_id: &str) -> Result<Arc<Self>, PersistError> {
+    pub async fn open(config: &StoreConfig, node_id: &str) -> Result<Arc<Self>, NodeError> {
         let store = turnstone_store::connect(config)
             .await
-            .map_err(|e| PersistError(e.to_string()))?;
+            .map_err(|e| NodeError::Persistence(e.to_string()))?;
         let writer = Writer::spawn(store.clone(), WriterConfig::default());
         Ok(Arc::new(Self {
             store,
@@ -72,8 +68,8 @@ impl Persistence {
 
     /// Sets the alias of a workstream (`/name`): queued history is flushed first so the
     /// row exists, and a row is created for a workstream that has no messages yet.
-    pub async fn save_alias(&self, ws_id: &str, alias: &str) -> Result<(), PersistError> {
-        let failed = |e: turnstone_store::StoreError| PersistError(e.to_string());
+    pub async fn save_alias(&self, ws_id: &str, alias: &str) -> Result<(), NodeError> {
+        let failed = |e: turnstone_store::StoreError| NodeError::Persistence(e.to_string());
         self.writer.flush().await.map_err(failed)?;
         if self
             .store
@@ -108,8 +104,8 @@ impl Persistence {
 
     /// Stores an auto-generated title (queued history is flushed first so the row exists;
     /// a row is created for a workstream that has none yet).
-    pub async fn save_title(&self, ws_id: &str, title: &str) -> Result<(), PersistError> {
-        let failed = |e: turnstone_store::StoreError| PersistError(e.to_string());
+    pub async fn save_title(&self, ws_id: &str, title: &str) -> Result<(), NodeError> {
+        let failed = |e: turnstone_store::StoreError| NodeError::Persistence(e.to_string());
         self.writer.flush().await.map_err(failed)?;
         if self
             .store

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use clap::Parser;
 use turnstone_engine::{CreateOptions, EngineConfig, Manager, ManagerConfig};
-use turnstone_cli::backend::{Backend, resolve_cwd};
+use turnstone_node::backend::{Backend, resolve_cwd};
 use turnstone_cli::demo::{Answers, run_prompt};
 use turnstone_runtime::{LogFormat, init_tracing};
 

@@ -7,9 +7,9 @@ use std::process::ExitCode;
 use clap::Parser;
 use std::sync::Arc;
 use turnstone_engine::{Manager, ManagerConfig};
-use turnstone_cli::CliError;
+use turnstone_node::NodeError;
 
-use turnstone_cli::backend::{Backend, resolve_cwd};
+use turnstone_node::backend::{Backend, resolve_cwd};
 use turnstone_cli::render::Style;
 use turnstone_cli::repl::{Repl, ReplOptions, ctrl_c_presses, stdin_lines};
 use turnstone_cli::settings::{CliArgs, Settings};
@@ -29,7 +29,7 @@ async fn main() -> ExitCode {
     }
 }
 
-async fn run(args: CliArgs) -> Result<(), CliError> {
+async fn run(args: CliArgs) -> Result<(), NodeError> {
     let settings = Settings::resolve(&args, &|var| std::env::var(var).ok())?;
     if let Err(e) = init_tracing(&settings.log_level, LogFormat::Text) {
         eprintln!("turnstone: logging disabled: {e}");

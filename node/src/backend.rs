@@ -9,7 +9,7 @@ use turnstone_engine::{Engine, EngineConfig};
 use turnstone_llm::{CircuitBreaker, OpenAiConfig, OpenAiProvider, Resilient, RetryPolicy};
 use turnstone_tools::ToolRegistry;
 
-use crate::error::CliError;
+use crate::error::NodeError;
 
 /// The in-process scripted model (none in builds without the `scripted-model` feature).
 #[cfg(feature = "scripted-model")]
@@ -19,21 +19,21 @@ type ScriptedModel = std::convert::Infallible;
 
 /// Starts the scripted model on `127.0.0.1`; returns it (keep it alive) and its base URL.
 #[cfg(feature = "scripted-model")]
-async fn start_scripted() -> Result<(ScriptedModel, String), CliError> {
+async fn start_scripted() -> Result<(ScriptedModel, String), NodeError> {
     let fake = turnstone_testkit::FakeLlm::bind(
         std::net::SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, 0)),
         turnstone_testkit::FakeLlmConfig::default(),
     )
     .await
-    .map_err(|e| CliError::FakeModel(e.to_string()))?;
+    .map_err(|e| NodeError::FakeModel(e.to_string()))?;
     let url = fake.base_url();
     Ok((fake, url))
 }
 
 #[cfg(not(feature = "scripted-model"))]
-async fn start_scripted() -> Result<(ScriptedModel, String), CliError> {
-    Err(CliError::FakeModel(
-        "this build has none (feature `scripted-model`); pass --base-url".into(),
+async fn start_scripted() -> Result<(ScriptedModel, String), NodeError> {
+    Err(NodeError::FakeModel(
+        "this build has none (feature `scripted-model` of turnstone-node); pass --base-url".into(),
     ))
 }
 
@@ -59,7 +59,7 @@ impl Backend {
     pub async fn connect(
         base_url: Option<&str>,
         api_key: Option<String>,
-    ) -> Result<Self, CliError> {
+    ) -> Result<Self, NodeError> {
         let (fake, base_url) = match base_url {
             Some(url) => (None, url.to_string()),
             None => {
@@ -102,7 +102,7 @@ impl Backend {
 
     /// Builds an engine with the built-in tools on this backend. The returned engine holds
     /// its own client; keep `self` alive for the scripted model to keep serving.
-    pub async fn engine(&self, config: EngineConfig) -> Result<Arc<Engine>, CliError> {
+    pub async fn engine(&self, config: EngineConfig) -> Result<Arc<Engine>, NodeError> {
         let tools = Arc::new(ToolRegistry::with_builtins()?);
         Ok(Engine::new(self.provider.clone(), tools, config).await)
     }
@@ -112,17 +112,17 @@ impl Backend {
         &self,
         config: EngineConfig,
         options: &turnstone_tools::BuiltinOptions,
-    ) -> Result<Arc<Engine>, CliError> {
+    ) -> Result<Arc<Engine>, NodeError> {
         let tools = Arc::new(ToolRegistry::with_builtin_options(options)?);
         Ok(Engine::new(self.provider.clone(), tools, config).await)
     }
 }
 
 /// The tools' working directory: `cwd` when given (it must exist), else the process's.
-pub fn resolve_cwd(cwd: Option<PathBuf>) -> Result<PathBuf, CliError> {
+pub fn resolve_cwd(cwd: Option<PathBuf>) -> Result<PathBuf, NodeError> {
     match cwd {
         Some(path) if path.is_dir() => Ok(path),
-        Some(path) => Err(CliError::BadCwd { path }),
+        Some(path) => Err(NodeError::BadCwd { path }),
         None => Ok(std::env::current_dir()?),
     }
 }

@@ -1,10 +1,11 @@
-//! The terminal frontends' error type.
+//! The node crate's error type.
 
 use std::path::PathBuf;
 
-/// Why the terminal client (or the demo) could not start or had to stop.
+/// Why a node's model backend, or a terminal frontend (`turnstone-cli`), could not start or
+/// had to stop.
 #[derive(Debug, thiserror::Error)]
-pub enum CliError {
+pub enum NodeError {
     #[error(transparent)]
     Config(#[from] turnstone_runtime::ConfigError),
     #[error(
@@ -21,8 +22,8 @@ pub enum CliError {
     Tools(#[from] turnstone_tools::RegistryError),
     #[error(transparent)]
     Workstream(#[from] turnstone_engine::ManagerError),
-    #[error(transparent)]
-    Persistence(#[from] turnstone_node::persist::PersistError),
+    #[error("persistence: {0}")]
+    Persistence(String),
     #[error("terminal i/o: {0}")]
     Io(#[from] std::io::Error),
 }
