@@ -12,7 +12,6 @@ mod proxy;
 mod python_sdk;
 mod zombie;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -20,9 +19,7 @@ use serde_json::Value;
 
 use processes::{Proc, workspace_binary};
 use turnstone_console::{ConsoleConfig, NodeCredentials, Options, Running};
-use turnstone_runtime::auth::{
-    AUDIENCE_CONSOLE, AUDIENCE_SERVER, Authenticator, ConfigToken, JwtSecret, TokenRole,
-};
+use turnstone_runtime::auth::{AUDIENCE_CONSOLE, Authenticator, ConfigToken, JwtSecret, TokenRole};
 
 /// The JWT secret the console and the test nodes share.
 pub const SECRET: &str = "console-tests-shared-secret-0123456789abcdef";
@@ -129,8 +126,18 @@ impl NodeServer {
         let dir = tempfile::tempdir().unwrap();
         let mut cmd = tokio::process::Command::new(workspace_binary("turnstone-server"));
         cmd.args(["--host", "127.0.0.1", "--port", "0", "--node-id", node_id])
-            .args(["--model", "fake-model", "--max-workstreams", &max_ws.to_string()])
-            .args(["--no-persistence", "--skip-permissions", "--log-level", "warn"])
+            .args([
+                "--model",
+                "fake-model",
+                "--max-workstreams",
+                &max_ws.to_string(),
+            ])
+            .args([
+                "--no-persistence",
+                "--skip-permissions",
+                "--log-level",
+                "warn",
+            ])
             .arg("--cwd")
             .arg(dir.path())
             .current_dir(dir.path())

@@ -19,9 +19,7 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::{
     config::{McpServerConfig, McpTransportConfig, validate_server_name},
-    connection::{
-        Catalog, Client, Failure, StderrTail, classify,
-    },
+    connection::{Catalog, Client, Failure, StderrTail, classify},
     error::McpError,
     types::{
         McpCounts, McpPrompt, McpPromptResult, McpResource, McpResourceContents,

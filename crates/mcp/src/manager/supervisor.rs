@@ -8,7 +8,7 @@ use tokio::{sync::mpsc, time::Instant};
 
 use super::{Command, Inner, McpOptions, Reply, Server};
 use crate::{
-    connection::{Connection, DiscoveryError, ListKind, connect, discover},
+    connection::{Catalog, Connection, DiscoveryError, ListKind, connect, discover},
     error::McpError,
     types::ServerState,
 };
@@ -36,7 +36,11 @@ fn answer(waiters: &mut Vec<Reply>, result: &Result<(), McpError>) {
 
 /// One server's life: connect (bounded), discover, serve, and on loss reconnect with a
 /// bounded backoff.
-pub(super) async fn supervise(inner: Arc<Inner>, idx: usize, mut commands: mpsc::UnboundedReceiver<Command>) {
+pub(super) async fn supervise(
+    inner: Arc<Inner>,
+    idx: usize,
+    mut commands: mpsc::UnboundedReceiver<Command>,
+) {
     let server = inner.servers[idx].clone();
     let name = server.config.name.clone();
     let cancel = inner.cancel.clone();

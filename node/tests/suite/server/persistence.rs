@@ -293,8 +293,12 @@ async fn a_repeated_send_is_answered_only_once_the_first_attempt_is_durable() {
     let mut locker = sqlx::SqliteConnection::connect(&format!("sqlite://{}", db.display()))
         .await
         .unwrap();
-    sqlx::query("BEGIN IMMEDIATE").execute(&mut locker).await.unwrap();
-    let body = json!({"ws_id": t.default_ws, "message": "only once", "correlation_id": "k-durable"});
+    sqlx::query("BEGIN IMMEDIATE")
+        .execute(&mut locker)
+        .await
+        .unwrap();
+    let body =
+        json!({"ws_id": t.default_ws, "message": "only once", "correlation_id": "k-durable"});
     let first = tokio::spawn({
         let (url, body) = (t.base.clone(), body.clone());
         async move { post_json(&url, body).await }
@@ -335,5 +339,8 @@ async fn post_json(url: &str, body: serde_json::Value) -> (u16, serde_json::Valu
         .send()
         .await
         .unwrap();
-    (resp.status().as_u16(), resp.json().await.unwrap_or_default())
+    (
+        resp.status().as_u16(),
+        resp.json().await.unwrap_or_default(),
+    )
 }

@@ -223,7 +223,12 @@ pub(super) fn unsupported(symbol: &str, a: &Value, b: &Value) -> EvalError {
     ))
 }
 
-pub(super) fn binary(op: BinOp, a: &Value, b: &Value, budget: &mut Budget) -> Result<Value, EvalError> {
+pub(super) fn binary(
+    op: BinOp,
+    a: &Value,
+    b: &Value,
+    budget: &mut Budget,
+) -> Result<Value, EvalError> {
     let symbol = match op {
         BinOp::Add => "+",
         BinOp::Sub => "-",
@@ -375,7 +380,11 @@ pub(super) fn py_eq(a: &Value, b: &Value, budget: &mut Budget) -> Result<bool, E
 }
 
 /// Python ordering: `None` when the values are unordered (a NaN is involved).
-pub(super) fn py_cmp(a: &Value, b: &Value, budget: &mut Budget) -> Result<Option<Ordering>, EvalError> {
+pub(super) fn py_cmp(
+    a: &Value,
+    b: &Value,
+    budget: &mut Budget,
+) -> Result<Option<Ordering>, EvalError> {
     budget.charge(1)?;
     if let (Some(x), Some(y)) = (Num::of(a), Num::of(b)) {
         return Ok(match (x, y) {
@@ -405,7 +414,11 @@ pub(super) fn py_cmp(a: &Value, b: &Value, budget: &mut Budget) -> Result<Option
     }
 }
 
-pub(super) fn contains(container: &Value, item: &Value, budget: &mut Budget) -> Result<bool, EvalError> {
+pub(super) fn contains(
+    container: &Value,
+    item: &Value,
+    budget: &mut Budget,
+) -> Result<bool, EvalError> {
     match container {
         Value::Str(hay) => match item {
             Value::Str(needle) => {
@@ -439,7 +452,12 @@ pub(super) fn contains(container: &Value, item: &Value, budget: &mut Budget) -> 
     }
 }
 
-pub(super) fn compare(op: CmpOp, a: &Value, b: &Value, budget: &mut Budget) -> Result<bool, EvalError> {
+pub(super) fn compare(
+    op: CmpOp,
+    a: &Value,
+    b: &Value,
+    budget: &mut Budget,
+) -> Result<bool, EvalError> {
     Ok(match op {
         CmpOp::Eq => py_eq(a, b, budget)?,
         CmpOp::Ne => !py_eq(a, b, budget)?,
@@ -469,7 +487,11 @@ pub(super) fn same(a: &Value, b: &Value, budget: &mut Budget) -> Result<bool, Ev
 }
 
 /// A Python index (negative counts from the end); `None` when out of range.
-pub(super) fn resolve_index(index: &Value, len: usize, what: &str) -> Result<Option<usize>, EvalError> {
+pub(super) fn resolve_index(
+    index: &Value,
+    len: usize,
+    what: &str,
+) -> Result<Option<usize>, EvalError> {
     let i = match index {
         Value::Int(i) => *i,
         Value::Bool(b) => i64::from(*b),
@@ -487,7 +509,11 @@ pub(super) fn resolve_index(index: &Value, len: usize, what: &str) -> Result<Opt
         .then(|| usize::try_from(i).unwrap_or(0)))
 }
 
-pub(super) fn subscript(target: &Value, index: &Value, budget: &mut Budget) -> Result<Value, EvalError> {
+pub(super) fn subscript(
+    target: &Value,
+    index: &Value,
+    budget: &mut Budget,
+) -> Result<Value, EvalError> {
     match target {
         Value::List(items) => match resolve_index(index, items.len(), "list")? {
             Some(i) => Ok(items[i].clone()),
@@ -601,7 +627,11 @@ pub(super) fn iterate(value: &Value, budget: &mut Budget) -> Result<Vec<Value>, 
     }
 }
 
-pub(super) fn call(builtin: Builtin, args: &[Value], budget: &mut Budget) -> Result<Value, EvalError> {
+pub(super) fn call(
+    builtin: Builtin,
+    args: &[Value],
+    budget: &mut Budget,
+) -> Result<Value, EvalError> {
     let first = args.first();
     match builtin {
         Builtin::Len => {

@@ -59,9 +59,7 @@
 //! [`MAX_LIST_LEN`] elements, checked *before* anything is allocated (`"a" * 10**9` is an
 //! error, not an allocation).
 
-use std::cmp::Ordering;
 use std::fmt;
-use std::sync::Arc;
 
 /// Longest accepted expression, in characters.
 pub const MAX_EXPR_CHARS: usize = 1_000;
@@ -74,7 +72,6 @@ pub const MAX_LIST_LEN: usize = 100_000;
 /// Work budget of one evaluation (AST nodes plus characters/elements touched by builtins).
 pub const MAX_WORK: u64 = 20_000_000;
 
-
 mod eval;
 mod lexer;
 mod parser;
@@ -84,7 +81,6 @@ use eval::*;
 use lexer::*;
 use parser::*;
 pub use value::Value;
-#[allow(unused_imports)] // the tests use the private helpers
 use value::*;
 
 // ---------------------------------------------------------------------------------------------
@@ -212,7 +208,6 @@ impl Vars {
         }
     }
 }
-
 
 #[cfg(test)]
 mod tests;

@@ -1,8 +1,6 @@
 //! The AST and the recursive-descent parser that builds it, checking every name (variables,
 //! builtins, types, methods) and the nesting depth while parsing.
 
-use std::sync::Arc;
-
 use super::*;
 
 // ---------------------------------------------------------------------------------------------

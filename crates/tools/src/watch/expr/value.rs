@@ -1,8 +1,6 @@
 //! The values an expression computes with (Python's `None`, bool, int, float, str, list,
 //! dict) and their Python spellings.
 
-use std::cmp::Ordering;
-use std::fmt;
 use std::sync::Arc;
 
 use super::*;
