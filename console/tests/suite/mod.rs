@@ -165,7 +165,11 @@ impl NodeServer {
             _proc: proc,
             _dir: dir,
         };
-        node.default_ws = node.create_workstream("default").await;
+        // The server makes its `default` workstream at start-up.
+        node.default_ws = node
+            .workstream_named("default")
+            .await
+            .expect("the node's default workstream");
         node
     }
 
