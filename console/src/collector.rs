@@ -1,9 +1,9 @@
 //! The collector (cluster spec §6.2): three tasks that keep the [`Cluster`] model current
 //! and fan every change out to the cluster SSE listeners.
 //!
-//! * **discovery** — every `discovery_interval`, `SCAN {p}:node:* COUNT 100` + `MGET` of the
-//!   heartbeat keys: new nodes join (`node_joined`, polled at once), missing ones are lost
-//!   (`node_lost`). A cluster event naming an unknown node wakes discovery early.
+//! * **discovery** — every `discovery_interval`, the heartbeat keys (`SCAN {p}:node:*` +
+//!   `MGET`, read by `turnstone_queue::Leases::heartbeats`, the bridges' discovery): new
+//!   nodes join (`node_joined`, polled at once), missing ones are lost (`node_lost`). A cluster event naming an unknown node wakes discovery early.
 //! * **poll** — every `poll_interval`, each HTTP node's `/v1/api/dashboard` (non-2xx is a
 //!   failure) and `/health` (failure → `{}`), at most `poll_concurrency` at once, each node
 //!   delayed by a hash-based jitter in `[0, interval/2)`. Failures keep the node's last data.
@@ -21,7 +21,6 @@ use std::time::{Duration, SystemTime};
 
 use futures::StreamExt;
 use parking_lot::Mutex;
-use redis::AsyncCommands;
 use serde_json::{Value, json};
 use tokio::sync::{Notify, mpsc};
 use tokio::time::Instant;
@@ -29,6 +28,7 @@ use tokio_util::sync::CancellationToken;
 use turnstone_proto::ids::now_timestamp;
 use turnstone_proto::keys::Keys;
 use turnstone_proto::mq::NodeHeartbeat;
+use turnstone_queue::Leases;
 
 use crate::config::{ConsoleConfig, NodeCredentials};
 use crate::model::{Cluster, NodeRecord, ZombieRules};
@@ -60,6 +60,8 @@ pub struct Collector {
     inner: Mutex<Inner>,
     pub config: ConsoleConfig,
     pub keys: Keys,
+    /// Node discovery (the heartbeat keys), shared with the bridges.
+    leases: Leases,
     pub credentials: NodeCredentials,
     pub stats: CollectorStats,
     http: reqwest::Client,
@@ -92,6 +94,7 @@ impl Collector {
                 listeners: Vec::new(),
             }),
             keys: Keys::new(config.prefix.clone()),
+            leases: Leases::new(Keys::new(config.prefix.clone())),
             config,
             credentials,
             stats: CollectorStats::default(),
@@ -208,27 +211,8 @@ impl Collector {
     pub async fn discover(
         &self,
         conn: &mut redis::aio::MultiplexedConnection,
-    ) -> redis::RedisResult<Vec<String>> {
-        let pattern = self.keys.node_heartbeat_pattern();
-        let mut keys: Vec<String> = Vec::new();
-        let mut cursor: u64 = 0;
-        loop {
-            let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
-                .arg(cursor)
-                .arg("MATCH")
-                .arg(&pattern)
-                .arg("COUNT")
-                .arg(100)
-                .query_async(conn)
-                .await?;
-            keys.extend(batch);
-            cursor = next;
-            if cursor == 0 {
-                break;
-            }
-        }
-        keys.sort();
-        keys.dedup();
+    ) -> Result<Vec<String>, turnstone_queue::QueueError> {
+        let heartbeats = self.leases.heartbeats(conn).await?;
         let trust = HeartbeatTrust {
             secret: self.credentials.secret().cloned(),
             max_age: self.config.heartbeat_max_age,
@@ -236,26 +220,19 @@ impl Collector {
         };
         let now = turnstone_runtime::auth::jwt::unix_seconds(SystemTime::now());
         let mut beats: Vec<(String, NodeHeartbeat, Option<String>)> =
-            Vec::with_capacity(keys.len());
-        for chunk in keys.chunks(500) {
-            let values: Vec<Option<Vec<u8>>> = conn.mget(chunk).await?;
-            for (key, value) in chunk.iter().zip(values) {
-                let (Some(node_id), Some(value)) =
-                    (self.keys.node_id_from_heartbeat_key(key), value)
-                else {
-                    continue;
-                };
-                match NodeHeartbeat::decode(&value) {
-                    Ok(hb) => {
-                        let untrusted = hb
-                            .server_url
-                            .starts_with("http")
-                            .then(|| trust.judge(node_id, &hb, now))
-                            .flatten();
-                        beats.push((node_id.to_string(), hb, untrusted));
-                    }
-                    Err(e) => tracing::warn!(node_id, error = %e, "unreadable heartbeat"),
+            Vec::with_capacity(heartbeats.len());
+        for (node_id, value) in &heartbeats {
+            let node_id = node_id.as_str();
+            match NodeHeartbeat::decode(value) {
+                Ok(hb) => {
+                    let untrusted = hb
+                        .server_url
+                        .starts_with("http")
+                        .then(|| trust.judge(node_id, &hb, now))
+                        .flatten();
+                    beats.push((node_id.to_string(), hb, untrusted));
                 }
+                Err(e) => tracing::warn!(node_id, error = %e, "unreadable heartbeat"),
             }
         }
         self.stats.discoveries.fetch_add(1, Ordering::Relaxed);

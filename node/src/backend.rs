@@ -7,17 +7,42 @@ use std::sync::Arc;
 
 use turnstone_engine::{Engine, EngineConfig};
 use turnstone_llm::{CircuitBreaker, OpenAiConfig, OpenAiProvider, Resilient, RetryPolicy};
-use turnstone_testkit::{FakeLlm, FakeLlmConfig};
 use turnstone_tools::ToolRegistry;
 
 use crate::error::NodeError;
+
+/// The in-process scripted model (none in builds without the `scripted-model` feature).
+#[cfg(feature = "scripted-model")]
+type ScriptedModel = turnstone_testkit::FakeLlm;
+#[cfg(not(feature = "scripted-model"))]
+type ScriptedModel = std::convert::Infallible;
+
+/// Starts the scripted model on `127.0.0.1`; returns it (keep it alive) and its base URL.
+#[cfg(feature = "scripted-model")]
+async fn start_scripted() -> Result<(ScriptedModel, String), NodeError> {
+    let fake = turnstone_testkit::FakeLlm::bind(
+        std::net::SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, 0)),
+        turnstone_testkit::FakeLlmConfig::default(),
+    )
+    .await
+    .map_err(|e| NodeError::FakeModel(e.to_string()))?;
+    let url = fake.base_url();
+    Ok((fake, url))
+}
+
+#[cfg(not(feature = "scripted-model"))]
+async fn start_scripted() -> Result<(ScriptedModel, String), NodeError> {
+    Err(NodeError::FakeModel(
+        "this build has none (feature `scripted-model` of turnstone-node); pass --base-url".into(),
+    ))
+}
 
 /// A connected model: the resilient client, where it points, and the in-process fake model
 /// (kept alive as long as this value) when one was started.
 pub struct Backend {
     pub provider: Resilient,
     pub base_url: String,
-    fake: Option<FakeLlm>,
+    fake: Option<ScriptedModel>,
 }
 
 impl std::fmt::Debug for Backend {
@@ -35,21 +60,12 @@ impl Backend {
         base_url: Option<&str>,
         api_key: Option<String>,
     ) -> Result<Self, NodeError> {
-        let fake = match base_url {
-            Some(_) => None,
-            None => Some(
-                FakeLlm::bind(
-                    std::net::SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, 0)),
-                    FakeLlmConfig::default(),
-                )
-                .await
-                .map_err(|e| NodeError::FakeModel(e.to_string()))?,
-            ),
-        };
-        let base_url = match (base_url, &fake) {
-            (Some(url), _) => url.to_string(),
-            (None, Some(f)) => f.base_url(),
-            (None, None) => return Err(NodeError::FakeModel("no endpoint".into())),
+        let (fake, base_url) = match base_url {
+            Some(url) => (None, url.to_string()),
+            None => {
+                let (fake, url) = start_scripted().await?;
+                (Some(fake), url)
+            }
         };
         let mut config = OpenAiConfig::new(base_url.clone());
         config.api_key = api_key;

@@ -2,7 +2,8 @@
 
 use std::path::PathBuf;
 
-/// Why the terminal client (or the demo) could not start or had to stop.
+/// Why a node's model backend, or a terminal frontend (`turnstone-cli`), could not start or
+/// had to stop.
 #[derive(Debug, thiserror::Error)]
 pub enum NodeError {
     #[error(transparent)]

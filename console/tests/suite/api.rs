@@ -11,7 +11,7 @@ async fn two_nodes_are_aggregated_and_auto_placement_picks_the_emptier() {
     let p = prefix();
     let a = NodeServer::start("node-a", CONSOLE_VERSION, 10).await;
     let b = NodeServer::start("node-b", CONSOLE_VERSION, 10).await;
-    a.add_workstreams(3); // a: 4 of 10, b: 1 of 10
+    a.add_workstreams(3).await; // a: 4 of 10, b: 1 of 10
     heartbeat(&p, "node-a", &a.url, 10).await;
     heartbeat(&p, "node-b", &b.url, 10).await;
     let console = TestConsole::start(&p).await;
@@ -107,8 +107,8 @@ async fn a_node_on_another_version_is_flagged_and_skipped_by_auto() {
     let a = NodeServer::start("node-a", CONSOLE_VERSION, 10).await;
     let b = NodeServer::start("node-b", CONSOLE_VERSION, 10).await;
     let old = NodeServer::start("node-old", "0.0.1-old", 100).await;
-    a.add_workstreams(2);
-    b.add_workstreams(1);
+    a.add_workstreams(2).await;
+    b.add_workstreams(1).await;
     for n in [&a, &b, &old] {
         heartbeat(
             &p,

@@ -96,7 +96,7 @@ async fn the_dashboard_and_a_proxied_node_ui_work_in_chromium() {
     let a = NodeServer::start("node-a", CONSOLE_VERSION, 10).await;
     let b = NodeServer::start("node-b", CONSOLE_VERSION, 10).await;
     let old = NodeServer::start("node-old", "0.0.1-old", 50).await;
-    a.add_workstreams(2);
+    a.add_workstreams(2).await;
     for n in [&a, &b, &old] {
         heartbeat(&p, &n.node_id, &n.url, 10).await;
     }
@@ -119,13 +119,10 @@ async fn the_dashboard_and_a_proxied_node_ui_work_in_chromium() {
     assert_eq!(queued[0]["name"], "dialog-made");
     // The message sent through the proxied UI really ran on node-a.
     let made = a
-        .node
-        .manager
-        .list()
-        .into_iter()
-        .find(|w| w.name() == "from-browser")
+        .workstream_named("from-browser")
+        .await
         .expect("the workstream made through the proxy");
-    let history = turnstone_node::server::views::history_entries(&made.history(), false);
+    let history = a.history(&made).await;
     assert!(
         history
             .iter()

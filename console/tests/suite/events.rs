@@ -102,15 +102,7 @@ async fn discovery_and_polls_produce_joined_lost_and_synthetic_events() {
     assert_eq!(first["node_id"], "node-b");
 
     // A workstream made on the node itself shows up through the poll diff.
-    let made = a
-        .node
-        .create_workstream(turnstone_engine::CreateOptions {
-            name: Some("direct".into()),
-            ..Default::default()
-        })
-        .unwrap()
-        .id()
-        .to_string();
+    let made = a.create_workstream("direct").await;
     let synthetic = sse
         .until("ws_created", |e| e["ws_id"] == made.as_str())
         .await;

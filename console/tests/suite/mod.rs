@@ -1,4 +1,4 @@
-//! Shared fixtures: in-process nodes, a console on port 0, heartbeats and cluster events
+//! Shared fixtures: node processes, a console on port 0, heartbeats and cluster events
 //! written to the real Redis under a per-test prefix, an SSE reader.
 
 mod admin;
@@ -7,23 +7,19 @@ mod browser;
 mod cluster;
 mod events;
 mod fake_node;
+mod processes;
 mod proxy;
 mod python_sdk;
 mod zombie;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
 use serde_json::Value;
+
+use processes::{Proc, workspace_binary};
 use turnstone_console::{ConsoleConfig, NodeCredentials, Options, Running};
-use turnstone_engine::{CreateOptions, Engine, EngineConfig, ManagerConfig};
-use turnstone_llm::{CircuitBreaker, Resilient, RetryPolicy};
-use turnstone_node::server::{self, Node, NodeOptions};
-use turnstone_runtime::auth::{
-    AUDIENCE_CONSOLE, AUDIENCE_SERVER, Authenticator, ConfigToken, JwtSecret, TokenRole,
-};
-use turnstone_tools::ToolRegistry;
+use turnstone_runtime::auth::{AUDIENCE_CONSOLE, Authenticator, ConfigToken, JwtSecret, TokenRole};
 
 /// The JWT secret the console and the test nodes share.
 pub const SECRET: &str = "console-tests-shared-secret-0123456789abcdef";
@@ -107,95 +103,125 @@ pub async fn drain(key: &str) -> Vec<Value> {
         .collect()
 }
 
-/// A real node server in-process (scripted model, no persistence).
+/// A real node: the `turnstone-server` process (its built-in scripted model, no
+/// persistence, tools approved without asking) on a free loopback port, accepting the shared
+/// JWT secret and [`NODE_TOKEN`]. It starts with one workstream, `default`.
 pub struct NodeServer {
-    pub node: Arc<Node>,
     pub url: String,
     pub node_id: String,
     pub default_ws: String,
+    http: reqwest::Client,
+    _proc: Proc,
     _dir: tempfile::TempDir,
-    task: tokio::task::JoinHandle<()>,
 }
 
 impl NodeServer {
     pub async fn start(node_id: &str, version: &str, max_ws: usize) -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let provider: Arc<dyn turnstone_llm::Provider> =
-            Arc::new(turnstone_testkit::scripted_provider::ScriptedProvider::new());
-        let policy = RetryPolicy {
-            max_retries: 0,
-            delays: vec![],
-            ..RetryPolicy::default()
-        };
-        let resilient = Resilient::new(provider, policy, Arc::new(CircuitBreaker::default()));
-        let engine = Engine::new(
-            resilient,
-            Arc::new(ToolRegistry::with_builtins().unwrap()),
-            EngineConfig {
-                model: "fake-model".into(),
-                cwd: dir.path().to_path_buf(),
-                skip_permissions: true,
-                ..EngineConfig::default()
-            },
-        )
-        .await;
-        let auth = Authenticator::new(
-            true,
-            Some(JwtSecret::new(SECRET)),
-            vec![ConfigToken::new(NODE_TOKEN, TokenRole::Full)],
-            AUDIENCE_SERVER,
-        );
-        let options = NodeOptions {
-            node_id: node_id.into(),
-            model: "fake-model".into(),
-            version: version.into(),
-            ..NodeOptions::default()
-        };
-        let manager = ManagerConfig {
-            max_workstreams: max_ws,
-            ..ManagerConfig::default()
-        };
-        let node = Node::new(engine, manager, auth, options);
-        let default_ws = node
-            .create_workstream(CreateOptions {
-                name: Some("default".into()),
-                ..CreateOptions::default()
-            })
-            .unwrap()
-            .id()
-            .to_string();
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        let served = node.clone();
-        let task = tokio::spawn(async move {
-            let _ = server::run(listener, served, std::future::pending()).await;
-        });
-        Self {
-            node,
+        let mut cmd = tokio::process::Command::new(workspace_binary("turnstone-server"));
+        cmd.args(["--host", "127.0.0.1", "--port", "0", "--node-id", node_id])
+            .args([
+                "--model",
+                "fake-model",
+                "--max-workstreams",
+                &max_ws.to_string(),
+            ])
+            .args([
+                "--no-persistence",
+                "--skip-permissions",
+                "--log-level",
+                "warn",
+            ])
+            .arg("--cwd")
+            .arg(dir.path())
+            .current_dir(dir.path())
+            // No developer config.toml (`~/.config/turnstone`) leaks in.
+            .env("HOME", dir.path())
+            .env("TURNSTONE_JWT_SECRET", SECRET)
+            .env("TURNSTONE_AUTH_TOKEN", NODE_TOKEN)
+            .env("TURNSTONE_ADVERTISED_VERSION", version);
+        for var in [
+            "TURNSTONE_AUTH_ENABLED",
+            "TURNSTONE_NODE_ID",
+            "TURNSTONE_BASE_URL",
+            "TURNSTONE_CONFIG",
+            "TURNSTONE_MODEL",
+        ] {
+            cmd.env_remove(var);
+        }
+        let mut proc = Proc::spawn(cmd, dir.path().join("node.log"));
+        let url = proc.line_after(" listening on ").await;
+        let mut node = Self {
             url,
             node_id: node_id.into(),
-            default_ws,
+            default_ws: String::new(),
+            http: reqwest::Client::new(),
+            _proc: proc,
             _dir: dir,
-            task,
-        }
+        };
+        // The server makes its `default` workstream at start-up.
+        node.default_ws = node
+            .workstream_named("default")
+            .await
+            .expect("the node's default workstream");
+        node
+    }
+
+    /// Creates a workstream directly on the node (not through the console); its id.
+    pub async fn create_workstream(&self, name: &str) -> String {
+        let r = self
+            .http
+            .post(format!("{}/v1/api/workstreams/new", self.url))
+            .bearer_auth(NODE_TOKEN)
+            .json(&serde_json::json!({"name": name}))
+            .send()
+            .await
+            .unwrap();
+        assert!(r.status().is_success(), "create {name}: {}", r.status());
+        let body: Value = r.json().await.unwrap();
+        body["ws_id"].as_str().unwrap().to_string()
     }
 
     /// Creates `n` more workstreams directly on the node.
-    pub fn add_workstreams(&self, n: usize) {
+    pub async fn add_workstreams(&self, n: usize) {
         for i in 0..n {
-            self.node
-                .create_workstream(CreateOptions {
-                    name: Some(format!("extra-{i}")),
-                    ..CreateOptions::default()
-                })
-                .unwrap();
+            self.create_workstream(&format!("extra-{i}")).await;
         }
     }
-}
 
-impl Drop for NodeServer {
-    fn drop(&mut self) {
-        self.task.abort();
+    /// The id of the node's workstream named `name`, if there is one.
+    pub async fn workstream_named(&self, name: &str) -> Option<String> {
+        let list: Value = self
+            .http
+            .get(format!("{}/v1/api/workstreams", self.url))
+            .bearer_auth(NODE_TOKEN)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        list["workstreams"]
+            .as_array()?
+            .iter()
+            .find(|w| w["name"] == name)
+            .and_then(|w| w["id"].as_str())
+            .map(str::to_string)
+    }
+
+    /// A workstream's history as the node reports it: the `history` event that opens its
+    /// event stream.
+    pub async fn history(&self, ws_id: &str) -> Vec<Value> {
+        let r = self
+            .http
+            .get(format!("{}/v1/api/events?ws_id={ws_id}", self.url))
+            .bearer_auth(NODE_TOKEN)
+            .send()
+            .await
+            .unwrap();
+        let mut sse = SseClient::new(r);
+        let first = sse.until("history", |_| true).await;
+        first["messages"].as_array().cloned().unwrap_or_default()
     }
 }
 

@@ -58,7 +58,7 @@ async fn the_original_python_console_sdk_works_unchanged() {
     let p = prefix();
     let busy = NodeServer::start("node-busy", CONSOLE_VERSION, 10).await;
     let empty = NodeServer::start("node-empty", CONSOLE_VERSION, 10).await;
-    busy.add_workstreams(3);
+    busy.add_workstreams(3).await;
     heartbeat(&p, "node-busy", &busy.url, 10).await;
     heartbeat(&p, "node-empty", &empty.url, 10).await;
     let console = TestConsole::start(&p).await;

@@ -25,7 +25,7 @@ async fn node_row(console: &TestConsole, id: &str) -> serde_json::Value {
 async fn stalled_and_failing_nodes_are_zombies_and_never_placed() {
     let p = prefix();
     let healthy = NodeServer::start("healthy", CONSOLE_VERSION, 10).await;
-    healthy.add_workstreams(6); // 7 of 10: the fakes look emptier
+    healthy.add_workstreams(6).await; // 7 of 10: the fakes look emptier
     let stalled = FakeNode::start("stalled", CONSOLE_VERSION).await;
     let failing = FakeNode::start("failing", CONSOLE_VERSION).await;
     heartbeat(&p, "healthy", &healthy.url, 10).await;

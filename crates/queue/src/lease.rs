@@ -80,12 +80,13 @@ impl Leases {
         Ok(conn.exists(self.keys.node_heartbeat(node_id)).await?)
     }
 
-    /// Live nodes and their heartbeat JSON (`SCAN MATCH {p}:node:*` then `MGET`, as the
-    /// original's `list_nodes`). Keys that expire between the two calls are skipped.
-    pub async fn live_nodes<C: ConnectionLike + Send>(
+    /// Every node heartbeat as stored, by node id (`SCAN MATCH {p}:node:*` then `MGET` in
+    /// batches of 500), sorted by node id. Keys that expire between the two calls are skipped.
+    /// The console's discovery reads these; [`Leases::live_nodes`] parses them.
+    pub async fn heartbeats<C: ConnectionLike + Send>(
         &self,
         conn: &mut C,
-    ) -> Result<BTreeMap<String, Value>, QueueError> {
+    ) -> Result<Vec<(String, Vec<u8>)>, QueueError> {
         let pattern = self.keys.node_heartbeat_pattern();
         let mut cursor: u64 = 0;
         let mut keys: Vec<String> = Vec::new();
@@ -106,19 +107,31 @@ impl Leases {
         }
         keys.sort();
         keys.dedup();
-        let mut out = BTreeMap::new();
-        if keys.is_empty() {
-            return Ok(out);
-        }
-        let values: Vec<Option<String>> = redis::cmd("MGET").arg(&keys).query_async(conn).await?;
-        for (key, value) in keys.iter().zip(values) {
-            let (Some(id), Some(raw)) = (self.keys.node_id_from_heartbeat_key(key), value) else {
-                continue;
-            };
-            let json = serde_json::from_str(&raw).unwrap_or(Value::Null);
-            out.insert(id.to_string(), json);
+        let mut out = Vec::with_capacity(keys.len());
+        for chunk in keys.chunks(500) {
+            let values: Vec<Option<Vec<u8>>> =
+                redis::cmd("MGET").arg(chunk).query_async(conn).await?;
+            for (key, value) in chunk.iter().zip(values) {
+                if let (Some(id), Some(raw)) = (self.keys.node_id_from_heartbeat_key(key), value) {
+                    out.push((id.to_string(), raw));
+                }
+            }
         }
         Ok(out)
+    }
+
+    /// Live nodes and their heartbeat JSON (as the original's `list_nodes`; an unreadable
+    /// heartbeat is `null`).
+    pub async fn live_nodes<C: ConnectionLike + Send>(
+        &self,
+        conn: &mut C,
+    ) -> Result<BTreeMap<String, Value>, QueueError> {
+        Ok(self
+            .heartbeats(conn)
+            .await?
+            .into_iter()
+            .map(|(id, raw)| (id, serde_json::from_slice(&raw).unwrap_or(Value::Null)))
+            .collect())
     }
 
     /// The owner named by a workstream's lease.

@@ -1,5 +1,5 @@
 //! Slash commands and approval answers: parsing only. What a command does lives in
-//! [`crate::cli::repl`].
+//! [`crate::repl`].
 
 /// A parsed slash command.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -21,11 +21,11 @@ use turnstone_engine::{
     WorkstreamHandle, WsState,
 };
 
-use crate::cli::commands::{self, Command};
-use crate::cli::render::{MarkdownRenderer, Style, ToolOutput};
-use crate::cli::spinner::Spinner;
-use crate::error::NodeError;
-use crate::persist::Persistence;
+use crate::commands::{self, Command};
+use crate::render::{MarkdownRenderer, Style, ToolOutput};
+use crate::spinner::Spinner;
+use turnstone_node::NodeError;
+use turnstone_node::persist::Persistence;
 
 /// A second Ctrl-C within this window exits.
 pub const DOUBLE_CTRL_C: Duration = Duration::from_secs(2);

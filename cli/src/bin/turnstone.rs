@@ -9,10 +9,10 @@ use std::sync::Arc;
 use turnstone_engine::{Manager, ManagerConfig};
 use turnstone_node::NodeError;
 
+use turnstone_cli::render::Style;
+use turnstone_cli::repl::{Repl, ReplOptions, ctrl_c_presses, stdin_lines};
+use turnstone_cli::settings::{CliArgs, Settings};
 use turnstone_node::backend::{Backend, resolve_cwd};
-use turnstone_node::cli::render::Style;
-use turnstone_node::cli::repl::{Repl, ReplOptions, ctrl_c_presses, stdin_lines};
-use turnstone_node::cli::settings::{CliArgs, Settings};
 use turnstone_node::persist::{Persistence, StoreJournal};
 use turnstone_runtime::{LogFormat, init_tracing};
 use turnstone_store::StoreConfig;

@@ -2,6 +2,8 @@
 //! with positions, runtime errors, the limits, and properties (the parser and evaluator
 //! never panic, whatever the input).
 
+use std::sync::Arc;
+
 use proptest::prelude::*;
 
 use super::*;

@@ -38,7 +38,7 @@ use serde::{Deserialize, Serialize};
 use turnstone_engine::EngineConfig;
 use turnstone_runtime::ConfigLoader;
 
-use crate::error::NodeError;
+use turnstone_node::NodeError;
 
 /// `turnstone` command-line flags.
 #[derive(Debug, Clone, Default, Parser)]

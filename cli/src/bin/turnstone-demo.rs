@@ -5,9 +5,9 @@ use std::io::BufRead;
 use std::path::PathBuf;
 
 use clap::Parser;
+use turnstone_cli::demo::{Answers, run_prompt};
 use turnstone_engine::{CreateOptions, EngineConfig, Manager, ManagerConfig};
 use turnstone_node::backend::{Backend, resolve_cwd};
-use turnstone_node::demo::{Answers, run_prompt};
 use turnstone_runtime::{LogFormat, init_tracing};
 
 #[derive(Debug, Parser)]

@@ -1,0 +1,24 @@
+//! End-to-end tests of the `turnstone` binary against its built-in scripted model.
+
+mod pipe;
+mod tty;
+
+use std::path::Path;
+
+/// Environment variables that would leak the developer's setup into a test run.
+pub const SCRUBBED_ENV: &[&str] = &[
+    "TURNSTONE_CONFIG",
+    "TURNSTONE_DB_PATH",
+    "TURNSTONE_NO_PERSISTENCE",
+    "TURNSTONE_BASE_URL",
+    "TURNSTONE_API_KEY",
+    "TURNSTONE_MODEL",
+    "TURNSTONE_LOG_LEVEL",
+    "OPENAI_API_KEY",
+    "NO_COLOR",
+    "RUST_LOG",
+];
+
+pub fn binary() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_turnstone"))
+}
