@@ -145,9 +145,7 @@ struct Inner {
 
 impl Inner {
     fn snapshot(&self) -> Arc<Snapshot> {
-        self.snapshot
-            .read()
-            .clone()
+        self.snapshot.read().clone()
     }
 
     /// Rebuilds the offered snapshot from the servers; bumps the generation when it changed.
@@ -367,11 +365,7 @@ impl McpManager {
 
     /// One offered tool by its qualified name.
     pub fn tool(&self, qualified_name: &str) -> Option<McpTool> {
-        let index = self
-            .inner
-            .tool_index
-            .read()
-            .clone();
+        let index = self.inner.tool_index.read().clone();
         let snap = self.inner.snapshot();
         index
             .get(qualified_name)
@@ -541,8 +535,7 @@ impl McpManager {
     /// Stops every connection and child process and waits (bounded) for the supervisors.
     pub async fn shutdown(&self) {
         self.inner.cancel.cancel();
-        let tasks: Vec<JoinHandle<()>> =
-            std::mem::take(&mut *self.tasks.lock());
+        let tasks: Vec<JoinHandle<()>> = std::mem::take(&mut *self.tasks.lock());
         for task in tasks {
             let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
         }
