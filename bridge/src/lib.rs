@@ -202,7 +202,9 @@ async fn resolve_identity(
     node: &NodeClient,
     cancel: &CancellationToken,
 ) -> Result<(String, u64), StartError> {
-    let mut delay = Duration::from_secs(1);
+    let mut backoff =
+        turnstone_queue::Backoff::new(Duration::from_secs(1), Duration::from_secs(60))
+            .without_jitter();
     loop {
         match node.health(Duration::from_secs(5)).await {
             Reply::Accepted(body) => {
@@ -233,8 +235,7 @@ async fn resolve_identity(
         }
         tokio::select! {
             _ = cancel.cancelled() => return Err(StartError::Cancelled),
-            _ = tokio::time::sleep(delay) => {}
+            _ = tokio::time::sleep(backoff.delay()) => {}
         }
-        delay = (delay * 2).min(Duration::from_secs(60));
     }
 }
