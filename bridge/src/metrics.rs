@@ -1,6 +1,5 @@
 //! The bridge's Prometheus metrics and its small `/metrics` + `/health` + `/ready` listener.
 
-use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -11,6 +10,8 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde_json::json;
+
+use turnstone_runtime::metrics::Exposition;
 
 use crate::Ctx;
 
@@ -46,11 +47,8 @@ impl Metrics {
 
     /// Prometheus text exposition.
     pub fn render(&self, node_id: &str, up: bool, inflight: usize) -> String {
-        let node = node_id
-            .replace('\\', "\\\\")
-            .replace('"', "\\\"")
-            .replace('\n', "\\n");
-        let mut out = String::new();
+        let labels = [("node_id", node_id)];
+        let mut out = Exposition::with_capacity(4096);
         let counters: [(&str, &str, &AtomicU64); 16] = [
             (
                 "turnstone_bridge_inbound_received_total",
@@ -134,31 +132,22 @@ impl Metrics {
             ),
         ];
         for (name, help, c) in counters {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
-            let _ = writeln!(
-                out,
-                "{name}{{node_id=\"{node}\"}} {}",
-                c.load(Ordering::Relaxed)
-            );
+            out.family(name, "counter", help);
+            out.sample(name, &labels, c.load(Ordering::Relaxed));
         }
-        let _ = writeln!(
-            out,
-            "# HELP turnstone_bridge_node_up Whether the node answers its health probe.\n# TYPE turnstone_bridge_node_up gauge"
+        out.family(
+            "turnstone_bridge_node_up",
+            "gauge",
+            "Whether the node answers its health probe.",
         );
-        let _ = writeln!(
-            out,
-            "turnstone_bridge_node_up{{node_id=\"{node}\"}} {}",
-            u8::from(up)
+        out.sample("turnstone_bridge_node_up", &labels, u8::from(up));
+        out.family(
+            "turnstone_bridge_inflight",
+            "gauge",
+            "Messages being handled.",
         );
-        let _ = writeln!(
-            out,
-            "# HELP turnstone_bridge_inflight Messages being handled.\n# TYPE turnstone_bridge_inflight gauge"
-        );
-        let _ = writeln!(
-            out,
-            "turnstone_bridge_inflight{{node_id=\"{node}\"}} {inflight}"
-        );
-        out
+        out.sample("turnstone_bridge_inflight", &labels, inflight);
+        out.finish()
     }
 }
 
@@ -167,7 +156,7 @@ async fn metrics(State(ctx): State<Arc<Ctx>>) -> impl IntoResponse {
     (
         [(
             header::CONTENT_TYPE,
-            "text/plain; version=0.0.4; charset=utf-8",
+            turnstone_runtime::metrics::CONTENT_TYPE,
         )],
         ctx.metrics.render(&ctx.node_id, ctx.link.is_up(), inflight),
     )
@@ -227,4 +216,24 @@ pub async fn serve(ctx: Arc<Ctx>, addr: SocketAddr) {
     let _ = axum::serve(listener, app)
         .with_graceful_shutdown(async move { cancel.cancelled().await })
         .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_exposition_names_every_family_once_with_an_escaped_node_label() {
+        let m = Metrics::default();
+        m.add(&m.inbound_received, 3);
+        let text = m.render("n\"1", true, 2);
+        assert!(text.contains(
+            "# HELP turnstone_bridge_inbound_received_total Inbound messages taken from the queues.\n\
+             # TYPE turnstone_bridge_inbound_received_total counter\n\
+             turnstone_bridge_inbound_received_total{node_id=\"n\\\"1\"} 3\n"
+        ));
+        assert!(text.contains("turnstone_bridge_node_up{node_id=\"n\\\"1\"} 1\n"));
+        assert!(text.ends_with("turnstone_bridge_inflight{node_id=\"n\\\"1\"} 2\n"));
+        assert_eq!(text.matches("# TYPE ").count(), 18, "{text}");
+    }
 }
