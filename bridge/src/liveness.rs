@@ -19,7 +19,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use turnstone_proto::api::{Health, WorkstreamList};
 use turnstone_proto::ids::now_timestamp;
-use turnstone_proto::mq::{NodeHeartbeat, OutboundEvent, WsCreatedEvent};
+use turnstone_proto::mq::{NodeHeartbeat, OutboundEvent, WsCreatedBody, WsCreatedEvent};
 
 use crate::node::decode_reply;
 use crate::{Ctx, Reply};
@@ -238,12 +238,14 @@ async fn refresh_leases(ctx: &Ctx, announce: bool) {
     }
     if announce {
         for row in rows {
-            let event: OutboundEvent = WsCreatedEvent {
-                ws_id: row.id,
-                name: row.name,
-                node_id: ctx.node_id.clone(),
-                ..WsCreatedEvent::default()
-            }
+            let event: OutboundEvent = WsCreatedEvent::new(
+                row.id,
+                WsCreatedBody {
+                    name: row.name,
+                    node_id: ctx.node_id.clone(),
+                    ..WsCreatedBody::default()
+                },
+            )
             .into();
             ctx.publish(&ctx.keys.events_cluster(), &event).await;
         }

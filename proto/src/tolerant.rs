@@ -283,3 +283,17 @@ macro_rules! tagged_enum {
     };
 }
 pub(crate) use tagged_enum;
+
+/// `From<Payload> for Enum` for each `Variant(Payload)`: wraps a payload in its variant.
+macro_rules! variant_from {
+    ($name:ident: $($variant:ident($payload:ty)),* $(,)?) => {
+        $(
+            impl From<$payload> for $name {
+                fn from(p: $payload) -> Self {
+                    Self::$variant(p)
+                }
+            }
+        )*
+    };
+}
+pub(crate) use variant_from;

@@ -18,10 +18,11 @@ use futures::StreamExt;
 use parking_lot::Mutex;
 use turnstone_proto::keys::Keys;
 use turnstone_proto::mq::{
-    ApprovalRequestEvent, ClusterStateEvent, OutboundEvent, PlanReviewEvent, StateChangeEvent,
-    WsClosedEvent, WsRenameEvent,
+    ApprovalRequestEvent, ClusterStateBody, ClusterStateEvent, ContentBody, EmptyBody,
+    OutboundEvent, PlanReviewEvent, StateChangeBody, StateChangeEvent, WsClosedEvent, WsRenameBody,
+    WsRenameEvent,
 };
-use turnstone_proto::sse::WsEvent;
+use turnstone_proto::sse::{ToolInfo, WsEvent};
 use turnstone_queue::{Backoff, Publication, Publisher};
 
 pub use frame::{NodeEvent, NodeEventKind, NodeFrame};
@@ -276,23 +277,20 @@ fn publication(
         NodeEventKind::Ws(WsEvent::StateChange(change)) => {
             let state = change.state.as_str().to_string();
             let f = events.facts(&ws_id);
-            let cluster: OutboundEvent = ClusterStateEvent {
-                ws_id: ws_id.clone(),
-                state: state.clone(),
-                node_id: node_id.to_string(),
-                tokens: f.tokens,
-                context_ratio: f.context_ratio,
-                activity: f.activity,
-                activity_state: f.activity_state,
-                ..ClusterStateEvent::default()
-            }
+            let cluster: OutboundEvent = ClusterStateEvent::new(
+                ws_id.clone(),
+                ClusterStateBody {
+                    state: state.clone(),
+                    node_id: node_id.to_string(),
+                    tokens: f.tokens,
+                    context_ratio: f.context_ratio,
+                    activity: f.activity,
+                    activity_state: f.activity_state,
+                },
+            )
             .into();
-            let change: OutboundEvent = StateChangeEvent {
-                ws_id: ws_id.clone(),
-                state,
-                ..StateChangeEvent::default()
-            }
-            .into();
+            let change: OutboundEvent =
+                StateChangeEvent::new(ws_id.clone(), StateChangeBody { state }).into();
             vec![
                 (vec![ws_channel, k.events_global()], change),
                 (vec![k.events_cluster()], cluster),
@@ -310,13 +308,10 @@ fn publication(
                 request_id: request_id.clone(),
                 ws_id: ws_id.clone(),
             });
-            let ev: OutboundEvent = ApprovalRequestEvent {
-                ws_id: ws_id.clone(),
+            let ev = OutboundEvent::ApprovalRequest(ApprovalRequestEvent {
                 correlation_id: request_id,
-                items,
-                ..ApprovalRequestEvent::default()
-            }
-            .into();
+                ..ApprovalRequestEvent::new(ws_id.clone(), ToolInfo { items })
+            });
             vec![(vec![ws_channel], ev)]
         }
         NodeEventKind::Ws(WsEvent::ApprovalResolved(_) | WsEvent::PlanResolved(_)) => {
@@ -330,33 +325,27 @@ fn publication(
                     ws_id: ws_id.clone(),
                 });
             }
-            let ev: OutboundEvent = PlanReviewEvent {
-                ws_id: ws_id.clone(),
+            let ev = OutboundEvent::PlanReview(PlanReviewEvent {
                 correlation_id: review.request_id,
-                content: review.content,
-                ..PlanReviewEvent::default()
-            }
-            .into();
+                ..PlanReviewEvent::new(
+                    ws_id.clone(),
+                    ContentBody {
+                        content: review.content,
+                    },
+                )
+            });
             vec![(vec![ws_channel], ev)]
         }
         NodeEventKind::Closed => {
             effect = Some(Effect::Closed {
                 ws_id: ws_id.clone(),
             });
-            let ev: OutboundEvent = WsClosedEvent {
-                ws_id: ws_id.clone(),
-                ..WsClosedEvent::default()
-            }
-            .into();
+            let ev = OutboundEvent::WsClosed(WsClosedEvent::new(ws_id.clone(), EmptyBody {}));
             vec![(vec![k.events_global(), k.events_cluster()], ev)]
         }
         NodeEventKind::Renamed(rename) => {
-            let ev: OutboundEvent = WsRenameEvent {
-                ws_id: ws_id.clone(),
-                name: rename.name,
-                ..WsRenameEvent::default()
-            }
-            .into();
+            let ev: OutboundEvent =
+                WsRenameEvent::new(ws_id.clone(), WsRenameBody { name: rename.name }).into();
             vec![(vec![k.events_global(), k.events_cluster()], ev)]
         }
         NodeEventKind::Created => {

@@ -2,7 +2,8 @@
 
 use serde_json::Value;
 use turnstone_proto::api::{STATUS_OK, STATUS_QUEUED, SendReply};
-use turnstone_proto::mq::{AckEvent, ErrorEvent, InboundMessage, OutboundEvent};
+use turnstone_proto::mq::{AckBody, AckEvent, ErrorEvent, InboundMessage, OutboundEvent};
+use turnstone_proto::sse::Notice;
 
 use super::handle::Handled;
 use crate::node::decode_reply;
@@ -24,11 +25,12 @@ pub(super) fn refusal(reply: &SendReply) -> String {
 
 pub(super) async fn reject_malformed(ctx: &Ctx, raw: String, reason: String) -> Handled {
     ctx.dead_letter(&reason, &raw, "").await;
-    let ev: OutboundEvent = ErrorEvent {
-        message: format!("Failed to process message: {reason}"),
-        ..ErrorEvent::default()
-    }
-    .into();
+    let ev = OutboundEvent::Error(ErrorEvent::new(
+        "",
+        Notice {
+            message: format!("Failed to process message: {reason}"),
+        },
+    ));
     ctx.publish(&ctx.keys.events_global(), &ev).await;
     Handled::Done(raw)
 }
@@ -49,20 +51,25 @@ async fn tell_error(ctx: &Ctx, msg: &InboundMessage, reason: &str) {
         ctx.keys.events_ws(&ws_id)
     };
     let ack: OutboundEvent = AckEvent {
-        ws_id: ws_id.clone(),
         correlation_id: msg.correlation_id().to_string(),
-        status: "error".into(),
-        detail: reason.to_string(),
-        ..AckEvent::default()
+        ..AckEvent::new(
+            ws_id.clone(),
+            AckBody {
+                status: "error".into(),
+                detail: reason.to_string(),
+            },
+        )
     }
     .into();
-    let err: OutboundEvent = ErrorEvent {
-        ws_id,
+    let err = OutboundEvent::Error(ErrorEvent {
         correlation_id: msg.correlation_id().to_string(),
-        message: reason.to_string(),
-        ..ErrorEvent::default()
-    }
-    .into();
+        ..ErrorEvent::new(
+            ws_id,
+            Notice {
+                message: reason.to_string(),
+            },
+        )
+    });
     ctx.publish(&channel, &ack).await;
     ctx.publish(&channel, &err).await;
 }
@@ -70,11 +77,14 @@ async fn tell_error(ctx: &Ctx, msg: &InboundMessage, reason: &str) {
 pub(super) async fn ack_event(ctx: &Ctx, msg: &InboundMessage, status: &str, detail: &str) {
     let ws_id = msg.ws_id().to_string();
     let ev: OutboundEvent = AckEvent {
-        ws_id: ws_id.clone(),
         correlation_id: msg.correlation_id().to_string(),
-        status: status.to_string(),
-        detail: detail.to_string(),
-        ..AckEvent::default()
+        ..AckEvent::new(
+            ws_id.clone(),
+            AckBody {
+                status: status.to_string(),
+                detail: detail.to_string(),
+            },
+        )
     }
     .into();
     ctx.publish(&ctx.keys.events_ws(&ws_id), &ev).await;

@@ -11,8 +11,8 @@ use turnstone_proto::api::{
     STATUS_BUSY, SendBody,
 };
 use turnstone_proto::mq::{
-    AckEvent, CreateWorkstreamMessage, InboundMessage, OutboundEvent, SendMessage, WsCreatedEvent,
-    WsResumedEvent,
+    AckBody, AckEvent, CreateWorkstreamMessage, InboundMessage, OutboundEvent, SendMessage,
+    WsCreatedBody, WsCreatedEvent, WsResumedBody, WsResumedEvent,
 };
 use turnstone_queue::Backoff;
 
@@ -296,9 +296,13 @@ async fn create(
                 .await;
             let ev: OutboundEvent = AckEvent {
                 correlation_id: cid.to_string(),
-                status: "error".into(),
-                detail: error,
-                ..AckEvent::default()
+                ..AckEvent::new(
+                    "",
+                    AckBody {
+                        status: "error".into(),
+                        detail: error,
+                    },
+                )
             }
             .into();
             ctx.publish(&ctx.keys.events_global(), &ev).await;
@@ -321,31 +325,42 @@ async fn create(
         let _ = ctx.leases.set_pin(&mut m, &ws_id, true).await;
     }
     let global: OutboundEvent = WsCreatedEvent {
-        ws_id: ws_id.clone(),
         correlation_id: cid.to_string(),
-        name: name.clone(),
-        resumed,
-        message_count: count,
-        ..WsCreatedEvent::default()
+        ..WsCreatedEvent::new(
+            ws_id.clone(),
+            WsCreatedBody {
+                name: name.clone(),
+                resumed,
+                message_count: count,
+                ..WsCreatedBody::default()
+            },
+        )
     }
     .into();
     ctx.publish(&ctx.keys.events_global(), &global).await;
     let cluster: OutboundEvent = WsCreatedEvent {
-        ws_id: ws_id.clone(),
         correlation_id: cid.to_string(),
-        name: name.clone(),
-        node_id: ctx.node_id.clone(),
-        ..WsCreatedEvent::default()
+        ..WsCreatedEvent::new(
+            ws_id.clone(),
+            WsCreatedBody {
+                name: name.clone(),
+                node_id: ctx.node_id.clone(),
+                ..WsCreatedBody::default()
+            },
+        )
     }
     .into();
     ctx.publish(&ctx.keys.events_cluster(), &cluster).await;
     if resumed {
         let ev: OutboundEvent = WsResumedEvent {
-            ws_id: ws_id.clone(),
             correlation_id: cid.to_string(),
-            message_count: count,
-            name,
-            ..WsResumedEvent::default()
+            ..WsResumedEvent::new(
+                ws_id.clone(),
+                WsResumedBody {
+                    message_count: count,
+                    name,
+                },
+            )
         }
         .into();
         ctx.publish(&ctx.keys.events_ws(&ws_id), &ev).await;

@@ -9,8 +9,10 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use turnstone_proto::ProtoError;
 use turnstone_proto::mq::{
-    ErrorEvent, HealthResponseEvent, InboundMessage, NodeListEvent, OutboundEvent, WsListEvent,
+    ErrorEvent, HealthResponseBody, HealthResponseEvent, InboundMessage, NodeListBody,
+    NodeListEvent, OutboundEvent, WsListBody, WsListEvent,
 };
+use turnstone_proto::sse::Notice;
 use turnstone_queue::{Backoff, ReliableQueue};
 
 use super::answer::{fail, reject_malformed};
@@ -116,12 +118,15 @@ async fn handle(
                 .to_string();
             let reason = format!("Unknown inbound message type: '{t}'");
             ctx.dead_letter(&reason, &raw, &cid).await;
-            let ev: OutboundEvent = ErrorEvent {
+            let ev = OutboundEvent::Error(ErrorEvent {
                 correlation_id: cid,
-                message: format!("Failed to process message: {reason}"),
-                ..ErrorEvent::default()
-            }
-            .into();
+                ..ErrorEvent::new(
+                    "",
+                    Notice {
+                        message: format!("Failed to process message: {reason}"),
+                    },
+                )
+            });
             ctx.publish(&ctx.keys.events_global(), &ev).await;
             return Handled::Done(raw);
         }
@@ -170,8 +175,7 @@ async fn handle(
             };
             let ev: OutboundEvent = WsListEvent {
                 correlation_id: cid.clone(),
-                workstreams: rows,
-                ..WsListEvent::default()
+                ..WsListEvent::new("", WsListBody { workstreams: rows })
             }
             .into();
             ctx.publish(&ctx.keys.events_global(), &ev).await;
@@ -183,8 +187,7 @@ async fn handle(
             };
             let ev: OutboundEvent = HealthResponseEvent {
                 correlation_id: cid.clone(),
-                data,
-                ..HealthResponseEvent::default()
+                ..HealthResponseEvent::new("", HealthResponseBody { data })
             }
             .into();
             ctx.publish(&ctx.keys.events_global(), &ev).await;
@@ -205,8 +208,7 @@ async fn handle(
                 .collect();
             let ev: OutboundEvent = NodeListEvent {
                 correlation_id: cid.clone(),
-                nodes,
-                ..NodeListEvent::default()
+                ..NodeListEvent::new("", NodeListBody { nodes })
             }
             .into();
             ctx.publish(&ctx.keys.events_global(), &ev).await;

@@ -5,6 +5,7 @@
 use serde_json::Value;
 use turnstone_proto::api::{CreateWorkstreamBody, CreateWorkstreamReply};
 use turnstone_proto::mq::{InboundMessage, InfoEvent, OutboundEvent};
+use turnstone_proto::sse::Notice;
 use turnstone_queue::rendezvous;
 
 use super::Source;
@@ -169,12 +170,7 @@ pub(super) async fn restore(ctx: &Ctx, epoch: u64, ws_id: &str, from: Option<&st
         None => format!("Workstream restored on node '{}' {how}.", ctx.node_id),
     };
     tracing::warn!(ws_id, "{note}");
-    let ev: OutboundEvent = InfoEvent {
-        ws_id: ws_id.to_string(),
-        message: note,
-        ..InfoEvent::default()
-    }
-    .into();
+    let ev = OutboundEvent::Info(InfoEvent::new(ws_id, Notice { message: note }));
     ctx.publish(&ctx.keys.events_ws(ws_id), &ev).await;
     Some(())
 }

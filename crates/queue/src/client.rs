@@ -312,9 +312,9 @@ impl TurnstoneClient {
             match event {
                 OutboundEvent::WsCreated(c) => return Ok(c.ws_id),
                 OutboundEvent::Ack(a) if a.status == ACK_ERROR => {
-                    return Err(ClientError::Refused(a.detail));
+                    return Err(ClientError::Refused(a.body.detail));
                 }
-                OutboundEvent::Error(e) => return Err(ClientError::Refused(e.message)),
+                OutboundEvent::Error(e) => return Err(ClientError::Refused(e.body.message)),
                 _ => {}
             }
         }
@@ -563,10 +563,12 @@ impl TurnstoneClient {
                         hook(&event);
                     }
                     match event {
-                        OutboundEvent::Content(c) => result.content_parts.push(c.text),
-                        OutboundEvent::Reasoning(r) => result.reasoning_parts.push(r.text),
-                        OutboundEvent::ToolResult(t) => result.tool_results.push((t.name, t.output)),
-                        OutboundEvent::Error(e) => result.errors.push(e.message),
+                        OutboundEvent::Content(c) => result.content_parts.push(c.body.text),
+                        OutboundEvent::Reasoning(r) => result.reasoning_parts.push(r.body.text),
+                        OutboundEvent::ToolResult(t) => {
+                            result.tool_results.push((t.body.name, t.body.output))
+                        }
+                        OutboundEvent::Error(e) => result.errors.push(e.body.message),
                         OutboundEvent::ApprovalRequest(req) => {
                             if let Some(decision) = opts.approver.as_mut().and_then(|a| a(&req)) {
                                 self.approve(
@@ -580,7 +582,7 @@ impl TurnstoneClient {
                             }
                         }
                         OutboundEvent::TurnComplete(t) if t.correlation_id == cid => {
-                            result.final_content = t.content;
+                            result.final_content = t.body.content;
                             return Ok(result);
                         }
                         _ => {}
@@ -800,11 +802,10 @@ mod tests {
     }
 
     fn content(ws: &str, text: &str) -> String {
-        OutboundEvent::from(turnstone_proto::mq::ContentEvent {
-            ws_id: ws.into(),
-            text: text.into(),
-            ..Default::default()
-        })
+        OutboundEvent::Content(turnstone_proto::mq::ContentEvent::new(
+            ws,
+            turnstone_proto::sse::Text { text: text.into() },
+        ))
         .encode()
     }
 

@@ -2,7 +2,7 @@
 //! (cluster spec §1.2).
 
 use crate::ids::{new_correlation_id, now_timestamp};
-use crate::tolerant::{tagged_enum, wire_struct};
+use crate::tolerant::{tagged_enum, variant_from, wire_struct};
 
 /// Fields shared by every inbound message (cluster spec §1.2): wire order
 /// `type, correlation_id, timestamp, <own fields>`.
@@ -268,19 +268,8 @@ impl InboundMessage {
     }
 }
 
-macro_rules! inbound_from {
-    ($($variant:ident($payload:ty)),* $(,)?) => {
-        $(
-            impl From<$payload> for InboundMessage {
-                fn from(m: $payload) -> Self {
-                    Self::$variant(m)
-                }
-            }
-        )*
-    };
-}
-
-inbound_from! {
+variant_from! {
+    InboundMessage:
     Send(SendMessage),
     Approve(ApproveMessage),
     PlanFeedback(PlanFeedbackMessage),

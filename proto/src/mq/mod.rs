@@ -7,14 +7,14 @@
 //! defaults, a missing inbound `correlation_id` is generated.
 //!
 //! ```
-//! use turnstone_proto::mq::{InboundMessage, OutboundEvent, AckEvent};
+//! use turnstone_proto::mq::{AckBody, AckEvent, InboundMessage, OutboundEvent};
 //!
 //! let msg = InboundMessage::decode(br#"{"type": "send", "ws_id": "ab12", "message": "hi"}"#).unwrap();
 //! assert_eq!(msg.type_name(), "send");
 //! assert_eq!(msg.ws_id(), "ab12");
 //! assert_eq!(msg.correlation_id().len(), 12); // generated
 //!
-//! let ack = OutboundEvent::from(AckEvent { ws_id: "ab12".into(), ..AckEvent::default() })
+//! let ack = OutboundEvent::from(AckEvent::new("ab12", AckBody::default()))
 //!     .with_correlation_id(msg.correlation_id());
 //! assert!(ack.encode().starts_with(r#"{"type":"ack","ws_id":"ab12","#));
 //! ```

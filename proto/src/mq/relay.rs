@@ -14,22 +14,23 @@ impl IntentVerdictEvent {
     /// The MQ form of an LLM verdict: `evidence` becomes a JSON string,
     /// `func_args` and unknown keys are dropped (cluster spec §1.3, §3.6).
     pub fn from_verdict(ws_id: &str, v: &Verdict) -> Self {
-        Self {
-            ws_id: ws_id.to_owned(),
-            call_id: v.call_id.clone(),
-            func_name: v.func_name.clone(),
-            intent_summary: v.intent_summary.clone(),
-            risk_level: v.risk_level.clone(),
-            recommendation: v.recommendation.clone(),
-            reasoning: v.reasoning.clone(),
-            tier: v.tier.clone(),
-            judge_model: v.judge_model.clone(),
-            verdict_id: v.verdict_id.clone(),
-            confidence: v.confidence,
-            evidence: json_list(&v.evidence),
-            latency_ms: v.latency_ms,
-            ..Self::default()
-        }
+        Self::new(
+            ws_id,
+            IntentVerdictBody {
+                call_id: v.call_id.clone(),
+                func_name: v.func_name.clone(),
+                intent_summary: v.intent_summary.clone(),
+                risk_level: v.risk_level.clone(),
+                recommendation: v.recommendation.clone(),
+                reasoning: v.reasoning.clone(),
+                tier: v.tier.clone(),
+                judge_model: v.judge_model.clone(),
+                verdict_id: v.verdict_id.clone(),
+                confidence: v.confidence,
+                evidence: json_list(&v.evidence),
+                latency_ms: v.latency_ms,
+            },
+        )
     }
 }
 
@@ -37,63 +38,53 @@ impl OutputWarningEvent {
     /// The MQ form of an output warning: lists become JSON strings, `redacted`
     /// becomes 0/1, `output_length` is dropped (cluster spec §1.3, §3.6).
     pub fn from_warning(ws_id: &str, w: &OutputWarning) -> Self {
-        Self {
-            ws_id: ws_id.to_owned(),
-            call_id: w.call_id.clone(),
-            func_name: w.func_name.clone(),
-            risk_level: w.risk_level.clone(),
-            flags: json_list(&w.flags),
-            annotations: json_list(&w.annotations),
-            redacted: u64::from(w.redacted),
-            ..Self::default()
-        }
+        Self::new(
+            ws_id,
+            OutputWarningBody {
+                call_id: w.call_id.clone(),
+                func_name: w.func_name.clone(),
+                risk_level: w.risk_level.clone(),
+                flags: json_list(&w.flags),
+                annotations: json_list(&w.annotations),
+                redacted: u64::from(w.redacted),
+            },
+        )
     }
 }
 
 impl StatusEvent {
-    /// The MQ form of a `status` event (cluster spec §3.6).
+    /// The MQ form of a `status` event (cluster spec §3.6): the same body.
     pub fn from_status(ws_id: &str, s: &Status) -> Self {
-        Self {
-            ws_id: ws_id.to_owned(),
-            prompt_tokens: s.prompt_tokens,
-            completion_tokens: s.completion_tokens,
-            total_tokens: s.total_tokens,
-            context_window: s.context_window,
-            pct: s.pct,
-            effort: s.effort.clone(),
-            cache_creation_tokens: s.cache_creation_tokens,
-            cache_read_tokens: s.cache_read_tokens,
-            tool_calls_this_turn: s.tool_calls_this_turn,
-            turn_count: s.turn_count,
-            ..Self::default()
-        }
+        Self::new(ws_id, s.clone())
     }
 }
 
 impl ClusterStateEvent {
     /// The cluster-channel form of a global `ws_state` (cluster spec §3.8).
     pub fn from_ws_state(node_id: &str, s: &WsState) -> Self {
-        Self {
-            ws_id: s.ws_id.clone(),
-            state: s.state.as_str().to_owned(),
-            node_id: node_id.to_owned(),
-            tokens: s.tokens,
-            context_ratio: s.context_ratio,
-            activity: s.activity.clone(),
-            activity_state: s.activity_state.clone(),
-            ..Self::default()
-        }
+        Self::new(
+            s.ws_id.clone(),
+            ClusterStateBody {
+                state: s.state.as_str().to_owned(),
+                node_id: node_id.to_owned(),
+                tokens: s.tokens,
+                context_ratio: s.context_ratio,
+                activity: s.activity.clone(),
+                activity_state: s.activity_state.clone(),
+            },
+        )
     }
 }
 
 impl StateChangeEvent {
     /// The ws/global-channel form of a global `ws_state` (cluster spec §3.8).
     pub fn from_ws_state(s: &WsState) -> Self {
-        Self {
-            ws_id: s.ws_id.clone(),
-            state: s.state.as_str().to_owned(),
-            ..Self::default()
-        }
+        Self::new(
+            s.ws_id.clone(),
+            StateChangeBody {
+                state: s.state.as_str().to_owned(),
+            },
+        )
     }
 }
 
@@ -113,68 +104,34 @@ impl OutboundEvent {
     /// through the approval logic (§3.7) to get a `request_id`.
     /// Our `turn_complete` maps to the MQ `turn_complete`.
     pub fn from_ws_event(ws_id: &str, event: &WsEvent) -> Option<Self> {
-        let ws = ws_id.to_owned();
         let out: Self = match event {
-            WsEvent::Content(t) => ContentEvent {
-                ws_id: ws,
-                text: t.text.clone(),
-                ..ContentEvent::default()
-            }
-            .into(),
-            WsEvent::Reasoning(t) => ReasoningEvent {
-                ws_id: ws,
-                text: t.text.clone(),
-                ..ReasoningEvent::default()
-            }
-            .into(),
-            WsEvent::ToolInfo(t) => ToolInfoEvent {
-                ws_id: ws,
-                items: t.items.clone(),
-                ..ToolInfoEvent::default()
-            }
-            .into(),
-            WsEvent::ToolOutputChunk(c) => ToolOutputChunkEvent {
-                ws_id: ws,
-                call_id: c.call_id.clone(),
-                chunk: c.chunk.clone(),
-                ..ToolOutputChunkEvent::default()
-            }
-            .into(),
-            WsEvent::ToolResult(r) => ToolResultEvent {
-                ws_id: ws,
-                call_id: r.call_id.clone(),
-                name: r.name.clone(),
-                output: r.output.clone(),
-                ..ToolResultEvent::default()
-            }
-            .into(),
+            WsEvent::Content(t) => Self::Content(Outbound::new(ws_id, t.clone())),
+            WsEvent::Reasoning(t) => Self::Reasoning(Outbound::new(ws_id, t.clone())),
+            WsEvent::ToolInfo(t) => Self::ToolInfo(Outbound::new(ws_id, t.clone())),
+            WsEvent::ToolOutputChunk(c) => Self::ToolOutputChunk(Outbound::new(ws_id, c.clone())),
+            WsEvent::ToolResult(r) => Self::ToolResult(Outbound::new(
+                ws_id,
+                ToolResultBody {
+                    call_id: r.call_id.clone(),
+                    name: r.name.clone(),
+                    output: r.output.clone(),
+                },
+            )),
             WsEvent::Status(s) => StatusEvent::from_status(ws_id, s).into(),
-            WsEvent::Error(n) => ErrorEvent {
-                ws_id: ws,
-                message: n.message.clone(),
-                ..ErrorEvent::default()
-            }
-            .into(),
-            WsEvent::Info(n) => InfoEvent {
-                ws_id: ws,
-                message: n.message.clone(),
-                ..InfoEvent::default()
-            }
-            .into(),
+            WsEvent::Error(n) => Self::Error(Outbound::new(ws_id, n.clone())),
+            WsEvent::Info(n) => Self::Info(Outbound::new(ws_id, n.clone())),
             WsEvent::IntentVerdict(v) => IntentVerdictEvent::from_verdict(ws_id, v).into(),
             WsEvent::OutputWarning(w) => OutputWarningEvent::from_warning(ws_id, w).into(),
-            WsEvent::StreamEnd => StreamEndEvent {
-                ws_id: ws,
-                ..StreamEndEvent::default()
-            }
-            .into(),
-            WsEvent::TurnComplete(t) => TurnCompleteEvent {
-                ws_id: ws,
+            WsEvent::StreamEnd => Self::StreamEnd(Outbound::new(ws_id, EmptyBody {})),
+            WsEvent::TurnComplete(t) => Self::TurnComplete(Outbound {
                 correlation_id: t.correlation_id.clone(),
-                content: t.content.clone(),
-                ..TurnCompleteEvent::default()
-            }
-            .into(),
+                ..Outbound::new(
+                    ws_id,
+                    ContentBody {
+                        content: t.content.clone(),
+                    },
+                )
+            }),
             WsEvent::Connected(_)
             | WsEvent::History(_)
             | WsEvent::StateChange(_)

@@ -226,7 +226,7 @@ async fn wait(
         while let Some(item) = events.next().await {
             match item {
                 Ok((_, OutboundEvent::TurnComplete(t))) if t.correlation_id == correlation => {
-                    return Ok(Some(t.content));
+                    return Ok(Some(t.body.content));
                 }
                 Ok(_) | Err(ClientError::BadEntry { .. }) => {}
                 Err(e) => return Err(e),
