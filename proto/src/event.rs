@@ -350,6 +350,8 @@ pub struct NodeWsEvent<'a> {
     #[serde(flatten)]
     pub event: Cow<'a, Event>,
     pub ws_id: Cow<'a, str>,
+    /// `0` when a frame leaves it out.
+    #[serde(default)]
     pub ws_seq: u64,
 }
 
@@ -392,6 +394,8 @@ pub enum NodeStreamBody<'a> {
 pub struct NodeStreamEntry<'a> {
     #[serde(flatten)]
     pub body: NodeStreamBody<'a>,
+    /// `0` when a frame leaves it out (the SSE `id` carries it too).
+    #[serde(default)]
     pub node_seq: u64,
 }
 

@@ -4,8 +4,8 @@
 //! lifecycle, the activity line, the `request_id` of an approval request).
 
 use serde::Deserialize;
-use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
+use turnstone_proto::event::{Event, NodeNotice, NodeStreamBody, NodeStreamEntry, NodeWsEvent};
 use turnstone_proto::sse::{ToolItem, WsActivity, WsEvent, WsRename};
 
 /// One frame of the node-wide stream.
@@ -62,70 +62,100 @@ impl NodeEventKind {
     }
 }
 
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct Hello {
-    boot: u64,
+/// The two control frames of the node-wide stream, which carry no workstream event.
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Control {
+    NodeHello {
+        #[serde(default)]
+        boot: u64,
+    },
+    EventsTruncated {
+        #[serde(default)]
+        missed_from: u64,
+        #[serde(default)]
+        missed_to: u64,
+    },
 }
 
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct Truncated {
-    missed_from: u64,
-    missed_to: u64,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct ApproveRequestFrame {
-    request_id: String,
-    items: Vec<ToolItem>,
-}
-
-/// The fields of `T` in `map` (a `null` counts as missing, as in every proto decoder);
-/// `None` when a value has the wrong type.
-fn fields<T: DeserializeOwned>(mut map: Map<String, Value>) -> Option<T> {
-    map.retain(|_, v| !v.is_null());
-    serde_json::from_value(Value::Object(map)).ok()
+/// Any frame, decoded from the SSE `data` in one `serde_json` call: an entry the node
+/// serialised ([`NodeStreamEntry`], the typed engine event), a control frame, or any
+/// other JSON object.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Wire {
+    Entry(NodeStreamEntry<'static>),
+    Control(Control),
+    Other(Map<String, Value>),
 }
 
 impl NodeFrame {
     /// Decodes one SSE `data`; `None` when it is not a JSON object.
     pub fn decode(data: &str) -> Option<Self> {
-        let Ok(Value::Object(map)) = serde_json::from_str::<Value>(data) else {
+        // serde also reads an enum from an array (`[1]`); a frame is an object.
+        if !data.trim_start().starts_with('{') {
             return None;
+        }
+        let frame = match serde_json::from_str::<Wire>(data).ok()? {
+            Wire::Control(Control::NodeHello { boot }) => Self::Hello { boot },
+            Wire::Control(Control::EventsTruncated {
+                missed_from,
+                missed_to,
+            }) => Self::Truncated {
+                missed_from,
+                missed_to,
+            },
+            Wire::Entry(entry) if !entry.ws_id().is_empty() => Self::of_entry(entry),
+            Wire::Entry(_) => Self::Other,
+            Wire::Other(map) => Self::of_other(map),
         };
-        let kind = match map.get("type") {
-            Some(Value::String(t)) => t.clone(),
-            _ => String::new(),
-        };
+        Some(frame)
+    }
+
+    /// A frame that is no [`NodeStreamEntry`] (a type the node's `Event` does not have, or
+    /// a partial frame): with a workstream, the tolerant [`WsEvent`] view (an unknown type
+    /// decodes as `WsEvent::Unknown`), as every proto decoder treats other producers.
+    fn of_other(map: Map<String, Value>) -> Self {
         let ws_id = match map.get("ws_id") {
             Some(Value::String(w)) if !w.is_empty() => w.clone(),
-            _ => String::new(),
+            _ => return Self::Other,
         };
-        let frame = match kind.as_str() {
-            "node_hello" => fields::<Hello>(map).map(|h| Self::Hello { boot: h.boot }),
-            "events_truncated" => fields::<Truncated>(map).map(|t| Self::Truncated {
-                missed_from: t.missed_from,
-                missed_to: t.missed_to,
-            }),
-            _ if ws_id.is_empty() => None,
-            "approve_request" => fields::<ApproveRequestFrame>(map).map(|a| {
-                NodeEventKind::ApproveRequest {
-                    request_id: a.request_id,
-                    items: a.items,
-                }
-                .of(ws_id)
-            }),
-            "activity" => fields(map).map(|a| NodeEventKind::Activity(a).of(ws_id)),
-            "ws_created" => Some(NodeEventKind::Created.of(ws_id)),
-            "ws_closed" => Some(NodeEventKind::Closed.of(ws_id)),
-            "ws_rename" => fields(map).map(|r| NodeEventKind::Renamed(r).of(ws_id)),
-            _ => WsEvent::from_value(Value::Object(map))
-                .ok()
-                .map(|e| NodeEventKind::Ws(e).of(ws_id)),
+        match WsEvent::from_value(Value::Object(map)) {
+            Ok(e) => NodeEventKind::Ws(e).of(ws_id),
+            Err(_) => Self::Other,
+        }
+    }
+
+    /// The bridge's view of one entry; the event is mapped typed, without another parse.
+    fn of_entry(entry: NodeStreamEntry<'static>) -> Self {
+        let (ws_id, kind) = match entry.body {
+            NodeStreamBody::Ws(NodeWsEvent { event, ws_id, .. }) => {
+                let kind = match event.into_owned() {
+                    Event::ApproveRequest {
+                        request_id, items, ..
+                    } => NodeEventKind::ApproveRequest { request_id, items },
+                    Event::Activity {
+                        activity,
+                        activity_state,
+                    } => NodeEventKind::Activity(WsActivity {
+                        ws_id: ws_id.to_string(),
+                        activity,
+                        activity_state,
+                    }),
+                    event => match event.to_ws_event(&ws_id) {
+                        Some(e) => NodeEventKind::Ws(e),
+                        None => return Self::Other,
+                    },
+                };
+                (ws_id.into_owned(), kind)
+            }
+            NodeStreamBody::Notice(notice) => match notice.into_owned() {
+                NodeNotice::WsCreated(c) => (c.ws_id, NodeEventKind::Created),
+                NodeNotice::WsClosed(c) => (c.ws_id, NodeEventKind::Closed),
+                NodeNotice::WsRename(r) => (r.ws_id.clone(), NodeEventKind::Renamed(r)),
+            },
         };
-        Some(frame.unwrap_or(Self::Other))
+        kind.of(ws_id)
     }
 }
 
