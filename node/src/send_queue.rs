@@ -19,8 +19,9 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::json;
 use turnstone_engine::{Event, Item, SendOutcome, WorkstreamHandle};
+use turnstone_proto::api::SendReply;
 use turnstone_store::{QueuedSend, QueuedState, WriteOp};
 
 use crate::server::error::ApiError;
@@ -112,20 +113,20 @@ pub enum Submitted {
     /// The key was seen before: the first answer (the current position when it still waits).
     Replayed {
         ws_id: String,
-        status: Value,
+        status: SendReply,
     },
     Closed,
 }
 
 impl Submitted {
     /// The reply body.
-    pub fn body(&self) -> Value {
+    pub fn body(&self) -> SendReply {
         match self {
-            Self::Started => json!({"status": "ok"}),
-            Self::Queued { position } => json!({"status": "queued", "position": position}),
-            Self::Busy { reason } => json!({"status": "busy", "reason": reason}),
+            Self::Started => SendReply::ok(),
+            Self::Queued { position } => SendReply::queued(*position as u64),
+            Self::Busy { reason } => SendReply::busy(reason.clone()),
             Self::Replayed { status, .. } => status.clone(),
-            Self::Closed => json!({"status": "closed"}),
+            Self::Closed => SendReply::closed(),
         }
     }
 }
@@ -314,8 +315,8 @@ pub async fn submit(
                 .map_err(|e| ApiError::Unavailable(format!("message not stored: {e}")))?;
         }
         let status = match node.queues.position(&ws_id, &key) {
-            Some(position) => json!({"status": "queued", "position": position}),
-            None => json!({"status": "ok"}),
+            Some(position) => SendReply::queued(position as u64),
+            None => SendReply::ok(),
         };
         return Ok(Submitted::Replayed { ws_id, status });
     }

@@ -43,8 +43,19 @@ wire_struct! {
     }
 }
 
+impl StatusReply {
+    /// `{"status":"busy"}`: a turn runs, the mutation was not made.
+    pub fn busy() -> Self {
+        Self {
+            status: STATUS_BUSY.to_owned(),
+        }
+    }
+}
+
 /// `{"status": "queued", ...}`, the reply to a `"queue": true` send that waits (ours).
 pub const STATUS_QUEUED: &str = "queued";
+/// `{"status": "closed"}`, the reply to a send whose workstream closed meanwhile.
+pub const STATUS_CLOSED: &str = "closed";
 
 wire_struct! {
     /// The reply of `POST /v1/api/send` (node spec §1.3.6): `status` is `ok`, `busy`
@@ -57,6 +68,39 @@ wire_struct! {
         pub position: Option<u64> = None,
         #[serde(skip_serializing_if = "Option::is_none")]
         pub reason: Option<String> = None,
+    }
+}
+
+impl SendReply {
+    /// `{"status":"ok"}`: the turn started.
+    pub fn ok() -> Self {
+        Self::default()
+    }
+
+    /// `{"status":"queued","position":N}`: the send waits, `1` being next.
+    pub fn queued(position: u64) -> Self {
+        Self {
+            status: STATUS_QUEUED.to_owned(),
+            position: Some(position),
+            ..Self::default()
+        }
+    }
+
+    /// `{"status":"busy","reason":…}`: refused, nothing stored.
+    pub fn busy(reason: impl Into<String>) -> Self {
+        Self {
+            status: STATUS_BUSY.to_owned(),
+            reason: Some(reason.into()),
+            ..Self::default()
+        }
+    }
+
+    /// `{"status":"closed"}`: the workstream closed before the send was admitted.
+    pub fn closed() -> Self {
+        Self {
+            status: STATUS_CLOSED.to_owned(),
+            ..Self::default()
+        }
     }
 }
 

@@ -7,7 +7,7 @@ use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
-use serde_json::{Value, json};
+use serde_json::json;
 use turnstone_engine::{ApproveOutcome, PlanOutcome, SendOutcome};
 use turnstone_proto::api::{
     ApproveBody, CancelBody, CancelReply, CommandBody, PlanBody, SendBody, StatusReply,
@@ -200,7 +200,7 @@ fn plan_conflict(v: &turnstone_engine::PlanVerdict) -> ApiError {
 pub async fn command(
     State(node): State<Arc<Node>>,
     WireJson(body): WireJson<CommandBody>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<StatusReply>, ApiError> {
     let text = body.command.trim();
     if text.is_empty() {
         return Err(ApiError::BadRequest("Empty command".into()));
@@ -216,7 +216,7 @@ pub async fn command(
                 ws.emit_info("Conversation cleared.");
             } else {
                 ws.emit_error("Cannot clear while processing.");
-                return Ok(Json(json!({"status": "busy"})));
+                return Ok(Json(StatusReply::busy()));
             }
         }
         "/name" if !rest.is_empty() => {
@@ -227,7 +227,7 @@ pub async fn command(
         "/resume" if !rest.is_empty() => {
             let Some(p) = &node.persistence else {
                 ws.emit_error("This node runs without persistence; nothing to resume.");
-                return Ok(Json(json!({"status": "ok"})));
+                return Ok(Json(StatusReply::default()));
             };
             match p.store.resume_session(rest).await {
                 Ok(session) => {
@@ -240,7 +240,7 @@ pub async fn command(
                         ));
                     } else {
                         ws.emit_error("Cannot resume while processing.");
-                        return Ok(Json(json!({"status": "busy"})));
+                        return Ok(Json(StatusReply::busy()));
                     }
                 }
                 Err(e) => ws.emit_error(format!("Command error: {e}")),
@@ -254,7 +254,7 @@ pub async fn command(
         ),
         "/compact" => {
             if ws.compact() == SendOutcome::Busy {
-                return Ok(Json(json!({"status": "busy"})));
+                return Ok(Json(StatusReply::busy()));
             }
         }
         "/model" if rest.is_empty() => {
@@ -279,7 +279,7 @@ pub async fn command(
             "Unknown command: {other}. Type /help for available commands."
         )),
     }
-    Ok(Json(json!({"status": "ok"})))
+    Ok(Json(StatusReply::default()))
 }
 
 /// `/skill` shows the active skill (and the enabled ones), `/skill clear` deactivates it,
