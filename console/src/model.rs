@@ -49,11 +49,17 @@ pub struct NodeRecord {
     pub last_seen: Option<f64>,
     /// The last poll succeeded (true until a poll fails, as the original).
     pub reachable: bool,
-    /// The node's `/health` JSON (`{}` until polled).
+    /// The node's `/health` JSON (`{}` until polled), kept as received: the listings relay
+    /// it whole (cluster spec §6.2), keys the console does not know included. The console's
+    /// own reads go through [`Self::health_reading`].
     pub health: Value,
-    /// The dashboard `aggregate` (`{}` until polled).
+    /// The dashboard `aggregate` (`{}` until polled), relayed whole like `health`. Read
+    /// key by key: other producers' aggregates carry floats where [`api::DashboardAggregate`]
+    /// has integers, and one odd key must not zero the node's totals.
     pub aggregate: Value,
-    /// Workstreams by id, in dashboard order.
+    /// Workstreams by id, in dashboard order. Rows stay JSON objects: they are relayed
+    /// whole and come from two sources with different keys (a poll's dashboard row plus
+    /// `node`/`server_url`, or the fields a cluster event gives; cluster spec §6.2).
     pub workstreams: Map<String, Value>,
     /// Why the last poll failed.
     pub last_error: Option<String>,
@@ -107,12 +113,21 @@ impl NodeRecord {
         (self.is_http() && self.untrusted.is_none()).then_some(self.server_url.as_str())
     }
 
+    /// The node's `/health` as the wire contract types it; a reading that does not decode
+    /// (`{}` before the first poll or after a failed one, a foreign node) reads as the
+    /// defaults, i.e. no information.
+    pub fn health_reading(&self) -> Health {
+        match &self.health {
+            Value::Object(o) if !o.is_empty() => {
+                api::decode_value("health", &self.health).unwrap_or_default()
+            }
+            _ => Health::default(),
+        }
+    }
+
     /// `health.version`, `""` when unknown.
-    pub fn version(&self) -> &str {
-        self.health
-            .get("version")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
+    pub fn version(&self) -> String {
+        self.health_reading().version
     }
 
     /// Why this node is a zombie: its heartbeat is fresh (it is in the model at all) but its
@@ -170,8 +185,9 @@ impl NodeRecord {
         self.last_error = None;
         self.auth_failed = false;
         self.last_seen = Some(now_epoch);
-        self.stalled = stall_reason(&mut self.progress, &health, now, rules);
         self.health = health;
+        let reading = self.health_reading();
+        self.stalled = stall_reason(&mut self.progress, &reading, now, rules);
         self.aggregate = dashboard.get("aggregate").cloned().unwrap_or(json!({}));
         let mut fresh = Map::new();
         if let Some(list) = dashboard.get("workstreams").and_then(Value::as_array) {
@@ -230,18 +246,10 @@ impl NodeRecord {
 /// The stall rules over one health reading.
 fn stall_reason(
     progress: &mut Progress,
-    health: &Value,
+    health: &Health,
     now: Instant,
     rules: &ZombieRules,
 ) -> Option<String> {
-    // The node's reply as the wire contract types it; a reading that does not decode (an
-    // empty `{}` after a failed poll, a foreign node) counts as no progress information.
-    let health: Health = match health {
-        Value::Object(o) if !o.is_empty() => {
-            api::decode_value("health", health).unwrap_or_default()
-        }
-        _ => Health::default(),
-    };
     let lag_ms = health.event_loop_lag_ms.unwrap_or(0.0);
     let lag_limit = rules.max_event_loop_lag.as_secs_f64() * 1000.0;
     let seq = health.events.as_ref().map(|e| e.node_seq);
@@ -355,7 +363,7 @@ impl Cluster {
     /// The version most nodes report; ties go to the console's own version, then to the
     /// highest version. `None` when no node reported one.
     pub fn majority_version(&self) -> Option<String> {
-        let mut counts: HashMap<&str, usize> = HashMap::new();
+        let mut counts: HashMap<String, usize> = HashMap::new();
         for n in self.nodes.values() {
             let v = n.version();
             if !v.is_empty() {
@@ -366,7 +374,7 @@ impl Cluster {
         let mut tied: Vec<&str> = counts
             .iter()
             .filter(|(_, c)| **c == top)
-            .map(|(v, _)| *v)
+            .map(|(v, _)| v.as_str())
             .collect();
         if tied.contains(&CONSOLE_VERSION) {
             return Some(CONSOLE_VERSION.to_string());
@@ -380,7 +388,7 @@ impl Cluster {
         let mut v: Vec<String> = self
             .nodes
             .values()
-            .map(|n| n.version().to_string())
+            .map(NodeRecord::version)
             .filter(|v| !v.is_empty())
             .collect();
         v.sort();
@@ -434,10 +442,10 @@ impl Cluster {
             }
             tokens += num(n.aggregate.get("total_tokens"));
             calls += num(n.aggregate.get("total_tool_calls"));
-            if let Some(mcp) = n.health.get("mcp") {
-                mcp_servers += num(mcp.get("servers"));
-                mcp_resources += num(mcp.get("resources"));
-                mcp_prompts += num(mcp.get("prompts"));
+            if let Some(mcp) = n.health_reading().mcp {
+                mcp_servers += mcp.servers;
+                mcp_resources += mcp.resources;
+                mcp_prompts += mcp.prompts;
             }
             max_ws += n.max_ws;
             if n.reachable {
@@ -488,7 +496,7 @@ impl Cluster {
             "zombie"
         } else if !n.reachable {
             "unreachable"
-        } else if text(n.health.get("status")) == "degraded" {
+        } else if n.health_reading().status == "degraded" {
             "degraded"
         } else {
             "ok"
