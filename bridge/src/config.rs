@@ -12,6 +12,8 @@ use turnstone_runtime::ServiceSpec;
 pub const SPEC: ServiceSpec = ServiceSpec {
     binary: "turnstone-bridge",
     table: Some("bridge"),
+    own_keys: &[],
+    home_config: None,
     aliases: &[REDIS_ENV_ALIASES],
     secrets: &[
         &["TURNSTONE_JWT_SECRET", "TURNSTONE_AUTH_TOKEN"],

@@ -17,6 +17,8 @@
 //! * [`proxy`] — `/node/{id}/…`, a streaming reverse proxy to each node's UI and API with a
 //!   per-request short-lived JWT;
 //! * [`trust`] — which heartbeats are trusted with credentials (signature, age, URL allow-list);
+//! * [`routes`] — what every console route needs (the table next to [`router`]; proxied
+//!   paths by the node's own table);
 //! * [`login`] — the node's auth scheme (tokens, JWT, cookie) on every console route;
 //! * [`metrics`], [`ui`] — `/metrics` and the embedded dashboard;
 //! * [`launcher`] — `turnstone-cluster up`: a whole local cluster as child processes.
@@ -37,6 +39,7 @@ pub mod login;
 pub mod metrics;
 pub mod model;
 pub mod proxy;
+pub mod routes;
 pub mod state;
 pub mod trust;
 pub mod ui;

@@ -1,5 +1,5 @@
-//! Console auth: the middleware that checks every request against the route's scope (the
-//! node's scheme: bearer token, else the `turnstone_auth` cookie; JWTs for audience
+//! Console auth: the middleware that checks every request against what its route needs
+//! ([`crate::routes`], by the route axum matched; the node's scheme: bearer token, else the `turnstone_auth` cookie; JWTs for audience
 //! `turnstone-console`), and the login endpoints.
 //!
 //! An unauthenticated browser asking for a proxied node page is sent to the console's login
@@ -10,7 +10,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::ConnectInfo;
+use axum::extract::{ConnectInfo, FromRequestParts, MatchedPath, RawPathParams};
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
@@ -24,6 +24,7 @@ use turnstone_runtime::auth::{
 };
 
 use crate::error::ApiError;
+use crate::routes::{NODE_PROXY_ROUTE, RouteNotInTable, route_access};
 use crate::state::Console;
 
 fn header_text(req: &Request, name: header::HeaderName) -> Option<String> {
@@ -36,16 +37,33 @@ fn header_text(req: &Request, name: header::HeaderName) -> Option<String> {
 /// The auth middleware.
 pub async fn require_scope(
     State(console): State<Arc<Console>>,
-    mut req: Request,
+    req: Request,
     next: Next,
 ) -> Response {
     let authorization = header_text(&req, header::AUTHORIZATION);
     let cookie = header_text(&req, header::COOKIE);
     let method = req.method().as_str().to_string();
     let path = req.uri().path().to_string();
+    let matched = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|m| m.as_str().to_string());
+    let (mut req, tail) = if matched.as_deref() == Some(NODE_PROXY_ROUTE) {
+        proxied_tail(req).await
+    } else {
+        (req, None)
+    };
+    let access = match route_access(&method, matched.as_deref(), tail.as_deref()) {
+        Ok(access) => access,
+        Err(RouteNotInTable) => {
+            tracing::error!(route = ?matched, "route without a permission entry refused");
+            return ApiError::Forbidden("Forbidden: this route has no permission entry".into())
+                .into_response();
+        }
+    };
     match console
         .auth
-        .check_request(&method, &path, authorization.as_deref(), cookie.as_deref())
+        .check_access(access, authorization.as_deref(), cookie.as_deref())
         .await
     {
         Ok(identity) => {
@@ -73,6 +91,22 @@ pub async fn require_scope(
             .into_response()
         }
     }
+}
+
+/// The proxy route's `tail`, percent-decoded exactly as the proxy handler receives it (so the
+/// path classified is the path forwarded), and the request back.
+async fn proxied_tail(req: Request) -> (Request, Option<String>) {
+    let (mut parts, body) = req.into_parts();
+    let tail = RawPathParams::from_request_parts(&mut parts, &())
+        .await
+        .ok()
+        .and_then(|params| {
+            params
+                .iter()
+                .find(|(name, _)| *name == "tail")
+                .map(|(_, value)| value.to_string())
+        });
+    (Request::from_parts(parts, body), tail)
 }
 
 /// Percent-encodes everything but unreserved characters.

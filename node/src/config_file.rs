@@ -43,9 +43,13 @@
 //! url = "https://hooks.example/notify"
 //! ```
 //!
-//! The engine keys of `[server]` and `[tools]` that also exist as flags (`agent_max_turns`,
-//! `subagent_auto_approve_all`, `watch_tick_secs`) follow *flag or env > file > default*
-//! ([`ServerFile::apply_engine_settings`]). Out-of-range values are errors naming the key.
+//! The keys of `[server]` that are flags' names (`node_id`, `max_workstreams`, `cwd`,
+//! `approval_timeout`, `watch_tick_secs`, `max_queued_sends`) are one layer of the binary's
+//! settings (`turnstone_runtime::Settings`): *flag > env > file > default*, and
+//! `--check-config` names the source of each. They are also parsed here, so an unknown key or
+//! an out-of-range value is an error naming it. The engine keys of `[tools]` that also exist
+//! as flags (`agent_max_turns`, `subagent_auto_approve_all`) follow the same order
+//! ([`ServerFile::apply_engine_settings`]).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -54,6 +58,14 @@ use std::time::Duration;
 use serde::Deserialize;
 use turnstone_engine::EngineConfig;
 use turnstone_llm::{ModelEntry, ModelSection, RegistryConfig};
+
+/// The config file read when none is given, under `$HOME` (if it exists).
+pub const HOME_CONFIG: &str = ".config/turnstone/config.toml";
+
+/// The keys of `[server]` that are no flag: the engine settings read here. Every other key
+/// of `[server]` is a flag's name, layered with the flags, environment and defaults by the
+/// binary's settings (defaults < file < environment < flags).
+pub const SERVER_OWN_KEYS: &[&str] = &["auto_compact_pct", "compact_max_tokens", "auto_title"];
 
 /// What the node takes from its config file.
 #[derive(Debug, Clone, Default)]
@@ -145,7 +157,7 @@ impl ServerFile {
             return Some(p.to_path_buf());
         }
         let home = std::env::var_os("HOME")?;
-        let default = PathBuf::from(home).join(".config/turnstone/config.toml");
+        let default = PathBuf::from(home).join(HOME_CONFIG);
         default.is_file().then_some(default)
     }
 

@@ -17,6 +17,8 @@
 //! - [`keys`]: the Redis key and channel schema as functions of a prefix
 //!   (cluster spec §2);
 //! - [`api`]: the simple HTTP request/response bodies (node spec §1.3);
+//! - [`routes`]: the scopes and what each node API route needs ([`routes::NODE_ROUTES`],
+//!   node spec §3.4), which the node enforces and the console's proxy classifies by;
 //! - [`ids`]: every generated id (correlation, request, workstream; one length per kind)
 //!   and wire timestamps.
 //!
@@ -37,6 +39,7 @@ pub mod event;
 pub mod ids;
 pub mod keys;
 pub mod mq;
+pub mod routes;
 pub mod sse;
 
 pub use error::ProtoError;

@@ -16,6 +16,8 @@ use turnstone_runtime::{ServiceSpec, Settings, exit_config_error};
 const SPEC: ServiceSpec = ServiceSpec {
     binary: "turnstone-console",
     table: Some("console"),
+    own_keys: &[],
+    home_config: None,
     aliases: &[REDIS_ENV_ALIASES],
     secrets: &[
         &["TURNSTONE_JWT_SECRET", "TURNSTONE_AUTH_TOKEN"],

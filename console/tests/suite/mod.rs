@@ -10,6 +10,7 @@ mod fake_node;
 mod processes;
 mod proxy;
 mod python_sdk;
+mod routes;
 mod zombie;
 
 use std::time::Duration;

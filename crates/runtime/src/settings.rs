@@ -7,9 +7,10 @@
 //! that did not come from a flag is handed to `clap` as one, so values from every source are
 //! parsed and validated the same way (`clap` also supplies the defaults). The rules:
 //!
-//! * **the service's table of `config.toml`** (`[bridge]`, `[console]`): each key is a flag's
-//!   name (`server_url`, `redis_url`, …); an unknown key is an error naming it; other tables
-//!   are ignored;
+//! * **the service's table of `config.toml`** (`[bridge]`, `[console]`, the node's `[server]`):
+//!   each key is a flag's name (`server_url`, `redis_url`, `approval_timeout`, …); an unknown
+//!   key is an error naming it, except the keys the service reads itself from the same table
+//!   ([`ServiceSpec::own_keys`]); other tables are ignored;
 //! * **aliases** — the original's environment names (`REDIS_HOST`, `TURNSTONE_MQ_PREFIX`,
 //!   `OPENAI_API_KEY`, …) still set their setting, above the file and below the contract
 //!   names, with a warning naming the new one;
@@ -26,8 +27,8 @@
 //! the service's arguments, which are no serde type) and unknown `TURNSTONE_*` variables
 //! (figment ignores what no provider asks for).
 //!
-//! The node's own tables (`[server]`, `[models]`, …) are a typed document it reads itself
-//! (`turnstone_node::config_file`).
+//! The node's other tables (`[models]`, `[tools]`, …) and the engine keys of `[server]` are a
+//! typed document it reads itself (`turnstone_node::config_file`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
@@ -58,9 +59,15 @@ pub struct EnvAlias {
 pub struct ServiceSpec {
     /// The binary's name (messages, the report's title).
     pub binary: &'static str,
-    /// Its table of `config.toml` (`bridge`, `console`); `None`: the service reads the file
-    /// itself (the node's `[server]`, `[models]`, …).
+    /// Its table of `config.toml` (`bridge`, `console`, `server`), whose keys are flags'
+    /// names and sit between the defaults and the environment; `None`: none.
     pub table: Option<&'static str>,
+    /// Keys of `table` that are no flag: the service reads (and checks) them itself, so they
+    /// are no error here (the node's engine keys of `[server]`, e.g. `auto_title`).
+    pub own_keys: &'static [&'static str],
+    /// The config file read when neither `--config` nor its environment name gives one, as a
+    /// path under `$HOME`, if it exists (the node's `.config/turnstone/config.toml`).
+    pub home_config: Option<&'static str>,
     /// Groups of old names (e.g. the Redis ones shared by the bridge and the console).
     pub aliases: &'static [&'static [EnvAlias]],
     /// Environment names of the secrets it reads (in groups), each also accepted as
@@ -127,11 +134,18 @@ impl<T: clap::Parser> Settings<T> {
         // The layers, lowest first: config file < old names < environment (and `*_FILE`
         // secrets) < flags. Clap supplies the defaults.
         let mut layers = Figment::new();
-        if let Some(table) = spec.table
-            && let Some(path) = first.get_raw("config").and_then(|mut v| v.next())
-        {
-            let path = PathBuf::from(path);
-            layers = layers.merge(file_layer(&command, &path, table)?);
+        if let Some(table) = spec.table {
+            let explicit = first
+                .get_raw("config")
+                .and_then(|mut v| v.next())
+                .map(PathBuf::from);
+            let at_home = || {
+                let path = PathBuf::from(env("HOME")?).join(spec.home_config?);
+                path.is_file().then_some(path)
+            };
+            if let Some(path) = explicit.or_else(at_home) {
+                layers = layers.merge(file_layer(&command, &path, table, spec.own_keys)?);
+            }
         }
         let aliased: BTreeSet<&str> = spec
             .aliases
@@ -487,8 +501,14 @@ impl Provider for Layer {
 }
 
 /// The service's `[table]` of a config file as a layer (empty when the file has none); a key
-/// that is no setting of the service is an error naming it.
-fn file_layer(command: &Command, path: &Path, table: &str) -> Result<Layer, ConfigError> {
+/// that is no setting of the service is an error naming it, unless it is one of `own_keys`
+/// (left out of the layer: the service reads those itself).
+fn file_layer(
+    command: &Command,
+    path: &Path,
+    table: &str,
+    own_keys: &[&str],
+) -> Result<Layer, ConfigError> {
     if !path.exists() {
         return Err(ConfigError::MissingFile {
             path: path.to_path_buf(),
@@ -497,7 +517,7 @@ fn file_layer(command: &Command, path: &Path, table: &str) -> Result<Layer, Conf
     let doc: Dict = Figment::from(Toml::file_exact(path))
         .extract()
         .map_err(|e| ConfigError::Invalid(format!("{}: {e}", path.display())))?;
-    let values = match doc.get(table) {
+    let mut values = match doc.get(table) {
         None => Dict::new(),
         // Re-made untagged, so that the values are this layer's, not the file provider's.
         Some(Value::Dict(_, values)) => match Value::serialize(values) {
@@ -511,6 +531,7 @@ fn file_layer(command: &Command, path: &Path, table: &str) -> Result<Layer, Conf
             )));
         }
     };
+    values.retain(|key, _| !own_keys.contains(&key.as_str()));
     for key in values.keys() {
         let known = command
             .get_arguments()
@@ -610,6 +631,8 @@ mod tests {
     const SPEC: ServiceSpec = ServiceSpec {
         binary: "demo",
         table: Some("demo"),
+        own_keys: &["engine_knob"],
+        home_config: Some(".config/demo.toml"),
         aliases: &[&[EnvAlias {
             old: "DEMO_OLD_HOST",
             arg: "redis_host",
@@ -707,6 +730,25 @@ mod tests {
         let (value, source, _) = host(&["--redis-host", "from-flag"], &[alias, contract]);
         assert_eq!(value, "from-flag");
         assert!(source.ends_with("# flag"), "{source}");
+    }
+
+    #[test]
+    fn own_keys_are_left_to_the_service_and_the_home_file_is_read_without_config() {
+        let home = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(home.path().join(".config")).unwrap();
+        std::fs::write(
+            home.path().join(".config/demo.toml"),
+            "[demo]\nconcurrency = 8\nengine_knob = 0.5\n",
+        )
+        .unwrap();
+        let vars = env(&[("HOME", home.path().to_str().unwrap().to_string())]);
+        let s = Settings::<Demo>::load_from(&SPEC, argv(&[]), &vars).unwrap();
+        assert_eq!(s.args.concurrency, 8, "the file under $HOME is read");
+        let s = Settings::<Demo>::load_from(&SPEC, argv(&["--concurrency", "2"]), &vars).unwrap();
+        assert_eq!(s.args.concurrency, 2, "the flag wins over it");
+        // No home file: the defaults.
+        let s = Settings::<Demo>::load_from(&SPEC, argv(&[]), &env(&[])).unwrap();
+        assert_eq!(s.args.concurrency, 64);
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use clap::Parser;
 use turnstone_engine::{AgentModel, CreateOptions, EngineConfig, ManagerConfig};
 use turnstone_node::backend::{Backend, resolve_cwd};
-use turnstone_node::config_file::{EngineFlags, ServerFile};
+use turnstone_node::config_file::{EngineFlags, HOME_CONFIG, SERVER_OWN_KEYS, ServerFile};
 use turnstone_node::persist::Persistence;
 use turnstone_node::server::{self, Node, NodeOptions};
 use turnstone_runtime::auth::{
@@ -158,7 +158,9 @@ const LISTENER_STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(
 /// The node's part of the configuration contract beyond its flags.
 const SPEC: ServiceSpec = ServiceSpec {
     binary: "turnstone-server",
-    table: None,
+    table: Some("server"),
+    own_keys: SERVER_OWN_KEYS,
+    home_config: Some(HOME_CONFIG),
     aliases: &[&[
         EnvAlias {
             old: "OPENAI_API_KEY",
@@ -244,11 +246,8 @@ async fn main() -> anyhow::Result<()> {
         .unwrap_or_else(|e| config_error(&e));
     file.apply_engine_settings(&args.engine_flags(), &mut EngineConfig::default())
         .unwrap_or_else(|e| config_error(&e));
-    let node_id = args
-        .node_id
-        .clone()
-        .or(file.server.node_id.clone())
-        .unwrap_or_else(default_node_id);
+    // `[server]` keys that are flags reached `args` through the settings' layers.
+    let node_id = args.node_id.clone().unwrap_or_else(default_node_id);
     if settings.check {
         let config_file = file
             .path
@@ -294,13 +293,8 @@ async fn main() -> anyhow::Result<()> {
         auto_title: true,
         node_id: node_id.clone(),
         skip_permissions: args.skip_permissions,
-        approval_timeout: std::time::Duration::from_secs(
-            file.server
-                .approval_timeout
-                .unwrap_or(args.approval_timeout)
-                .max(1),
-        ),
-        cwd: resolve_cwd(args.cwd.clone().or(file.server.cwd.clone()))?,
+        approval_timeout: std::time::Duration::from_secs(args.approval_timeout.max(1)),
+        cwd: resolve_cwd(args.cwd.clone())?,
         ..EngineConfig::default()
     };
     // agent_max_turns, subagent_auto_approve_all, compaction, auto_title: flag > file.
@@ -323,7 +317,7 @@ async fn main() -> anyhow::Result<()> {
     turnstone_engine::register_subagent_with(&engine, agent_model.clone())?;
     turnstone_engine::register_plan_agent(&engine, agent_model)?;
     let manager_config = ManagerConfig {
-        max_workstreams: file.server.max_workstreams.unwrap_or(args.max_workstreams),
+        max_workstreams: args.max_workstreams,
         ..ManagerConfig::default()
     };
     let options = NodeOptions {

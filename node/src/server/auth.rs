@@ -1,5 +1,6 @@
-//! The auth layer: every request is checked against what its route needs
-//! ([`super::permissions`]) before it reaches a handler; failures get the original's exact
+//! The auth layer: every request is checked against what its route needs (the contract's
+//! route table [`NODE_ROUTES`], looked up by the route template axum matched, so a path
+//! parameter cannot dodge a row) before it reaches a handler; failures get the original's exact
 //! 401/403 bodies. It also refuses what a browser can be tricked into sending:
 //!
 //! * with auth disabled (loopback binds only), a `Host` that is not a loopback name (DNS
@@ -14,12 +15,12 @@ use axum::extract::{MatchedPath, Request, State};
 use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use turnstone_proto::routes::{Lookup, NODE_ROUTES, lookup, rows_of};
 use turnstone_runtime::auth::{
     APPROVALS_OFF_PERMISSION, AUTH_COOKIE, Access, Identity, Scope, bearer_token, cookie_value,
 };
 
 use super::error::ApiError;
-use super::permissions::{Lookup, Needs, lookup};
 use super::state::Node;
 
 const HOST_NOT_LOOPBACK: &str =
@@ -76,29 +77,20 @@ pub async fn require_access(
         return refusal;
     }
 
-    let method = req.method().as_str().to_string();
     let matched = req
         .extensions()
         .get::<MatchedPath>()
         .map(|m| m.as_str().to_string());
-    let path = req.uri().path().to_string();
-    let path_rule = || turnstone_runtime::auth::required_scope(&method, &path);
-    let is_options = req.method() == Method::OPTIONS;
-    let (access, permission) = match &matched {
-        // CORS preflight (and its 405 without CORS) needs no credentials.
-        _ if is_options => (Access::Public, None),
-        Some(template) => match lookup(&method, template) {
-            Lookup::Entry(needs) => resolve(&node, needs),
-            // Axum answers 405 for an unregistered method (the shared path rule decides who
-            // hears it); a registered one missing from the table fails the route walk test.
-            Lookup::OtherMethod => (path_rule(), None),
-            Lookup::Missing => {
-                tracing::error!(route = %template, "route without a permission entry refused");
-                return forbidden(StatusCode::FORBIDDEN, ROUTE_NOT_IN_TABLE);
-            }
-        },
-        // No route matched (404 follows): the path rule of the shared policy.
-        None => (path_rule(), None),
+    let access = match route_access(
+        req.method().as_str(),
+        matched.as_deref(),
+        node.options.metrics_auth,
+    ) {
+        Ok(access) => access,
+        Err(RouteNotInTable) => {
+            tracing::error!(route = ?matched, "route without a permission entry refused");
+            return forbidden(StatusCode::FORBIDDEN, ROUTE_NOT_IN_TABLE);
+        }
     };
     match node
         .auth
@@ -107,14 +99,6 @@ pub async fn require_access(
     {
         Ok(identity) => {
             if let Some(identity) = identity {
-                if let Some(permission) = permission
-                    && !identity.has_permission(permission)
-                {
-                    return forbidden(
-                        StatusCode::FORBIDDEN,
-                        &format!("Forbidden: missing permission '{permission}'"),
-                    );
-                }
                 req.extensions_mut().insert(identity);
             }
             next.run(req).await
@@ -127,14 +111,32 @@ pub async fn require_access(
     }
 }
 
-/// The scope check and the permission (if any) of a table entry.
-fn resolve(node: &Node, needs: Needs) -> (Access, Option<&'static str>) {
-    match needs {
-        Needs::Public => (Access::Public, None),
-        Needs::Metrics if node.options.metrics_auth => (Access::Requires(Scope::Read), None),
-        Needs::Metrics => (Access::Public, None),
-        Needs::Scope(scope) => (Access::Requires(scope), None),
-        Needs::Permission(scope, permission) => (Access::Requires(scope), Some(permission)),
+/// A route the router serves that [`NODE_ROUTES`] has no row for (the route walk test fails
+/// on it; at run time it is refused).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RouteNotInTable;
+
+/// What a request needs, by the route template axum matched (`None`: no route, a 404
+/// follows). `OPTIONS` (CORS preflight, or its 405) is public; a method the template does
+/// not have (axum answers 405) needs the strictest scope of the route's rows, and a path of
+/// no route a `read` credential, so nothing about the API is told to an anonymous caller.
+pub fn route_access(
+    method: &str,
+    matched: Option<&str>,
+    metrics_auth: bool,
+) -> Result<Access, RouteNotInTable> {
+    if method.eq_ignore_ascii_case("OPTIONS") {
+        return Ok(Access::Public);
+    }
+    let Some(template) = matched else {
+        return Ok(Access::Requires(Scope::Read));
+    };
+    match lookup(NODE_ROUTES, method, template) {
+        Lookup::Entry(needs) => Ok(Access::of_route(needs, metrics_auth)),
+        Lookup::OtherMethod => Ok(Access::strictest(
+            rows_of(NODE_ROUTES, template).map(|needs| Access::of_route(needs, metrics_auth)),
+        )),
+        Lookup::Missing => Err(RouteNotInTable),
     }
 }
 

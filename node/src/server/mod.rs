@@ -16,7 +16,6 @@ pub mod login;
 pub mod memories;
 pub mod metrics;
 pub mod openapi;
-pub mod permissions;
 pub mod previews;
 pub mod queue;
 pub mod ratelimit;

@@ -3,8 +3,8 @@
 //! [`ROUTES`] is the table of documented operations: method, path, summary, parameters and
 //! the Rust types of the request and response bodies. [`document`] turns it into the
 //! document, with JSON Schemas derived from those types (`schemars`), so a change to a wire
-//! type changes the document. Security per operation comes from the auth policy
-//! ([`required_scope`]), not from this table. Routes the original leaves out of its document
+//! type changes the document. Security per operation comes from the node's route table
+//! ([`NODE_ROUTES`], what the auth layer enforces), not from this table. Routes the original leaves out of its document
 //! (`/metrics`, the web UI, the document itself) are in [`UNDOCUMENTED`]; every route the
 //! router serves is in one of the two lists (a test checks it).
 //!
@@ -26,7 +26,8 @@ use turnstone_proto::api::{
     CreateWorkstreamReply, Dashboard, ErrorReply, Health, PlanBody, QueueList, SendBody,
     StatusReply, WorkstreamList,
 };
-use turnstone_runtime::auth::{Access, required_scope};
+use turnstone_proto::routes::{Lookup, NODE_ROUTES, lookup};
+use turnstone_runtime::auth::Access;
 
 use super::login::{AuthStatusReply, LoginBody, LoginReply, WhoamiReply};
 use super::memories::{
@@ -180,9 +181,16 @@ impl ApiRoute {
         format!("{}_{}", path.trim_matches('_'), self.method)
     }
 
-    /// The auth policy's requirement for this operation.
+    /// What the node's route table says this operation needs (`/metrics` as by default,
+    /// public). An operation without a row (which the route tests refuse) is documented as
+    /// needing `read`, as the auth layer would refuse it anyway.
     pub fn access(&self) -> Access {
-        required_scope(self.method, self.path)
+        match lookup(NODE_ROUTES, self.method, self.path) {
+            Lookup::Entry(needs) => Access::of_route(needs, false),
+            Lookup::OtherMethod | Lookup::Missing => {
+                Access::Requires(turnstone_runtime::auth::Scope::Read)
+            }
+        }
     }
 }
 
@@ -653,11 +661,11 @@ fn operation(
         errors.extend([400, 413]);
     }
 
-    match route.access() {
-        Access::Public => {
+    match route.access().scope() {
+        None => {
             op.insert("security".into(), json!([]));
         }
-        Access::Requires(scope) => {
+        Some(scope) => {
             op.insert(
                 "description".into(),
                 json!(format!("Requires a token with the `{scope}` scope.")),

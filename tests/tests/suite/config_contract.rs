@@ -175,6 +175,112 @@ fn node_check_config_prints_the_effective_configuration_and_names_errors() {
     );
 }
 
+/// The node's `[server]` keys that are flags are one layer of its settings: flag > env >
+/// file > default, for `approval_timeout` and `max_workstreams` (a file value used to beat
+/// an explicit flag), with the source `--check-config` names.
+#[test]
+fn node_settings_layer_flag_over_env_over_file_over_default() {
+    let f = Files::new();
+    let dir = f.dir.path();
+    std::fs::write(
+        dir.join("node.toml"),
+        "[server]\napproval_timeout = 111\nmax_workstreams = 11\nauto_title = false\n",
+    )
+    .unwrap();
+    let config = f.path("node.toml");
+    let line = |out: &str, key: &str| {
+        out.lines()
+            .find(|l| l.starts_with(&format!("{key} = ")))
+            .unwrap_or_else(|| panic!("no {key} in {out}"))
+            .to_string()
+    };
+    let run = |args: &[&str], env: &[(&str, String)]| {
+        let (code, out, err) = check("turnstone-server", dir, args, env);
+        assert_eq!(code, 0, "{out}\n{err}");
+        out
+    };
+
+    let out = run(&[], &[]);
+    assert_eq!(
+        line(&out, "approval_timeout"),
+        "approval_timeout = \"3600\"  # default"
+    );
+    assert_eq!(
+        line(&out, "max_workstreams"),
+        "max_workstreams = \"50\"  # default"
+    );
+
+    let out = run(&["--config", &config], &[]);
+    assert_eq!(
+        line(&out, "approval_timeout"),
+        format!("approval_timeout = \"111\"  # {config} [server]")
+    );
+    assert_eq!(
+        line(&out, "max_workstreams"),
+        format!("max_workstreams = \"11\"  # {config} [server]")
+    );
+
+    let env = [("TURNSTONE_APPROVAL_TIMEOUT", "222".to_string())];
+    let out = run(&["--config", &config], &env);
+    assert_eq!(
+        line(&out, "approval_timeout"),
+        "approval_timeout = \"222\"  # env TURNSTONE_APPROVAL_TIMEOUT"
+    );
+
+    let out = run(
+        &[
+            "--config",
+            &config,
+            "--approval-timeout",
+            "333",
+            "--max-workstreams",
+            "33",
+        ],
+        &env,
+    );
+    assert_eq!(
+        line(&out, "approval_timeout"),
+        "approval_timeout = \"333\"  # flag"
+    );
+    assert_eq!(
+        line(&out, "max_workstreams"),
+        "max_workstreams = \"33\"  # flag"
+    );
+
+    // The file named by TURNSTONE_CONFIG, and the default one under $HOME, are the same layer.
+    let out = run(&[], &[("TURNSTONE_CONFIG", config.clone())]);
+    assert!(line(&out, "max_workstreams").starts_with("max_workstreams = \"11\""));
+    std::fs::create_dir_all(dir.join(".config/turnstone")).unwrap();
+    std::fs::copy(
+        dir.join("node.toml"),
+        dir.join(".config/turnstone/config.toml"),
+    )
+    .unwrap();
+    let out = run(&["--max-workstreams", "44"], &[]);
+    assert!(line(&out, "approval_timeout").starts_with("approval_timeout = \"111\""));
+    assert_eq!(
+        line(&out, "max_workstreams"),
+        "max_workstreams = \"44\"  # flag"
+    );
+    std::fs::remove_file(dir.join(".config/turnstone/config.toml")).unwrap();
+
+    // A value of the wrong type in the file is named, as a flag's would be.
+    std::fs::write(
+        dir.join("bad.toml"),
+        "[server]\napproval_timeout = \"soon\"\n",
+    )
+    .unwrap();
+    assert_refused(
+        check(
+            "turnstone-server",
+            dir,
+            &["--config", &f.path("bad.toml")],
+            &[],
+        ),
+        &["approval", "soon"],
+    );
+}
+
 #[test]
 fn bridge_check_config_reads_its_table_secret_files_and_old_names() {
     let f = Files::new();

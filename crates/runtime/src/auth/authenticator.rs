@@ -201,22 +201,10 @@ impl Authenticator {
         &self.audience
     }
 
-    /// What an auth middleware does with a request: `Ok(None)` when auth is disabled or the
-    /// route is public (handlers then see no identity), `Ok(Some(identity))` when the
-    /// credentials grant the route's scope, else the error to answer with (401/403).
-    pub async fn check_request(
-        &self,
-        method: &str,
-        path: &str,
-        authorization: Option<&str>,
-        cookie: Option<&str>,
-    ) -> Result<Option<Identity>, AuthError> {
-        self.check_access(policy::required_scope(method, path), authorization, cookie)
-            .await
-    }
-
-    /// [`Authenticator::check_request`] for a request whose access the caller decided (e.g.
-    /// from a route table).
+    /// What an auth middleware does with a request whose route needs `access` (a row of the
+    /// service's route table): `Ok(None)` when auth is disabled or the route is public
+    /// (handlers then see no identity), `Ok(Some(identity))` when the credentials grant the
+    /// scope (and the permission, if any), else the error to answer with (401/403).
     pub async fn check_access(
         &self,
         access: Access,

@@ -2,8 +2,10 @@
 //! bridge), wire-compatible with the original (node API spec §3).
 //!
 //! * [`scope`] — scopes `read` ⊂ `write` ⊂ `approve` and RBAC permission strings.
-//! * [`policy`] — which scope a method + path needs ([`required_scope`]), whether auth is on
-//!   ([`auth_enabled`]) and where it may be off ([`check_bind_policy`]).
+//! * [`policy`] — what a request needs ([`Access`], from a row of a route table), whether auth
+//!   is on ([`auth_enabled`]) and where it may be off ([`check_bind_policy`]). Which route
+//!   needs what is no business of this crate: the tables live next to the routers (the
+//!   node's is the contract's `turnstone_proto::routes::NODE_ROUTES`).
 //! * [`jwt`] — HS256 tokens: [`mint`], [`verify`], service identities and [`ServiceToken`].
 //! * [`heartbeat`] — HMAC signatures of node heartbeats (who may be sent credentials).
 //! * [`tokens`] — config tokens (constant-time) and `ts_` API tokens (SHA-256 +
@@ -11,15 +13,16 @@
 //! * [`authenticator`] — [`Authenticator`]: credentials from the `Authorization` header or the
 //!   `turnstone_auth` cookie → [`Identity`].
 //!
-//! It knows no HTTP framework and no storage: a service wraps [`Authenticator::check_request`]
-//! in its own middleware and turns an [`AuthError`] into a response with
+//! It knows no HTTP framework, no URL and no storage: a service wraps
+//! [`Authenticator::check_access`] in its own middleware and turns an [`AuthError`] into a response with
 //! [`AuthError::status`] and [`AuthError::body_message`]; the store implements
 //! [`ApiTokenLookup`]. Secrets and tokens never appear in `Debug` output or logs.
 //!
 //! ```
-//! use turnstone_runtime::auth::{Access, Scope, required_scope};
-//! assert_eq!(required_scope("POST", "/v1/api/send"), Access::Requires(Scope::Write));
-//! assert_eq!(required_scope("GET", "/health"), Access::Public);
+//! use turnstone_proto::routes::{Lookup, NODE_ROUTES, lookup};
+//! use turnstone_runtime::auth::{Access, Scope};
+//! let Lookup::Entry(needs) = lookup(NODE_ROUTES, "POST", "/v1/api/send") else { panic!() };
+//! assert_eq!(Access::of_route(needs, false), Access::Requires(Scope::Write));
 //! ```
 
 pub mod authenticator;
@@ -38,7 +41,7 @@ pub use jwt::{
     ISSUER, JwtError, JwtSecret, NewClaims, SERVICE_TOKEN_TTL, ServiceToken, mint, mint_at, verify,
     verify_at,
 };
-pub use policy::{Access, auth_enabled, check_bind_policy, must_require_auth, required_scope};
+pub use policy::{Access, auth_enabled, check_bind_policy, must_require_auth};
 pub use scope::{Permissions, Scope, Scopes};
 pub use tokens::{
     API_TOKEN_PREFIX, ApiTokenLookup, ApiTokenLookupError, ApiTokenRecord, ConfigToken, TokenRole,
@@ -70,6 +73,9 @@ pub enum AuthError {
     /// Authenticated, but the token does not grant the scope.
     #[error("token lacks '{0}' scope")]
     InsufficientScope(Scope),
+    /// Authenticated with the scope, but the user does not hold the RBAC permission.
+    #[error("missing permission '{0}'")]
+    MissingPermission(String),
     /// A scope name that is not `read`, `write` or `approve`.
     #[error("unknown scope {0:?}")]
     UnknownScope(String),
@@ -79,10 +85,10 @@ pub enum AuthError {
 }
 
 impl AuthError {
-    /// HTTP status: 403 for a missing scope, 500 for an internal failure, else 401.
+    /// HTTP status: 403 for a missing scope or permission, 500 for an internal failure, else 401.
     pub fn status(&self) -> u16 {
         match self {
-            AuthError::InsufficientScope(_) => 403,
+            AuthError::InsufficientScope(_) | AuthError::MissingPermission(_) => 403,
             AuthError::Random => 500,
             AuthError::MissingCredentials
             | AuthError::InvalidToken
@@ -96,6 +102,9 @@ impl AuthError {
         match self {
             AuthError::InsufficientScope(scope) => {
                 format!("Forbidden: token lacks '{scope}' scope")
+            }
+            AuthError::MissingPermission(permission) => {
+                format!("Forbidden: missing permission '{permission}'")
             }
             AuthError::Random => "Internal Server Error".to_string(),
             AuthError::MissingCredentials
@@ -179,8 +188,15 @@ impl Identity {
 pub fn authorize(identity: &Identity, access: Access) -> Result<(), AuthError> {
     match access {
         Access::Public => Ok(()),
-        Access::Requires(scope) if identity.scopes.has(scope) => Ok(()),
-        Access::Requires(scope) => Err(AuthError::InsufficientScope(scope)),
+        Access::Requires(scope) | Access::RequiresPermission(scope, _)
+            if !identity.scopes.has(scope) =>
+        {
+            Err(AuthError::InsufficientScope(scope))
+        }
+        Access::RequiresPermission(_, permission) if !identity.has_permission(permission) => {
+            Err(AuthError::MissingPermission(permission.to_string()))
+        }
+        Access::Requires(_) | Access::RequiresPermission(..) => Ok(()),
     }
 }
 
@@ -249,6 +265,28 @@ mod tests {
         for scope in Scope::ALL {
             assert_eq!(authorize(&approver, Access::Requires(scope)), Ok(()));
         }
+    }
+
+    #[test]
+    fn authorize_a_permission_after_the_scope() {
+        let users = Access::RequiresPermission(Scope::Approve, "admin.users");
+        let mut admin = identity("approve", "u", "password");
+        admin.permissions = Permissions::parse("approve,admin.users");
+        assert_eq!(authorize(&admin, users), Ok(()));
+        let approver = identity("approve", "u", "password");
+        let refused = authorize(&approver, users).unwrap_err();
+        assert_eq!(refused, AuthError::MissingPermission("admin.users".into()));
+        assert_eq!(refused.status(), 403);
+        assert_eq!(
+            refused.body_message(),
+            "Forbidden: missing permission 'admin.users'"
+        );
+        // The scope is checked first; identity-less config tokens hold every permission.
+        assert_eq!(
+            authorize(&identity("write", "u", "password"), users),
+            Err(AuthError::InsufficientScope(Scope::Approve))
+        );
+        assert_eq!(authorize(&identity("approve", "", "config"), users), Ok(()));
     }
 
     #[test]

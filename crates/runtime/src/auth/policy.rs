@@ -1,9 +1,13 @@
-//! Which requests need which scope, whether auth is on, and where it may be off.
+//! What a request needs, whether auth is on, and where it may be off.
 //!
-//! These are pure functions of the method and path: they know the URL layout the original
-//! services share (node, console and its `/node/<id>/...` proxy), not any router.
+//! Generic mechanics only: which route needs what is said by the tables next to the routers
+//! (the node's in `turnstone_proto::routes::NODE_ROUTES`, the console's in
+//! `turnstone_console::routes`); a service turns a table row into an [`Access`] and hands it
+//! to [`super::Authenticator::check_access`].
 
 use std::net::IpAddr;
+
+use turnstone_proto::routes::Needs;
 
 use super::scope::Scope;
 
@@ -14,132 +18,42 @@ pub enum Access {
     Public,
     /// A token granting this scope (through the hierarchy).
     Requires(Scope),
+    /// The scope and, for a user's credential, the RBAC permission
+    /// ([`super::Identity::has_permission`]).
+    RequiresPermission(Scope, &'static str),
 }
 
-/// Exact paths (after the `/v1` prefix is stripped) that are always public.
-const PUBLIC_PATHS: &[&str] = &[
-    "/",
-    "/health",
-    "/ready",
-    "/metrics",
-    "/openapi.json",
-    "/docs",
-    "/api/auth/login",
-    "/api/auth/logout",
-    "/api/auth/status",
-    "/api/auth/setup",
-    "/api/auth/oidc/authorize",
-    "/api/auth/oidc/callback",
-];
-
-/// Path prefixes that are always public.
-const PUBLIC_PREFIXES: &[&str] = &["/static/", "/shared/", "/acme/"];
-
-/// POST paths that need `approve`.
-const APPROVE_POSTS: &[&str] = &[
-    "/api/approve",
-    "/api/_internal/config-reload",
-    "/api/_internal/mcp-reload",
-    "/api/_internal/model-reload",
-];
-
-/// POST paths that need `write`.
-const WRITE_POSTS: &[&str] = &[
-    "/api/send",
-    "/api/plan",
-    "/api/command",
-    "/api/cancel",
-    "/api/workstreams/new",
-    "/api/workstreams/close",
-    "/api/cluster/workstreams/new",
-    "/api/memories",
-    // Ours: changing a workstream's tool set.
-    "/api/tools",
-];
-
-/// The access a request needs (node API spec §3.4).
-///
-/// `path` is the URL path; a query string, if present, is ignored. A leading `/v1` and a
-/// trailing `/` are stripped first. `OPTIONS` is always public (CORS preflight; auth skips
-/// it). The console proxy forms `/node/<id>/api/<tail>` and `/node/<id>/v1/api/<tail>` are
-/// classified by their inner `/api/<tail>`, but never public.
-pub fn required_scope(method: &str, path: &str) -> Access {
-    if method.eq_ignore_ascii_case("OPTIONS") {
-        return Access::Public;
-    }
-    let path = normalize(path);
-    if is_public(path) {
-        return Access::Public;
-    }
-    let inner = proxied_inner_path(path).unwrap_or(path);
-    Access::Requires(scope_for(method, inner))
-}
-
-/// Strips a query string, a leading `/v1` segment and trailing slashes (`/` stays `/`).
-fn normalize(path: &str) -> &str {
-    let path = path.split(['?', '#']).next().unwrap_or_default();
-    let path = strip_v1(path);
-    let trimmed = path.trim_end_matches('/');
-    if trimmed.is_empty() { "/" } else { trimmed }
-}
-
-fn strip_v1(path: &str) -> &str {
-    match path.strip_prefix("/v1") {
-        Some(rest) if rest.is_empty() || rest.starts_with('/') => rest,
-        _ => path,
-    }
-}
-
-fn is_public(path: &str) -> bool {
-    PUBLIC_PATHS.contains(&path) || PUBLIC_PREFIXES.iter().any(|p| path.starts_with(p))
-}
-
-/// `/node/<id>/api/<tail>` or `/node/<id>/v1/api/<tail>` → `/api/<tail>`.
-fn proxied_inner_path(path: &str) -> Option<&str> {
-    let rest = path.strip_prefix("/node/")?;
-    let slash = rest.find('/')?;
-    if slash == 0 {
-        return None;
-    }
-    let inner = strip_v1(&rest[slash..]);
-    (inner == "/api" || inner.starts_with("/api/")).then_some(inner)
-}
-
-fn scope_for(method: &str, path: &str) -> Scope {
-    if path.starts_with("/api/admin/") || path == "/api/admin" {
-        return Scope::Approve;
-    }
-    if method.eq_ignore_ascii_case("POST") {
-        if APPROVE_POSTS.contains(&path) {
-            return Scope::Approve;
-        }
-        if WRITE_POSTS.contains(&path) || is_watch_cancel(path) {
-            return Scope::Write;
+impl Access {
+    /// The check a row of a route table asks for. `metrics_auth`: `/metrics` ([`Needs::Metrics`])
+    /// needs `read` instead of being public.
+    pub fn of_route(needs: Needs, metrics_auth: bool) -> Access {
+        match needs {
+            Needs::Public => Access::Public,
+            Needs::Metrics if metrics_auth => Access::Requires(Scope::Read),
+            Needs::Metrics => Access::Public,
+            Needs::Scope(scope) => Access::Requires(scope),
+            Needs::Permission(scope, permission) => Access::RequiresPermission(scope, permission),
         }
     }
-    if method.eq_ignore_ascii_case("DELETE")
-        && (path
-            .strip_prefix("/api/memories/")
-            .is_some_and(|name| !name.is_empty())
-            || is_queued_message(path))
-    {
-        return Scope::Write;
+
+    /// The strictest scope of `accesses` (public when they are all public or there are
+    /// none), without permissions: what a request to a route with a method the route lacks
+    /// needs before it hears the 405.
+    pub fn strictest(accesses: impl IntoIterator<Item = Access>) -> Access {
+        accesses
+            .into_iter()
+            .filter_map(Access::scope)
+            .max()
+            .map_or(Access::Public, Access::Requires)
     }
-    Scope::Read
-}
 
-/// `/api/workstreams/<ws>/queue/<correlation_id>` (one queued message).
-fn is_queued_message(path: &str) -> bool {
-    path.strip_prefix("/api/workstreams/")
-        .and_then(|rest| rest.split_once("/queue/"))
-        .is_some_and(|(ws, cid)| !ws.is_empty() && !cid.is_empty())
-}
-
-/// `/api/watches/<id>/cancel` with a non-empty id.
-fn is_watch_cancel(path: &str) -> bool {
-    path.strip_prefix("/api/watches/")
-        .and_then(|rest| rest.strip_suffix("/cancel"))
-        .is_some_and(|id| !id.is_empty())
+    /// The scope it needs (`None`: public).
+    pub fn scope(self) -> Option<Scope> {
+        match self {
+            Access::Public => None,
+            Access::Requires(scope) | Access::RequiresPermission(scope, _) => Some(scope),
+        }
+    }
 }
 
 /// Whether auth is on (spec §3.1). The environment value (`TURNSTONE_AUTH_ENABLED`) beats the
@@ -180,25 +94,30 @@ mod tests {
     use std::net::{Ipv4Addr, Ipv6Addr};
 
     #[test]
-    fn normalize_strips_v1_query_and_trailing_slash() {
-        assert_eq!(normalize("/v1/api/send/"), "/api/send");
-        assert_eq!(normalize("/v1"), "/");
-        assert_eq!(normalize("/v1/"), "/");
-        assert_eq!(normalize("/v10/api/send"), "/v10/api/send");
-        assert_eq!(normalize("/v1/api/events?ws_id=abc"), "/api/events");
-        assert_eq!(normalize(""), "/");
-    }
-
-    #[test]
-    fn proxy_inner_path() {
-        assert_eq!(proxied_inner_path("/node/n1/api/send"), Some("/api/send"));
+    fn route_rows_become_checks() {
+        assert_eq!(Access::of_route(Needs::Public, true), Access::Public);
+        assert_eq!(Access::of_route(Needs::Metrics, false), Access::Public);
         assert_eq!(
-            proxied_inner_path("/node/n1/v1/api/send"),
-            Some("/api/send")
+            Access::of_route(Needs::Metrics, true),
+            Access::Requires(Scope::Read)
         );
-        assert_eq!(proxied_inner_path("/node/n1/health"), None);
-        assert_eq!(proxied_inner_path("/node//api/send"), None);
-        assert_eq!(proxied_inner_path("/node/n1/apix"), None);
+        assert_eq!(
+            Access::of_route(Needs::Scope(Scope::Write), false),
+            Access::Requires(Scope::Write)
+        );
+        let admin = Access::of_route(Needs::Permission(Scope::Approve, "admin.users"), false);
+        assert_eq!(
+            admin,
+            Access::RequiresPermission(Scope::Approve, "admin.users")
+        );
+        assert_eq!(admin.scope(), Some(Scope::Approve));
+        assert_eq!(Access::Public.scope(), None);
+        assert_eq!(
+            Access::strictest([Access::Requires(Scope::Read), admin]),
+            Access::Requires(Scope::Approve)
+        );
+        assert_eq!(Access::strictest([Access::Public]), Access::Public);
+        assert_eq!(Access::strictest([]), Access::Public);
     }
 
     #[test]

@@ -3,53 +3,16 @@
 
 use std::collections::BTreeSet;
 use std::fmt;
-use std::str::FromStr;
 
 use super::AuthError;
 
-/// One access scope. The order of the variants is the hierarchy: a higher scope implies every
-/// lower one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Scope {
-    Read,
-    Write,
-    Approve,
-}
+/// One access scope: the contract's type (`turnstone_proto::routes`, whose route tables
+/// name it), re-exported so that auth code reads `turnstone_runtime::auth::Scope`.
+pub use turnstone_proto::routes::{Scope, UnknownScope};
 
-impl Scope {
-    pub const ALL: [Scope; 3] = [Scope::Read, Scope::Write, Scope::Approve];
-
-    /// The wire name (`read`, `write`, `approve`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Scope::Read => "read",
-            Scope::Write => "write",
-            Scope::Approve => "approve",
-        }
-    }
-
-    /// True if holding `self` grants `other` (`approve` grants all three).
-    pub fn implies(self, other: Scope) -> bool {
-        self >= other
-    }
-}
-
-impl fmt::Display for Scope {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for Scope {
-    type Err = AuthError;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "read" => Ok(Scope::Read),
-            "write" => Ok(Scope::Write),
-            "approve" => Ok(Scope::Approve),
-            other => Err(AuthError::UnknownScope(other.to_string())),
-        }
+impl From<UnknownScope> for AuthError {
+    fn from(e: UnknownScope) -> Self {
+        AuthError::UnknownScope(e.0)
     }
 }
 

@@ -1,6 +1,7 @@
 //! Item 3: admin routes check their RBAC permission, not only the scope. An operator's API
 //! token with the `approve` scope still lacks `admin.users` and `admin.skills`. (That every
-//! route has a table entry is walked in the node's own suite: `server::permissions`.)
+//! route has a table entry (`proto::routes::NODE_ROUTES`) is walked in the node's own suite:
+//! `server::permissions`.)
 
 use reqwest::Method;
 use serde_json::json;
