@@ -5,7 +5,7 @@
 
 use std::ffi::OsString;
 use std::os::unix::process::ExitStatusExt;
-use std::process::{ExitStatus, Stdio};
+use std::process::ExitStatus;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -17,7 +17,7 @@ use super::{blocklist, finish, header};
 use crate::arguments::Args;
 use crate::child_env::ChildEnv;
 use crate::error::RegistryError;
-use crate::process::GroupKill;
+use crate::process::{DRAIN_GRACE, GroupKill, grace_until, spawn_bash};
 use crate::schema::builtin_definition;
 use crate::tool::{OutputSink, Prepared, Tool, ToolContext, ToolDefinition, ToolOutput};
 use crate::truncate::{BoundedText, truncate_output};
@@ -26,9 +26,6 @@ use crate::truncate::{BoundedText, truncate_output};
 const TIMEOUT_RANGE: std::ops::RangeInclusive<i64> = 1..=600;
 /// Output cap independent of the context limit (the original keeps 256 KB).
 const OUTPUT_CAP: usize = 256 * 1024;
-/// After the shell exits, how long background processes may keep its pipes open before
-/// the rest of the process group is killed.
-const DRAIN_GRACE: Duration = Duration::from_millis(500);
 /// The `bash` tool.
 #[derive(Debug, Clone)]
 pub struct BashTool {
@@ -183,18 +180,7 @@ impl Run<'_> {
         }
         script.push_str(self.command);
 
-        let mut cmd = tokio::process::Command::new("bash");
-        cmd.arg("-c")
-            .arg(&script)
-            .current_dir(&ctx.cwd)
-            .env_clear()
-            .envs(env)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .process_group(0);
-        let mut child = match cmd.spawn() {
+        let mut child = match spawn_bash(&script, &ctx.cwd, env) {
             Ok(child) => child,
             Err(e) => {
                 return ToolOutput::error(format!(
@@ -344,13 +330,6 @@ async fn pump(
         {
             return Ok(status);
         }
-        let deadline = drain_deadline;
-        let grace = async move {
-            match deadline {
-                Some(deadline) => tokio::time::sleep_until(deadline).await,
-                None => std::future::pending().await,
-            }
-        };
         tokio::select! {
             read = read_line_capped(&mut stdout, &mut out_buf), if out_open => {
                 if read? == 0 {
@@ -378,7 +357,7 @@ async fn pump(
                 status = Some(exited?);
                 drain_deadline = Some(Instant::now() + DRAIN_GRACE);
             }
-            () = grace => {
+            () = grace_until(drain_deadline) => {
                 if killed_leftovers {
                     // Something outside the group still holds the pipes: stop reading.
                     if let Some(status) = status {
