@@ -80,11 +80,7 @@ fn valid_name(a: &Args<'_>) -> Result<String, String> {
 }
 
 fn parse_type(a: &Args<'_>) -> Result<Option<MemoryType>, String> {
-    let Some(text) = a
-        .opt_string("type")?
-        .map(str::trim)
-        .filter(|t| !t.is_empty())
-    else {
+    let Some(text) = a.opt_trimmed("type")? else {
         return Ok(None);
     };
     let lower = text.to_lowercase();
@@ -98,11 +94,7 @@ fn parse_type(a: &Args<'_>) -> Result<Option<MemoryType>, String> {
 }
 
 fn parse_scope(a: &Args<'_>) -> Result<Option<MemoryScope>, String> {
-    let Some(text) = a
-        .opt_string("scope")?
-        .map(str::trim)
-        .filter(|t| !t.is_empty())
-    else {
+    let Some(text) = a.opt_trimmed("scope")? else {
         return Ok(None);
     };
     let lower = text.to_lowercase();
@@ -220,9 +212,7 @@ impl Tool for MemoryTool {
                     ));
                 }
                 let description = a
-                    .opt_string("description")?
-                    .map(str::trim)
-                    .filter(|d| !d.is_empty())
+                    .opt_trimmed("description")?
                     .ok_or("Error: description is required on save (a non-empty one-line summary used for relevance matching)")?;
                 exact_scope(scope, ctx)?;
                 out.insert("content".into(), json!(content));

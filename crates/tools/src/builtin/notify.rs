@@ -64,7 +64,7 @@ impl NotifyTool {
 }
 
 fn bounded<'a>(a: &Args<'a>, key: &str, max: usize) -> Result<Option<&'a str>, String> {
-    match a.opt_string(key)?.map(str::trim).filter(|s| !s.is_empty()) {
+    match a.opt_trimmed(key)? {
         Some(s) if s.chars().count() > max => Err(format!(
             "Error: {key} is {} characters; the limit is {max}",
             s.chars().count()

@@ -174,11 +174,7 @@ impl Tool for OpenPreviewTool {
     fn prepare(&self, args: Value, ctx: &ToolContext) -> Result<Prepared, String> {
         let a = Args::new(&args)?;
         let target = a.non_blank("target")?.trim();
-        let kind = match a
-            .opt_string("kind")?
-            .map(str::trim)
-            .filter(|k| !k.is_empty())
-        {
+        let kind = match a.opt_trimmed("kind")? {
             None => None,
             Some(k) => Some(PreviewKind::parse(&k.to_ascii_lowercase()).ok_or_else(|| {
                 format!(

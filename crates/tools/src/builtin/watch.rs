@@ -99,11 +99,7 @@ impl CreateArgs {
                 "Error: poll_every must be between 10s and 24h, got {poll_every} ({interval_secs}s)"
             ));
         }
-        let stop_on = a
-            .opt_string("stop_on")?
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .map(str::to_owned);
+        let stop_on = a.opt_trimmed("stop_on")?.map(str::to_owned);
         if let Err(e) = Condition::parse(stop_on.as_deref()) {
             return Err(format!("Error: invalid stop_on expression {e}"));
         }
