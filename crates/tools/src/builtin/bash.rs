@@ -119,15 +119,15 @@ impl Tool for BashTool {
         ctx: &ToolContext,
         out: &dyn OutputSink,
     ) -> ToolOutput {
-        let args = &prepared.args;
-        let Some(command) = args.get("command").and_then(Value::as_str) else {
-            return ToolOutput::error("Error: missing required argument 'command'");
+        let command = match prepared.required_text("command") {
+            Ok(command) => command,
+            Err(missing) => return missing,
         };
         // `prepare` checked these; a hand-built `Prepared` is checked again, not trusted.
         if let Err(e) = blocklist::check(command) {
             return ToolOutput::error(e);
         }
-        let timeout = match args.get("timeout").and_then(Value::as_i64) {
+        let timeout = match prepared.args.get("timeout").and_then(Value::as_i64) {
             Some(t) if TIMEOUT_RANGE.contains(&t) => Duration::from_secs(t.unsigned_abs()),
             Some(t) => {
                 return ToolOutput::error(format!(
@@ -136,7 +136,8 @@ impl Tool for BashTool {
             }
             None => self.default_timeout,
         };
-        let stop_on_error = args
+        let stop_on_error = prepared
+            .args
             .get("stop_on_error")
             .and_then(Value::as_bool)
             .unwrap_or(false);

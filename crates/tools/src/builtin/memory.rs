@@ -256,15 +256,10 @@ impl Tool for MemoryTool {
         ctx: &ToolContext,
         _out: &dyn OutputSink,
     ) -> ToolOutput {
-        let args = &prepared.args;
-        let text = |key: &str| args.get(key).and_then(Value::as_str).unwrap_or("");
+        let text = |key: &str| prepared.text(key).unwrap_or("");
         let scope = MemoryScope::parse(text("scope"));
         let mem_type = MemoryType::parse(text("type"));
-        let limit = args
-            .get("limit")
-            .and_then(Value::as_u64)
-            .and_then(|n| usize::try_from(n).ok())
-            .unwrap_or(DEFAULT_LIMIT);
+        let limit = prepared.count("limit").unwrap_or(DEFAULT_LIMIT);
         let failed = |what: &str, e: crate::backends::BackendError| {
             tracing::warn!(error = %e, action = what, "memory backend failed");
             ToolOutput::error(format!("Error: memory {what} failed: {e}"))

@@ -376,7 +376,7 @@ impl Tool for WatchTool {
                 Err(e) => ToolOutput::error(e),
             },
             "list" => self.list(ctx).await,
-            _ => match args.get("name").and_then(Value::as_str).map(str::trim) {
+            _ => match prepared.text("name").map(str::trim) {
                 Some(key) if !key.is_empty() => self.cancel(key, ctx).await,
                 _ => ToolOutput::error("Error: cancel needs 'name'"),
             },
