@@ -13,21 +13,22 @@
 //! An `error` event before `message_start` is classified like an HTTP error (rate limit,
 //! overloaded → retryable); after it, the stream ends with [`LlmError::StreamInterrupted`].
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::fmt::Display;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use futures::{Stream, StreamExt};
+use futures::Stream;
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 
-use super::clip;
 use super::convert::{ReplayMemory, fingerprint, input_object};
 use super::wire::{WireDelta, WireError, WireEvent, WireUsage};
 use crate::error::LlmError;
-use crate::sse::{SseEvent, SseEvents};
-use crate::types::{ChatStream, FinishReason, ProviderData, StreamEvent, ToolCall, Usage};
+use crate::http::clip;
+use crate::sse::SseEvent;
+use crate::stream_driver::{self, Assemble};
+use crate::types::{FinishReason, ProviderData, StreamEvent, ToolCall, Usage};
 
 /// One content block being received.
 #[derive(Debug)]
@@ -476,13 +477,23 @@ fn info_for_result(block: &Value) -> Option<StreamEvent> {
     Some(StreamEvent::Notice(line))
 }
 
-/// Drives an SSE body into neutral events.
-pub(crate) struct Driver {
-    events: SseEvents,
-    assembler: Assembler,
-    pending: VecDeque<Result<StreamEvent, LlmError>>,
-    ended: bool,
+impl Assemble for Assembler {
+    fn on_event(&mut self, sse: &SseEvent) -> Result<Vec<StreamEvent>, LlmError> {
+        Assembler::on_event(self, sse)
+    }
+    fn is_done(&self) -> bool {
+        Assembler::is_done(self)
+    }
+    fn fail(&mut self, error: LlmError) -> Vec<Result<StreamEvent, LlmError>> {
+        Assembler::fail(self, error)
+    }
+    fn end(&mut self, transport_error: Option<String>) -> Vec<Result<StreamEvent, LlmError>> {
+        Assembler::end(self, transport_error)
+    }
 }
+
+/// Drives an SSE body into neutral events.
+pub(crate) type Driver = stream_driver::Driver<Assembler>;
 
 impl Driver {
     pub fn new<S, E>(bytes: S, replay: Arc<Mutex<ReplayMemory>>) -> Self
@@ -490,48 +501,7 @@ impl Driver {
         S: Stream<Item = Result<Bytes, E>> + Send + 'static,
         E: Display,
     {
-        Self {
-            events: crate::sse::events(bytes),
-            assembler: Assembler::new(replay),
-            pending: VecDeque::new(),
-            ended: false,
-        }
-    }
-
-    fn on_sse(&mut self, sse: &SseEvent) {
-        if self.ended {
-            return;
-        }
-        match self.assembler.on_event(sse) {
-            Ok(events) => self.pending.extend(events.into_iter().map(Ok)),
-            Err(error) => {
-                self.pending.extend(self.assembler.fail(error));
-                self.ended = true;
-                return;
-            }
-        }
-        if self.assembler.is_done() {
-            self.pending.extend(self.assembler.end(None));
-            self.ended = true;
-        }
-    }
-
-    /// Reads one SSE event (or the end of the body) and processes it.
-    async fn pump(&mut self) {
-        match self.events.next().await {
-            Some(Ok(sse)) => self.on_sse(&sse),
-            Some(Err(e)) => {
-                let events = self.assembler.end(Some(format!("connection lost: {e}")));
-                self.pending.extend(events);
-                self.ended = true;
-            }
-            None => {
-                if !self.ended {
-                    self.pending.extend(self.assembler.end(None));
-                    self.ended = true;
-                }
-            }
-        }
+        Self::start(bytes, Assembler::new(replay))
     }
 
     /// Reads until the first event was processed. A failure before any event (an `error`
@@ -548,21 +518,6 @@ impl Driver {
             return Err(e);
         }
         Ok(())
-    }
-
-    /// The neutral event stream.
-    pub fn into_stream(self) -> ChatStream {
-        Box::pin(futures::stream::unfold(self, |mut d| async move {
-            loop {
-                if let Some(item) = d.pending.pop_front() {
-                    return Some((item, d));
-                }
-                if d.ended {
-                    return None;
-                }
-                d.pump().await;
-            }
-        }))
     }
 }
 

@@ -4,15 +4,16 @@
 //! ended; [`event_stream`] drives it from any byte stream (a reqwest body or, in tests, fixed
 //! chunks).
 
-use std::collections::VecDeque;
 use std::fmt::Display;
 
 use bytes::Bytes;
-use futures::{Stream, StreamExt};
+use futures::Stream;
 
 use super::wire::{WireChunk, WireDelta, WireToolCallDelta, error_text};
 use crate::error::LlmError;
-use crate::sse::SseEvents;
+use crate::http::clip;
+use crate::sse::SseEvent;
+use crate::stream_driver::{Assemble, Driver};
 use crate::think::{Piece, ThinkSplitter};
 use crate::types::{ChatStream, FinishReason, StreamEvent, ToolCall, Usage};
 
@@ -239,39 +240,19 @@ impl StreamAssembler {
     }
 }
 
-/// At most 200 characters of `text`, for error messages.
-pub(crate) fn clip(text: &str) -> String {
-    const MAX: usize = 200;
-    match text.char_indices().nth(MAX) {
-        Some((at, _)) => format!("{}…", &text[..at]),
-        None => text.to_string(),
+/// The OpenAI-compatible stream reads only the `data` of each event.
+impl Assemble for StreamAssembler {
+    fn on_event(&mut self, sse: &SseEvent) -> Result<Vec<StreamEvent>, LlmError> {
+        self.on_data(&sse.data)
     }
-}
-
-struct Driver {
-    events: SseEvents,
-    assembler: StreamAssembler,
-    pending: VecDeque<Result<StreamEvent, LlmError>>,
-    ended: bool,
-}
-
-impl Driver {
-    fn on_data(&mut self, data: &str) {
-        if self.ended {
-            return;
-        }
-        match self.assembler.on_data(data) {
-            Ok(events) => self.pending.extend(events.into_iter().map(Ok)),
-            Err(error) => {
-                self.pending.extend(self.assembler.fail(error));
-                self.ended = true;
-                return;
-            }
-        }
-        if self.assembler.is_done() {
-            self.pending.extend(self.assembler.end(None));
-            self.ended = true;
-        }
+    fn is_done(&self) -> bool {
+        StreamAssembler::is_done(self)
+    }
+    fn fail(&mut self, error: LlmError) -> Vec<Result<StreamEvent, LlmError>> {
+        StreamAssembler::fail(self, error)
+    }
+    fn end(&mut self, transport_error: Option<String>) -> Vec<Result<StreamEvent, LlmError>> {
+        StreamAssembler::end(self, transport_error)
     }
 }
 
@@ -281,34 +262,5 @@ where
     S: Stream<Item = Result<Bytes, E>> + Send + 'static,
     E: Display,
 {
-    let driver = Driver {
-        events: crate::sse::events(bytes),
-        assembler: StreamAssembler::default(),
-        pending: VecDeque::new(),
-        ended: false,
-    };
-    Box::pin(futures::stream::unfold(driver, |mut d| async move {
-        loop {
-            if let Some(item) = d.pending.pop_front() {
-                return Some((item, d));
-            }
-            if d.ended {
-                return None;
-            }
-            match d.events.next().await {
-                Some(Ok(event)) => d.on_data(&event.data),
-                Some(Err(e)) => {
-                    let events = d.assembler.end(Some(format!("connection lost: {e}")));
-                    d.pending.extend(events);
-                    d.ended = true;
-                }
-                None => {
-                    if !d.ended {
-                        d.pending.extend(d.assembler.end(None));
-                        d.ended = true;
-                    }
-                }
-            }
-        }
-    }))
+    Driver::start(bytes, StreamAssembler::default()).into_stream()
 }
