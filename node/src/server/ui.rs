@@ -42,6 +42,7 @@ pub const ASSETS: &[Asset] = &[
     asset!("index.html", HTML),
     asset!("app.js", JS),
     asset!("markdown.js", JS),
+    asset!("dom.js", JS),
     asset!("style.css", CSS),
     asset!("preview.js", JS),
     asset!("preview.css", CSS),
@@ -149,6 +150,7 @@ mod tests {
         for linked in [
             "app.js",
             "markdown.js",
+            "dom.js",
             "style.css",
             "favicon.svg",
             "preview.js",
