@@ -55,7 +55,7 @@ impl MemoryTool {
     }
 }
 
-/// Trimmed, lower-cased, `-` and spaces become `_` (the HTTP API's normalisation).
+/// Trimmed, lower-cased, `-` and spaces become `_` (the HTTP API uses it too).
 pub fn normalise_name(name: &str) -> String {
     name.trim()
         .to_lowercase()

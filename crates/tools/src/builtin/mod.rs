@@ -25,7 +25,7 @@ use std::time::Duration;
 pub use bash::BashTool;
 pub use diff_file::DiffFileTool;
 pub use edit_file::EditFileTool;
-pub use memory::MemoryTool;
+pub use memory::{MemoryTool, normalise_name};
 pub use notify::NotifyTool;
 pub use open_preview::{OpenPreviewTool, PreviewContent, PreviewKind, PreviewSink};
 pub use read_file::ReadFileTool;
