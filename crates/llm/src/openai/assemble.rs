@@ -59,11 +59,6 @@ pub(crate) struct StreamAssembler {
 }
 
 impl StreamAssembler {
-    /// Whether `[DONE]` was received.
-    pub fn is_done(&self) -> bool {
-        self.done
-    }
-
     /// Handles one SSE `data` payload. An error ends the response.
     pub fn on_data(&mut self, data: &str) -> Result<Vec<StreamEvent>, LlmError> {
         let data = data.trim();
@@ -191,16 +186,28 @@ impl StreamAssembler {
         });
         self.calls.len() - 1
     }
+}
+
+/// The OpenAI-compatible stream reads only the `data` of each event.
+impl Assemble for StreamAssembler {
+    fn on_event(&mut self, sse: &SseEvent) -> Result<Vec<StreamEvent>, LlmError> {
+        self.on_data(&sse.data)
+    }
+
+    /// Whether `[DONE]` was received.
+    fn is_done(&self) -> bool {
+        self.done
+    }
 
     /// Ends the response after a parse or backend error: held-back text, then the error.
-    pub fn fail(&mut self, error: LlmError) -> Vec<Result<StreamEvent, LlmError>> {
+    fn fail(&mut self, error: LlmError) -> Vec<Result<StreamEvent, LlmError>> {
         let mut out: Vec<_> = piece_events(self.splitter.finish()).map(Ok).collect();
         out.push(Err(error));
         out
     }
 
     /// Ends the response when the body is over (`transport_error` if the connection broke).
-    pub fn end(&mut self, transport_error: Option<String>) -> Vec<Result<StreamEvent, LlmError>> {
+    fn end(&mut self, transport_error: Option<String>) -> Vec<Result<StreamEvent, LlmError>> {
         if !self.saw_chunk {
             return vec![Err(match transport_error {
                 Some(e) => LlmError::StreamInterrupted(e),
@@ -224,11 +231,8 @@ impl StreamAssembler {
             })
             .collect();
         fill_missing_ids(&mut calls);
-        let reason = match self.finish_reason.take() {
-            Some(r) => FinishReason::from_wire(&r),
-            None if !calls.is_empty() => FinishReason::ToolCalls,
-            None => FinishReason::Stop,
-        };
+        let reason =
+            FinishReason::given_or_implied(self.finish_reason.take().as_deref(), !calls.is_empty());
         if !calls.is_empty() {
             out.push(Ok(StreamEvent::ToolCalls(calls)));
         }
@@ -237,22 +241,6 @@ impl StreamAssembler {
         }
         out.push(Ok(StreamEvent::Finish(reason)));
         out
-    }
-}
-
-/// The OpenAI-compatible stream reads only the `data` of each event.
-impl Assemble for StreamAssembler {
-    fn on_event(&mut self, sse: &SseEvent) -> Result<Vec<StreamEvent>, LlmError> {
-        self.on_data(&sse.data)
-    }
-    fn is_done(&self) -> bool {
-        StreamAssembler::is_done(self)
-    }
-    fn fail(&mut self, error: LlmError) -> Vec<Result<StreamEvent, LlmError>> {
-        StreamAssembler::fail(self, error)
-    }
-    fn end(&mut self, transport_error: Option<String>) -> Vec<Result<StreamEvent, LlmError>> {
-        StreamAssembler::end(self, transport_error)
     }
 }
 
