@@ -184,6 +184,20 @@ fn split_answers(
     (answers, errors)
 }
 
+/// A listing fan-out: `GET path` on every node, split by [`split_answers`].
+async fn gather(
+    console: &Console,
+    identity: Option<Extension<Identity>>,
+    path: &str,
+    timeout: Duration,
+    key: &str,
+    shape: fn(&Value) -> bool,
+) -> Result<(Vec<(String, Value)>, Map<String, Value>), ApiError> {
+    let identity = identity.as_ref().map(|e| &e.0);
+    let results = fan_out(console, identity, Method::GET, path, timeout).await?;
+    Ok(split_answers(results, key, shape))
+}
+
 fn created(w: &Value) -> &str {
     w.get("created").and_then(Value::as_str).unwrap_or_default()
 }
@@ -202,15 +216,16 @@ pub async fn watches(
     State(console): State<Arc<Console>>,
     identity: Option<Extension<Identity>>,
 ) -> Result<Json<Value>, ApiError> {
-    let results = fan_out(
+    let timeout = console.collector.config.fan_out_timeout;
+    let (answers, errors) = gather(
         &console,
-        identity.as_ref().map(|e| &e.0),
-        Method::GET,
+        identity,
         "/v1/api/watches",
-        console.collector.config.fan_out_timeout,
+        timeout,
+        "watches",
+        Value::is_array,
     )
     .await?;
-    let (answers, errors) = split_answers(results, "watches", Value::is_array);
     let mut all = Vec::new();
     for (node_id, rows) in answers {
         let Value::Array(rows) = rows else { continue };
@@ -298,15 +313,15 @@ pub async fn mcp_servers(
     State(console): State<Arc<Console>>,
     identity: Option<Extension<Identity>>,
 ) -> Result<Json<Value>, ApiError> {
-    let results = fan_out(
+    let (answers, errors) = gather(
         &console,
-        identity.as_ref().map(|e| &e.0),
-        Method::GET,
+        identity,
         "/v1/api/_internal/mcp-status",
         MCP_STATUS_TIMEOUT,
+        "servers",
+        Value::is_object,
     )
     .await?;
-    let (answers, errors) = split_answers(results, "servers", Value::is_object);
     let mut servers = Map::new();
     for (node_id, per_node) in answers {
         let Value::Object(per_node) = per_node else {
@@ -350,15 +365,16 @@ pub async fn models(
     State(console): State<Arc<Console>>,
     identity: Option<Extension<Identity>>,
 ) -> Result<Json<Value>, ApiError> {
-    let results = fan_out(
+    let timeout = console.collector.config.fan_out_timeout;
+    let (answers, errors) = gather(
         &console,
-        identity.as_ref().map(|e| &e.0),
-        Method::GET,
+        identity,
         "/v1/api/_internal/model-status",
-        console.collector.config.fan_out_timeout,
+        timeout,
+        "models",
+        Value::is_object,
     )
     .await?;
-    let (answers, errors) = split_answers(results, "models", Value::is_object);
     let nodes: Map<String, Value> = answers.into_iter().collect();
     Ok(Json(json!({"nodes": nodes, "errors": errors})))
 }

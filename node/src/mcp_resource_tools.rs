@@ -153,7 +153,7 @@ impl Tool for ReadResourceTool {
         ctx: &ToolContext,
         _out: &dyn OutputSink,
     ) -> ToolOutput {
-        let field = |k: &str| prepared.args.get(k).and_then(Value::as_str).unwrap_or("");
+        let field = |k: &str| prepared.text(k).unwrap_or("");
         let (uri, server) = (field("uri"), field("server"));
         match self.manager.read_resource(server, uri).await {
             Ok(contents) => {
@@ -317,7 +317,7 @@ impl Tool for UsePromptTool {
         ctx: &ToolContext,
         _out: &dyn OutputSink,
     ) -> ToolOutput {
-        let field = |k: &str| prepared.args.get(k).and_then(Value::as_str).unwrap_or("");
+        let field = |k: &str| prepared.text(k).unwrap_or("");
         let arguments = prepared
             .args
             .get("arguments")

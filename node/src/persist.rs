@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use turnstone_engine::{Event, EventLog, Item, Journal, PlanDecision};
+use turnstone_engine::{Envelope, Event, EventLog, Item, Journal, PlanDecision};
 use turnstone_llm::ChatMessage;
 use turnstone_store::{
     ApprovalDecision, ApprovalRecord, ApprovalState, NewMessage, NewWorkstream, Store, StoreConfig,
@@ -69,27 +69,11 @@ impl Persistence {
     /// Sets the alias of a workstream (`/name`): queued history is flushed first so the
     /// row exists, and a row is created for a workstream that has no messages yet.
     pub async fn save_alias(&self, ws_id: &str, alias: &str) -> Result<(), NodeError> {
-        let failed = |e: turnstone_store::StoreError| NodeError::Persistence(e.to_string());
-        self.writer.flush().await.map_err(failed)?;
-        if self
-            .store
-            .get_workstream(ws_id)
-            .await
-            .map_err(failed)?
-            .is_none()
-        {
-            let new = NewWorkstream {
-                ws_id: Some(ws_id.to_string()),
-                node_id: Some(self.node_id.clone()),
-                name: alias.to_string(),
-                ..NewWorkstream::default()
-            };
-            self.store.create_workstream(new).await.map_err(failed)?;
-        }
+        self.ensure_row(ws_id, alias).await?;
         self.store
             .set_alias(ws_id, Some(alias))
             .await
-            .map_err(failed)
+            .map_err(persistence)
     }
 
     /// [`save_alias`](Self::save_alias) in the background (the HTTP handler does not wait).
@@ -105,23 +89,36 @@ impl Persistence {
     /// Stores an auto-generated title (queued history is flushed first so the row exists;
     /// a row is created for a workstream that has none yet).
     pub async fn save_title(&self, ws_id: &str, title: &str) -> Result<(), NodeError> {
-        let failed = |e: turnstone_store::StoreError| NodeError::Persistence(e.to_string());
-        self.writer.flush().await.map_err(failed)?;
+        self.ensure_row(ws_id, "").await?;
+        self.store
+            .set_title(ws_id, title)
+            .await
+            .map_err(persistence)
+    }
+
+    /// Flushes queued history, then creates the workstream's row (named `name`) if it has
+    /// none yet: what a later update of the row needs.
+    async fn ensure_row(&self, ws_id: &str, name: &str) -> Result<(), NodeError> {
+        self.writer.flush().await.map_err(persistence)?;
         if self
             .store
             .get_workstream(ws_id)
             .await
-            .map_err(failed)?
+            .map_err(persistence)?
             .is_none()
         {
             let new = NewWorkstream {
                 ws_id: Some(ws_id.to_string()),
                 node_id: Some(self.node_id.clone()),
+                name: name.to_string(),
                 ..NewWorkstream::default()
             };
-            self.store.create_workstream(new).await.map_err(failed)?;
+            self.store
+                .create_workstream(new)
+                .await
+                .map_err(persistence)?;
         }
-        self.store.set_title(ws_id, title).await.map_err(failed)
+        Ok(())
     }
 
     /// [`save_title`](Self::save_title) in the background (the engine's title hook must
@@ -159,14 +156,8 @@ impl Persistence {
                 };
                 match &env.event {
                     Event::ApproveRequest { request_id, .. } => {
-                        let payload = serde_json::to_value(&env.event).unwrap_or_default();
-                        if let Err(e) = this
-                            .store
-                            .create_approval(request_id, &env.ws_id, &payload)
-                            .await
-                        {
-                            tracing::error!(error = %e, %request_id, "approval request not recorded");
-                        }
+                        this.record_request(request_id, env, "approval request")
+                            .await;
                         pending.insert(env.ws_id.to_string(), request_id.clone());
                     }
                     Event::ApprovalResolved { approved, feedback } => {
@@ -196,14 +187,7 @@ impl Persistence {
                         }
                     }
                     Event::PlanReview { request_id, .. } => {
-                        let payload = serde_json::to_value(&env.event).unwrap_or_default();
-                        if let Err(e) = this
-                            .store
-                            .create_approval(request_id, &env.ws_id, &payload)
-                            .await
-                        {
-                            tracing::error!(error = %e, %request_id, "plan review not recorded");
-                        }
+                        this.record_request(request_id, env, "plan review").await;
                     }
                     Event::PlanResolved {
                         request_id,
@@ -230,6 +214,18 @@ impl Persistence {
                 }
             }
         })
+    }
+
+    /// Records the approval row of a request event (`what` names it in the log).
+    async fn record_request(&self, request_id: &str, env: &Envelope, what: &str) {
+        let payload = serde_json::to_value(&env.event).unwrap_or_default();
+        if let Err(e) = self
+            .store
+            .create_approval(request_id, &env.ws_id, &payload)
+            .await
+        {
+            tracing::error!(error = %e, %request_id, "{what} not recorded");
+        }
     }
 
     /// The recorded approval, if any.
@@ -305,4 +301,9 @@ impl Journal for StoreJournal {
             tracing::error!(error = %e, %ws_id, key, "session setting write dropped");
         }
     }
+}
+
+/// A store failure as the node reports it.
+fn persistence(e: turnstone_store::StoreError) -> NodeError {
+    NodeError::Persistence(e.to_string())
 }

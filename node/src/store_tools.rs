@@ -118,6 +118,12 @@ fn entry(m: Memory) -> Option<MemoryEntry> {
     })
 }
 
+/// The tool's view of the memories a search or listing found.
+fn entries(found: Result<Vec<Memory>, StoreError>) -> Result<Vec<MemoryEntry>, BackendError> {
+    let found = found.map_err(backend_error)?;
+    Ok(found.into_iter().filter_map(entry).collect())
+}
+
 fn filter(query: &MemoryQuery) -> MemoryFilter {
     MemoryFilter {
         mem_type: query.mem_type.map(store_type),
@@ -167,12 +173,11 @@ impl MemoryBackend for StoreMemories {
         if filter_by.scopes.is_empty() {
             return Ok(Vec::new());
         }
-        let found = self
-            .0
-            .search_memories(query, &filter(filter_by), limit)
-            .await
-            .map_err(backend_error)?;
-        Ok(found.into_iter().filter_map(entry).collect())
+        entries(
+            self.0
+                .search_memories(query, &filter(filter_by), limit)
+                .await,
+        )
     }
 
     async fn delete(&self, name: &str, scope: &MemoryScopeRef) -> Result<bool, BackendError> {
@@ -190,12 +195,7 @@ impl MemoryBackend for StoreMemories {
         if filter_by.scopes.is_empty() {
             return Ok(Vec::new());
         }
-        let found = self
-            .0
-            .list_memories(&filter(filter_by), limit)
-            .await
-            .map_err(backend_error)?;
-        Ok(found.into_iter().filter_map(entry).collect())
+        entries(self.0.list_memories(&filter(filter_by), limit).await)
     }
 }
 

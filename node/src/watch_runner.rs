@@ -473,52 +473,39 @@ impl Runner {
     }
 
     /// Moves a fired watch forward; returns what is left to do later.
-    async fn advance(&self, watch_id: &str, pending: Pending) -> Option<Pending> {
-        let poll = match pending {
-            Pending::Finish { poll } => poll,
-            Pending::Deliver {
-                ws_id,
-                name,
-                trigger,
-                notice,
-                poll,
-                guard_noted,
-            } => match self
-                .deliver(&ws_id, &name, &trigger, &notice, guard_noted)
+    async fn advance(&self, watch_id: &str, mut pending: Pending) -> Option<Pending> {
+        if let Pending::Deliver {
+            ws_id,
+            name,
+            trigger,
+            notice,
+            guard_noted,
+            ..
+        } = &mut pending
+        {
+            match self
+                .deliver(ws_id, name, trigger, notice, *guard_noted)
                 .await
             {
                 Delivery::Delivered => {
                     tracing::info!(watch_id, %ws_id, "watch notice delivered");
-                    poll
                 }
                 Delivery::Later(reason) => {
                     tracing::debug!(watch_id, %ws_id, %reason, "watch notice held");
-                    return Some(Pending::Deliver {
-                        ws_id,
-                        name,
-                        trigger,
-                        notice,
-                        poll,
-                        guard_noted,
-                    });
+                    return Some(pending);
                 }
                 Delivery::Guarded => {
-                    return Some(Pending::Deliver {
-                        ws_id,
-                        name,
-                        trigger,
-                        notice,
-                        poll,
-                        guard_noted: true,
-                    });
+                    *guard_noted = true;
+                    return Some(pending);
                 }
                 Delivery::Gone(reason) => {
                     tracing::warn!(watch_id, %ws_id, %reason, "watch deactivated: its workstream is gone");
                     self.deactivate(watch_id).await;
                     return None;
                 }
-            },
-        };
+            }
+        }
+        let (Pending::Finish { poll } | Pending::Deliver { poll, .. }) = pending;
         let recorded = self.store.record_watch_poll(watch_id, &poll).await;
         let ended = self.store.deactivate_watch(watch_id).await;
         match (recorded, ended) {

@@ -28,22 +28,7 @@
 
   // ---------------------------------------------------------------- small DOM helpers
 
-  function el(tag, attrs, ...children) {
-    const node = document.createElement(tag);
-    for (const [k, v] of Object.entries(attrs || {})) {
-      if (v === undefined || v === null || v === false) continue;
-      if (k === "class") node.className = v;
-      else if (k === "text") node.textContent = v;
-      else if (k === "dataset") Object.assign(node.dataset, v);
-      else if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
-      else node.setAttribute(k, v === true ? "" : v);
-    }
-    for (const c of children) {
-      if (c === null || c === undefined) continue;
-      node.append(c instanceof Node ? c : String(c));
-    }
-    return node;
-  }
+  const { el } = window.TurnstoneDom;
 
   const stripAnsi = (s) => String(s ?? "").replace(/\u001b\[[0-9;?]*[A-Za-z]/g, "");
 

@@ -16,18 +16,7 @@
   const latest = new Map(); // ws_id → last preview event
   let shown = null;
 
-  function el(tag, attrs, ...children) {
-    const node = document.createElement(tag);
-    for (const [k, v] of Object.entries(attrs || {})) {
-      if (v === undefined || v === null || v === false) continue;
-      if (k === "class") node.className = v;
-      else if (k === "text") node.textContent = v;
-      else if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
-      else node.setAttribute(k, v === true ? "" : v);
-    }
-    for (const c of children) if (c !== null && c !== undefined) node.append(c);
-    return node;
-  }
+  const { el } = window.TurnstoneDom;
 
   // Only same-origin preview URLs of this node are ever loaded.
   function safeUrl(url) {

@@ -17,59 +17,58 @@ struct Args {
 enum Cmd {
     /// Start Redis (unless --redis-url), the fake model (unless --base-url), N nodes with
     /// their bridges, and the console; stop everything on Ctrl-C.
-    Up {
-        /// Number of nodes.
-        #[arg(long, default_value_t = 2)]
-        nodes: usize,
-        /// OpenAI-compatible endpoint for the nodes (default: the scripted fake model).
-        #[arg(long)]
-        base_url: Option<String>,
-        /// Model name for the nodes.
-        #[arg(long)]
-        model: Option<String>,
-        /// Use this Redis instead of starting a private redis-server.
-        #[arg(long)]
-        redis_url: Option<String>,
-        /// Console port.
-        #[arg(long, default_value_t = 8090)]
-        port: u16,
-        /// Console bind address.
-        #[arg(long, default_value = "127.0.0.1")]
-        host: String,
-        /// Keep node databases and logs here (default: a temp dir removed at exit).
-        #[arg(long)]
-        data_dir: Option<PathBuf>,
-    },
+    Up(UpArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct UpArgs {
+    /// Number of nodes.
+    #[arg(long, default_value_t = 2)]
+    nodes: usize,
+    /// OpenAI-compatible endpoint for the nodes (default: the scripted fake model).
+    #[arg(long)]
+    base_url: Option<String>,
+    /// Model name for the nodes.
+    #[arg(long)]
+    model: Option<String>,
+    /// Use this Redis instead of starting a private redis-server.
+    #[arg(long)]
+    redis_url: Option<String>,
+    /// Console port.
+    #[arg(long, default_value_t = 8090)]
+    port: u16,
+    /// Console bind address.
+    #[arg(long, default_value = "127.0.0.1")]
+    host: String,
+    /// Keep node databases and logs here (default: a temp dir removed at exit).
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+}
+
+impl UpArgs {
+    fn into_options(self) -> UpOptions {
+        UpOptions {
+            nodes: self.nodes,
+            base_url: self.base_url,
+            model: self.model,
+            redis_url: self.redis_url,
+            port: self.port,
+            host: self.host,
+            data_dir: self.data_dir,
+            bin_dir: None,
+        }
+    }
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let Cmd::Up {
-        nodes,
-        base_url,
-        model,
-        redis_url,
-        port,
-        host,
-        data_dir,
-    } = Args::parse().command;
+    let Cmd::Up(args) = Args::parse().command;
     turnstone_runtime::init_tracing("warn", turnstone_runtime::LogFormat::Text)
         .map_err(anyhow::Error::msg)?;
-    if nodes == 0 || nodes > 64 {
-        anyhow::bail!("--nodes must be from 1 to 64 (got {nodes})");
+    if args.nodes == 0 || args.nodes > 64 {
+        anyhow::bail!("--nodes must be from 1 to 64 (got {})", args.nodes);
     }
-    let mut cluster = match up(UpOptions {
-        nodes,
-        base_url,
-        model,
-        redis_url,
-        port,
-        host,
-        data_dir,
-        bin_dir: None,
-    })
-    .await
-    {
+    let mut cluster = match up(args.into_options()).await {
         Ok(c) => c,
         Err(e) => {
             eprintln!("turnstone-cluster: {e}");

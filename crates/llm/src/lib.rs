@@ -11,11 +11,13 @@
 
 pub mod anthropic;
 pub mod error;
+mod http;
 pub mod openai;
 pub mod provider;
 pub mod registry;
 pub mod resilience;
 mod sse;
+mod stream_driver;
 pub mod think;
 pub mod types;
 

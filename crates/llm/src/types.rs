@@ -162,6 +162,16 @@ impl FinishReason {
             other => Self::Other(other.to_string()),
         }
     }
+
+    /// The reason a stream gave, or without one the reason its end implies: tool calls when
+    /// it made any, else a normal stop.
+    pub fn given_or_implied(wire: Option<&str>, made_tool_calls: bool) -> Self {
+        match wire {
+            Some(r) => Self::from_wire(r),
+            None if made_tool_calls => Self::ToolCalls,
+            None => Self::Stop,
+        }
+    }
 }
 
 /// One item of the neutral stream every provider produces.

@@ -49,6 +49,14 @@ impl<'a> Args<'a> {
         }
     }
 
+    /// An optional string argument, trimmed; a blank one counts as absent.
+    pub(crate) fn opt_trimmed(&self, key: &str) -> Result<Option<&'a str>, String> {
+        Ok(self
+            .opt_string(key)?
+            .map(str::trim)
+            .filter(|s| !s.is_empty()))
+    }
+
     pub(crate) fn opt_int(&self, key: &str) -> Result<Option<i64>, String> {
         let bad = || format!("Error: argument '{key}' must be an integer");
         match self.get(key) {

@@ -1,4 +1,47 @@
-//! Child processes of tools (`bash`, watch polls): killing a command's whole process group.
+//! Child processes of tools (`bash`, watch polls): starting the shell, killing a command's
+//! whole process group, and the grace period their output pumps give leftovers that hold
+//! the pipes open.
+
+use std::ffi::OsString;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+/// Starts `bash -c script` in `cwd` with exactly `env`, no input and both outputs piped,
+/// as the leader of a process group of its own (see [`GroupKill`]), killed if its handle is
+/// dropped.
+pub(crate) fn spawn_bash(
+    script: &str,
+    cwd: &Path,
+    env: Vec<(OsString, OsString)>,
+) -> std::io::Result<tokio::process::Child> {
+    tokio::process::Command::new("bash")
+        .arg("-c")
+        .arg(script)
+        .current_dir(cwd)
+        .env_clear()
+        .envs(env)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .process_group(0)
+        .spawn()
+}
+
+/// How long the pipes may stay open after the shell exited before what it left behind is
+/// killed.
+pub(crate) const DRAIN_GRACE: Duration = Duration::from_millis(500);
+
+/// Completes at `deadline`, never without one: the drain-grace arm of an output pump.
+pub(crate) async fn grace_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}
 
 /// Kills a process group when dropped (a command that timed out, was cancelled or was
 /// abandoned), unless disarmed.

@@ -100,6 +100,12 @@ pub(crate) fn builtin_definition(name: &str) -> Result<ToolDefinition, RegistryE
             name: name.to_owned(),
             reason: "no such built-in schema".into(),
         })?;
+    schema_definition(name, text)
+}
+
+/// The definition in an embedded schema file, checked to declare `name`. (The tools added
+/// after the original six parse their own files: `BUILTIN_SCHEMAS` holds those six.)
+pub(crate) fn schema_definition(name: &str, text: &str) -> Result<ToolDefinition, RegistryError> {
     let def = parse_definition(text)?;
     if def.name != name {
         return Err(RegistryError::InvalidSchema {

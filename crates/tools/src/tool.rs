@@ -104,6 +104,30 @@ pub struct Prepared {
     pub approval_label: String,
 }
 
+/// Reading back the arguments `prepare` normalised: `execute` receives them as JSON, and
+/// every tool reads them the same way.
+impl Prepared {
+    /// The string argument `key`, if present.
+    pub fn text(&self, key: &str) -> Option<&str> {
+        self.args.get(key).and_then(Value::as_str)
+    }
+
+    /// The string argument `key` that `prepare` requires; a call whose `Prepared` lacks it
+    /// (built by hand, not by `prepare`) gets the same error `prepare` would have given.
+    pub fn required_text(&self, key: &str) -> Result<&str, ToolOutput> {
+        self.text(key)
+            .ok_or_else(|| ToolOutput::error(format!("Error: missing required argument '{key}'")))
+    }
+
+    /// The non-negative integer argument `key` as a count (a limit, a number of results).
+    pub fn count(&self, key: &str) -> Option<usize> {
+        self.args
+            .get(key)
+            .and_then(Value::as_u64)
+            .and_then(|n| usize::try_from(n).ok())
+    }
+}
+
 /// Receives streamed output of a running tool (bash lines). Called from the tool's task.
 pub trait OutputSink: Send + Sync {
     fn chunk(&self, text: &str);

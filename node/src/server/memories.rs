@@ -23,6 +23,10 @@ use turnstone_store::{
     Memory, MemoryFilter, MemoryInput, MemoryScope, MemoryType, ScopeRef, Store,
 };
 
+/// Lowercased, trimmed, `-` and spaces become `_`: the `memory` tool's normalisation, so a
+/// memory saved by either is found by the other.
+pub use turnstone_tools::builtin::normalise_name;
+
 use super::body::WireJson;
 use super::error::ApiError;
 use super::state::Node;
@@ -305,15 +309,6 @@ pub async fn remove(
         status: "ok".to_string(),
         name,
     }))
-}
-
-/// Lowercased, trimmed, `-` and spaces become `_`.
-pub fn normalise_name(name: &str) -> String {
-    name.trim()
-        .to_lowercase()
-        .chars()
-        .map(|c| if c == '-' || c == ' ' { '_' } else { c })
-        .collect()
 }
 
 /// A scope filter of list/search: the scope, and the id when one was given.

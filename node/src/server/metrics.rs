@@ -22,12 +22,10 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use futures::StreamExt;
 use parking_lot::Mutex;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -688,12 +686,7 @@ pub async fn track_http(State(node): State<Arc<Node>>, req: Request, next: Next)
         status,
         started,
     };
-    let (parts, body) = response.into_parts();
-    let body = Body::from_stream(body.into_data_stream().map(move |chunk| {
-        let _open = &guard;
-        chunk
-    }));
-    Response::from_parts(parts, body)
+    super::sse::hold_while_streaming(response, guard)
 }
 
 #[cfg(test)]

@@ -171,11 +171,16 @@ pub async fn limit_streams(
         )
             .into_response();
     };
-    let response = next.run(req).await;
-    let (parts, body) = response.into_parts();
+    hold_while_streaming(next.run(req).await, slot)
+}
+
+/// `response` with `guard` kept alive until its body has been sent or dropped: what an
+/// open stream holds (a stream slot, an open-stream gauge) is released when it ends.
+pub fn hold_while_streaming<G: Send + 'static>(response: Response, guard: G) -> Response {
     use futures::StreamExt;
+    let (parts, body) = response.into_parts();
     let body = Body::from_stream(body.into_data_stream().map(move |chunk| {
-        let _open = &slot;
+        let _open = &guard;
         chunk
     }));
     Response::from_parts(parts, body)

@@ -26,43 +26,27 @@ const JS: &str = "text/javascript; charset=utf-8";
 const CSS: &str = "text/css; charset=utf-8";
 const SVG: &str = "image/svg+xml";
 
+/// The [`Asset`] of the file `node/ui/<path>`, named once.
+macro_rules! asset {
+    ($path:literal, $content_type:expr) => {
+        Asset {
+            path: $path,
+            content_type: $content_type,
+            body: include_str!(concat!("../../ui/", $path)),
+        }
+    };
+}
+
 /// Every file of the UI.
 pub const ASSETS: &[Asset] = &[
-    Asset {
-        path: "index.html",
-        content_type: HTML,
-        body: include_str!("../../ui/index.html"),
-    },
-    Asset {
-        path: "app.js",
-        content_type: JS,
-        body: include_str!("../../ui/app.js"),
-    },
-    Asset {
-        path: "markdown.js",
-        content_type: JS,
-        body: include_str!("../../ui/markdown.js"),
-    },
-    Asset {
-        path: "style.css",
-        content_type: CSS,
-        body: include_str!("../../ui/style.css"),
-    },
-    Asset {
-        path: "preview.js",
-        content_type: JS,
-        body: include_str!("../../ui/preview.js"),
-    },
-    Asset {
-        path: "preview.css",
-        content_type: CSS,
-        body: include_str!("../../ui/preview.css"),
-    },
-    Asset {
-        path: "favicon.svg",
-        content_type: SVG,
-        body: include_str!("../../ui/favicon.svg"),
-    },
+    asset!("index.html", HTML),
+    asset!("app.js", JS),
+    asset!("markdown.js", JS),
+    asset!("dom.js", JS),
+    asset!("style.css", CSS),
+    asset!("preview.js", JS),
+    asset!("preview.css", CSS),
+    asset!("favicon.svg", SVG),
 ];
 
 /// The page's Content-Security-Policy: same-origin scripts, styles, images and streams only.
@@ -166,6 +150,7 @@ mod tests {
         for linked in [
             "app.js",
             "markdown.js",
+            "dom.js",
             "style.css",
             "favicon.svg",
             "preview.js",

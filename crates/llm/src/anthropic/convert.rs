@@ -176,7 +176,7 @@ pub(crate) fn input_object(arguments: &str) -> Value {
         Ok(value @ Value::Object(_)) => value,
         _ => {
             tracing::warn!(
-                arguments = %crate::anthropic::clip(arguments),
+                arguments = %crate::http::clip(arguments),
                 "tool arguments are not a JSON object; sending {{}}"
             );
             json!({})

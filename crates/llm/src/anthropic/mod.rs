@@ -39,10 +39,11 @@ use std::time::Duration;
 use async_trait::async_trait;
 use futures::StreamExt;
 use parking_lot::Mutex;
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Value, json};
 
 use crate::error::LlmError;
+use crate::http::{self, clip};
 use crate::provider::Provider;
 use crate::types::{ChatRequest, ChatStream, Completion, ModelCapabilities, StreamEvent};
 use convert::{ReplayMemory, convert, fingerprint_of, tool_json};
@@ -151,31 +152,16 @@ impl AnthropicProvider {
             HeaderName::from_static("anthropic-version"),
             HeaderValue::from_static(ANTHROPIC_VERSION),
         );
-        for (name, value) in &config.extra_headers {
-            let name = HeaderName::from_bytes(name.as_bytes()).map_err(|e| {
-                LlmError::Connect(format!("invalid extra header name {name:?}: {e}"))
-            })?;
-            let value = HeaderValue::from_str(value)
-                .map_err(|e| LlmError::Connect(format!("invalid value for header {name}: {e}")))?;
-            headers.insert(name, value);
-        }
-        if let Some(key) = &config.api_key {
-            let mut value = HeaderValue::from_str(key)
-                .map_err(|_| LlmError::Connect("API key is not a valid header value".into()))?;
-            value.set_sensitive(true);
-            headers.insert(HeaderName::from_static("x-api-key"), value);
-        }
-        let client = turnstone_http::client_builder()
-            .default_headers(headers)
-            .connect_timeout(config.connect_timeout)
-            .read_timeout(config.request_timeout)
-            .build()
-            .map_err(|e| {
-                LlmError::Connect(format!(
-                    "cannot build HTTP client: {}",
-                    turnstone_http::describe(&e)
-                ))
-            })?;
+        let client = http::client(http::ClientSettings {
+            headers,
+            extra_headers: &config.extra_headers,
+            credential: config
+                .api_key
+                .clone()
+                .map(|key| (HeaderName::from_static("x-api-key"), key)),
+            connect_timeout: config.connect_timeout,
+            request_timeout: config.request_timeout,
+        })?;
         Ok(Self {
             config,
             client,
@@ -274,35 +260,16 @@ impl AnthropicProvider {
             .client
             .post(self.url())
             .header(reqwest::header::ACCEPT, "text/event-stream")
-            .headers(turnstone_http::trace_context::current_headers())
             .json(body);
-        let response = tokio::time::timeout(self.config.request_timeout, request.send())
-            .await
-            .map_err(|_| {
-                LlmError::Timeout(format!(
-                    "no response head within {:?}",
-                    self.config.request_timeout
-                ))
-            })?
-            .map_err(classify_transport)?;
-        let status = response.status();
-        if status.is_success() {
-            return Ok(response);
-        }
-        let retry_after = response
-            .headers()
-            .get(RETRY_AFTER)
-            .and_then(parse_retry_after);
+        let (failed, response) =
+            match http::response_head(request, self.config.request_timeout).await? {
+                Ok(response) => return Ok(response),
+                Err(failed) => failed,
+            };
+        let retry_after = failed.retry_after;
         let (kind, body) = read_error_body(response).await;
-        let code = status.as_u16();
-        Err(match code {
-            429 => LlmError::RateLimited { retry_after, body },
-            500..=599 => LlmError::Server {
-                status: code,
-                retry_after,
-                body,
-            },
-            _ => match error_for_type(&kind, String::new()) {
+        Err(match failed.error(body) {
+            LlmError::Client { status, body } => match error_for_type(&kind, String::new()) {
                 // An overloaded/rate-limit error type under an odd status is still retryable.
                 LlmError::Server { status, .. } => LlmError::Server {
                     status,
@@ -310,8 +277,9 @@ impl AnthropicProvider {
                     body,
                 },
                 LlmError::RateLimited { .. } => LlmError::RateLimited { retry_after, body },
-                _ => LlmError::Client { status: code, body },
+                _ => LlmError::Client { status, body },
             },
+            error => error,
         })
     }
 }
@@ -362,46 +330,14 @@ impl Provider for AnthropicProvider {
     }
 }
 
-/// Classifies a reqwest error that happened before the response head.
-fn classify_transport(error: reqwest::Error) -> LlmError {
-    let mut text = error.to_string();
-    let mut source = std::error::Error::source(&error);
-    while let Some(inner) = source {
-        text.push_str(": ");
-        text.push_str(&inner.to_string());
-        source = inner.source();
-    }
-    if error.is_timeout() {
-        LlmError::Timeout(text)
-    } else {
-        LlmError::Connect(text)
-    }
-}
-
-/// `Retry-After` in seconds (integer or decimal); HTTP dates are not honoured.
-fn parse_retry_after(value: &HeaderValue) -> Option<Duration> {
-    let secs: f64 = value.to_str().ok()?.trim().parse().ok()?;
-    (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs))
-}
-
 /// The error `type` and a clipped message of an error response; never fails.
 async fn read_error_body(response: reqwest::Response) -> (String, String) {
-    let text = match tokio::time::timeout(Duration::from_secs(5), response.text()).await {
-        Ok(Ok(text)) => text,
-        _ => return (String::new(), String::new()),
+    let Some(text) = http::error_text(response).await else {
+        return (String::new(), String::new());
     };
     match serde_json::from_str::<WireErrorBody>(&text) {
         Ok(WireErrorBody { error: Some(e) }) => (e.kind.clone(), clip(&e.text())),
         _ => (String::new(), clip(&text)),
-    }
-}
-
-/// At most 200 characters of `text`, for error messages.
-pub(crate) fn clip(text: &str) -> String {
-    const MAX: usize = 200;
-    match text.char_indices().nth(MAX) {
-        Some((at, _)) => format!("{}…", &text[..at]),
-        None => text.to_string(),
     }
 }
 

@@ -13,21 +13,22 @@
 //! An `error` event before `message_start` is classified like an HTTP error (rate limit,
 //! overloaded → retryable); after it, the stream ends with [`LlmError::StreamInterrupted`].
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::fmt::Display;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use futures::{Stream, StreamExt};
+use futures::Stream;
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 
-use super::clip;
 use super::convert::{ReplayMemory, fingerprint, input_object};
 use super::wire::{WireDelta, WireError, WireEvent, WireUsage};
 use crate::error::LlmError;
-use crate::sse::{SseEvent, SseEvents};
-use crate::types::{ChatStream, FinishReason, ProviderData, StreamEvent, ToolCall, Usage};
+use crate::http::clip;
+use crate::sse::SseEvent;
+use crate::stream_driver::{self, Assemble};
+use crate::types::{FinishReason, ProviderData, StreamEvent, ToolCall, Usage};
 
 /// One content block being received.
 #[derive(Debug)]
@@ -158,85 +159,9 @@ impl Assembler {
         }
     }
 
-    /// Whether `message_stop` was received.
-    pub fn is_done(&self) -> bool {
-        self.done
-    }
-
     /// Whether any event was received.
     pub fn saw_event(&self) -> bool {
         self.saw_event
-    }
-
-    /// Handles one SSE event. An error ends the response.
-    pub fn on_event(&mut self, sse: &SseEvent) -> Result<Vec<StreamEvent>, LlmError> {
-        let data = sse.data.trim();
-        if data.is_empty() {
-            return Ok(Vec::new());
-        }
-        let event: WireEvent = serde_json::from_str(data).map_err(|e| {
-            LlmError::Malformed(format!(
-                "event {:?} is not valid JSON ({e}): {}",
-                sse.event,
-                clip(data)
-            ))
-        })?;
-        self.saw_event = true;
-        let mut out = Vec::new();
-        match event {
-            WireEvent::MessageStart { message } => {
-                self.started = true;
-                if let Some(u) = message.usage {
-                    self.merge_usage(u);
-                }
-            }
-            WireEvent::ContentBlockStart {
-                index,
-                content_block,
-            } => {
-                let block = Block::from_start(content_block);
-                match &block {
-                    Block::Text { text, .. } if !text.is_empty() => {
-                        self.text.push_str(text);
-                        out.push(StreamEvent::Content(text.clone()));
-                    }
-                    Block::Thinking { thinking, .. } if !thinking.is_empty() => {
-                        out.push(StreamEvent::Reasoning(thinking.clone()));
-                    }
-                    Block::Raw(raw) => out.extend(info_for_result(raw)),
-                    _ => {}
-                }
-                self.blocks.insert(index, block);
-            }
-            WireEvent::ContentBlockDelta { index, delta } => {
-                self.on_delta(index, delta, &mut out)?;
-            }
-            WireEvent::ContentBlockStop { index } => {
-                if let Some(Block::ToolUse {
-                    server: true,
-                    name,
-                    start_input,
-                    json,
-                    ..
-                }) = self.blocks.get(&index)
-                {
-                    let input = input_object(&Block::arguments(start_input, json));
-                    out.push(StreamEvent::Notice(info_for_server_call(name, &input)));
-                }
-            }
-            WireEvent::MessageDelta { delta, usage } => {
-                if let Some(reason) = delta.stop_reason.filter(|r| !r.is_empty()) {
-                    self.stop_reason = Some(reason);
-                }
-                if let Some(u) = usage {
-                    self.merge_usage(u);
-                }
-            }
-            WireEvent::MessageStop => self.done = true,
-            WireEvent::Ping | WireEvent::Unknown => {}
-            WireEvent::Error { error } => return Err(self.error_event(&error)),
-        }
-        Ok(out)
     }
 
     fn on_delta(
@@ -316,69 +241,6 @@ impl Assembler {
             ));
         }
         error_for_type(&error.kind, body)
-    }
-
-    /// Ends the response after a parse or backend error.
-    pub fn fail(&mut self, error: LlmError) -> Vec<Result<StreamEvent, LlmError>> {
-        self.done = true;
-        vec![Err(error)]
-    }
-
-    /// Ends the response when the body is over (`transport_error` if the connection broke).
-    pub fn end(&mut self, transport_error: Option<String>) -> Vec<Result<StreamEvent, LlmError>> {
-        if !self.saw_event {
-            return vec![Err(match transport_error {
-                Some(e) => LlmError::StreamInterrupted(e),
-                None => LlmError::EmptyResponse,
-            })];
-        }
-        if !self.done && (transport_error.is_some() || self.stop_reason.is_none()) {
-            let why =
-                transport_error.unwrap_or_else(|| "stream ended before message_stop".to_string());
-            return vec![Err(LlmError::StreamInterrupted(why))];
-        }
-        self.done = true;
-        let blocks = std::mem::take(&mut self.blocks);
-        let calls: Vec<ToolCall> = blocks
-            .values()
-            .filter_map(|b| match b {
-                Block::ToolUse {
-                    server: false,
-                    id,
-                    name,
-                    start_input,
-                    json,
-                } => Some(ToolCall {
-                    id: id.clone(),
-                    name: name.clone(),
-                    arguments: Block::arguments(start_input, json),
-                }),
-                _ => None,
-            })
-            .collect();
-        let mut out = Vec::new();
-        if blocks.values().any(Block::needs_replay) {
-            let replay: Vec<Value> = blocks.values().map(Block::replay_json).collect();
-            let key = fingerprint(&self.text, &calls);
-            self.replay.lock().insert(key, replay.clone());
-            out.push(Ok(StreamEvent::ProviderData(ProviderData {
-                provider: super::PROVIDER_NAME.to_string(),
-                blocks: replay,
-            })));
-        }
-        let reason = match self.stop_reason.take() {
-            Some(r) => FinishReason::from_wire(&r),
-            None if !calls.is_empty() => FinishReason::ToolCalls,
-            None => FinishReason::Stop,
-        };
-        if !calls.is_empty() {
-            out.push(Ok(StreamEvent::ToolCalls(calls)));
-        }
-        if self.saw_usage {
-            out.push(Ok(StreamEvent::Usage(usage_of(&self.usage))));
-        }
-        out.push(Ok(StreamEvent::Finish(reason)));
-        out
     }
 }
 
@@ -476,13 +338,146 @@ fn info_for_result(block: &Value) -> Option<StreamEvent> {
     Some(StreamEvent::Notice(line))
 }
 
-/// Drives an SSE body into neutral events.
-pub(crate) struct Driver {
-    events: SseEvents,
-    assembler: Assembler,
-    pending: VecDeque<Result<StreamEvent, LlmError>>,
-    ended: bool,
+impl Assemble for Assembler {
+    /// Handles one SSE event. An error ends the response.
+    fn on_event(&mut self, sse: &SseEvent) -> Result<Vec<StreamEvent>, LlmError> {
+        let data = sse.data.trim();
+        if data.is_empty() {
+            return Ok(Vec::new());
+        }
+        let event: WireEvent = serde_json::from_str(data).map_err(|e| {
+            LlmError::Malformed(format!(
+                "event {:?} is not valid JSON ({e}): {}",
+                sse.event,
+                clip(data)
+            ))
+        })?;
+        self.saw_event = true;
+        let mut out = Vec::new();
+        match event {
+            WireEvent::MessageStart { message } => {
+                self.started = true;
+                if let Some(u) = message.usage {
+                    self.merge_usage(u);
+                }
+            }
+            WireEvent::ContentBlockStart {
+                index,
+                content_block,
+            } => {
+                let block = Block::from_start(content_block);
+                match &block {
+                    Block::Text { text, .. } if !text.is_empty() => {
+                        self.text.push_str(text);
+                        out.push(StreamEvent::Content(text.clone()));
+                    }
+                    Block::Thinking { thinking, .. } if !thinking.is_empty() => {
+                        out.push(StreamEvent::Reasoning(thinking.clone()));
+                    }
+                    Block::Raw(raw) => out.extend(info_for_result(raw)),
+                    _ => {}
+                }
+                self.blocks.insert(index, block);
+            }
+            WireEvent::ContentBlockDelta { index, delta } => {
+                self.on_delta(index, delta, &mut out)?;
+            }
+            WireEvent::ContentBlockStop { index } => {
+                if let Some(Block::ToolUse {
+                    server: true,
+                    name,
+                    start_input,
+                    json,
+                    ..
+                }) = self.blocks.get(&index)
+                {
+                    let input = input_object(&Block::arguments(start_input, json));
+                    out.push(StreamEvent::Notice(info_for_server_call(name, &input)));
+                }
+            }
+            WireEvent::MessageDelta { delta, usage } => {
+                if let Some(reason) = delta.stop_reason.filter(|r| !r.is_empty()) {
+                    self.stop_reason = Some(reason);
+                }
+                if let Some(u) = usage {
+                    self.merge_usage(u);
+                }
+            }
+            WireEvent::MessageStop => self.done = true,
+            WireEvent::Ping | WireEvent::Unknown => {}
+            WireEvent::Error { error } => return Err(self.error_event(&error)),
+        }
+        Ok(out)
+    }
+
+    /// Whether `message_stop` was received.
+    fn is_done(&self) -> bool {
+        self.done
+    }
+
+    /// Ends the response after a parse or backend error.
+    fn fail(&mut self, error: LlmError) -> Vec<Result<StreamEvent, LlmError>> {
+        self.done = true;
+        vec![Err(error)]
+    }
+
+    /// Ends the response when the body is over (`transport_error` if the connection broke).
+    fn end(&mut self, transport_error: Option<String>) -> Vec<Result<StreamEvent, LlmError>> {
+        if !self.saw_event {
+            return vec![Err(match transport_error {
+                Some(e) => LlmError::StreamInterrupted(e),
+                None => LlmError::EmptyResponse,
+            })];
+        }
+        if !self.done && (transport_error.is_some() || self.stop_reason.is_none()) {
+            let why =
+                transport_error.unwrap_or_else(|| "stream ended before message_stop".to_string());
+            return vec![Err(LlmError::StreamInterrupted(why))];
+        }
+        self.done = true;
+        let blocks = std::mem::take(&mut self.blocks);
+        let calls: Vec<ToolCall> = blocks
+            .values()
+            .filter_map(|b| match b {
+                Block::ToolUse {
+                    server: false,
+                    id,
+                    name,
+                    start_input,
+                    json,
+                } => Some(ToolCall {
+                    id: id.clone(),
+                    name: name.clone(),
+                    arguments: Block::arguments(start_input, json),
+                }),
+                _ => None,
+            })
+            .collect();
+        let mut out = Vec::new();
+        if blocks.values().any(Block::needs_replay) {
+            let replay: Vec<Value> = blocks.values().map(Block::replay_json).collect();
+            let key = fingerprint(&self.text, &calls);
+            self.replay.lock().insert(key, replay.clone());
+            out.push(Ok(StreamEvent::ProviderData(ProviderData {
+                provider: super::PROVIDER_NAME.to_string(),
+                blocks: replay,
+            })));
+        }
+        let reason =
+            FinishReason::given_or_implied(self.stop_reason.take().as_deref(), !calls.is_empty());
+        if !calls.is_empty() {
+            out.push(Ok(StreamEvent::ToolCalls(calls)));
+        }
+        if self.saw_usage {
+            out.push(Ok(StreamEvent::Usage(usage_of(&self.usage))));
+        }
+        out.push(Ok(StreamEvent::Finish(reason)));
+        out
+    }
 }
+
+/// Drives an SSE body into neutral events.
+pub(crate) type Driver = stream_driver::Driver<Assembler>;
 
 impl Driver {
     pub fn new<S, E>(bytes: S, replay: Arc<Mutex<ReplayMemory>>) -> Self
@@ -490,48 +485,7 @@ impl Driver {
         S: Stream<Item = Result<Bytes, E>> + Send + 'static,
         E: Display,
     {
-        Self {
-            events: crate::sse::events(bytes),
-            assembler: Assembler::new(replay),
-            pending: VecDeque::new(),
-            ended: false,
-        }
-    }
-
-    fn on_sse(&mut self, sse: &SseEvent) {
-        if self.ended {
-            return;
-        }
-        match self.assembler.on_event(sse) {
-            Ok(events) => self.pending.extend(events.into_iter().map(Ok)),
-            Err(error) => {
-                self.pending.extend(self.assembler.fail(error));
-                self.ended = true;
-                return;
-            }
-        }
-        if self.assembler.is_done() {
-            self.pending.extend(self.assembler.end(None));
-            self.ended = true;
-        }
-    }
-
-    /// Reads one SSE event (or the end of the body) and processes it.
-    async fn pump(&mut self) {
-        match self.events.next().await {
-            Some(Ok(sse)) => self.on_sse(&sse),
-            Some(Err(e)) => {
-                let events = self.assembler.end(Some(format!("connection lost: {e}")));
-                self.pending.extend(events);
-                self.ended = true;
-            }
-            None => {
-                if !self.ended {
-                    self.pending.extend(self.assembler.end(None));
-                    self.ended = true;
-                }
-            }
-        }
+        Self::start(bytes, Assembler::new(replay))
     }
 
     /// Reads until the first event was processed. A failure before any event (an `error`
@@ -548,21 +502,6 @@ impl Driver {
             return Err(e);
         }
         Ok(())
-    }
-
-    /// The neutral event stream.
-    pub fn into_stream(self) -> ChatStream {
-        Box::pin(futures::stream::unfold(self, |mut d| async move {
-            loop {
-                if let Some(item) = d.pending.pop_front() {
-                    return Some((item, d));
-                }
-                if d.ended {
-                    return None;
-                }
-                d.pump().await;
-            }
-        }))
     }
 }
 

@@ -4,15 +4,16 @@
 //! ended; [`event_stream`] drives it from any byte stream (a reqwest body or, in tests, fixed
 //! chunks).
 
-use std::collections::VecDeque;
 use std::fmt::Display;
 
 use bytes::Bytes;
-use futures::{Stream, StreamExt};
+use futures::Stream;
 
 use super::wire::{WireChunk, WireDelta, WireToolCallDelta, error_text};
 use crate::error::LlmError;
-use crate::sse::SseEvents;
+use crate::http::clip;
+use crate::sse::SseEvent;
+use crate::stream_driver::{Assemble, Driver};
 use crate::think::{Piece, ThinkSplitter};
 use crate::types::{ChatStream, FinishReason, StreamEvent, ToolCall, Usage};
 
@@ -58,11 +59,6 @@ pub(crate) struct StreamAssembler {
 }
 
 impl StreamAssembler {
-    /// Whether `[DONE]` was received.
-    pub fn is_done(&self) -> bool {
-        self.done
-    }
-
     /// Handles one SSE `data` payload. An error ends the response.
     pub fn on_data(&mut self, data: &str) -> Result<Vec<StreamEvent>, LlmError> {
         let data = data.trim();
@@ -190,16 +186,28 @@ impl StreamAssembler {
         });
         self.calls.len() - 1
     }
+}
+
+/// The OpenAI-compatible stream reads only the `data` of each event.
+impl Assemble for StreamAssembler {
+    fn on_event(&mut self, sse: &SseEvent) -> Result<Vec<StreamEvent>, LlmError> {
+        self.on_data(&sse.data)
+    }
+
+    /// Whether `[DONE]` was received.
+    fn is_done(&self) -> bool {
+        self.done
+    }
 
     /// Ends the response after a parse or backend error: held-back text, then the error.
-    pub fn fail(&mut self, error: LlmError) -> Vec<Result<StreamEvent, LlmError>> {
+    fn fail(&mut self, error: LlmError) -> Vec<Result<StreamEvent, LlmError>> {
         let mut out: Vec<_> = piece_events(self.splitter.finish()).map(Ok).collect();
         out.push(Err(error));
         out
     }
 
     /// Ends the response when the body is over (`transport_error` if the connection broke).
-    pub fn end(&mut self, transport_error: Option<String>) -> Vec<Result<StreamEvent, LlmError>> {
+    fn end(&mut self, transport_error: Option<String>) -> Vec<Result<StreamEvent, LlmError>> {
         if !self.saw_chunk {
             return vec![Err(match transport_error {
                 Some(e) => LlmError::StreamInterrupted(e),
@@ -223,11 +231,8 @@ impl StreamAssembler {
             })
             .collect();
         fill_missing_ids(&mut calls);
-        let reason = match self.finish_reason.take() {
-            Some(r) => FinishReason::from_wire(&r),
-            None if !calls.is_empty() => FinishReason::ToolCalls,
-            None => FinishReason::Stop,
-        };
+        let reason =
+            FinishReason::given_or_implied(self.finish_reason.take().as_deref(), !calls.is_empty());
         if !calls.is_empty() {
             out.push(Ok(StreamEvent::ToolCalls(calls)));
         }
@@ -239,76 +244,11 @@ impl StreamAssembler {
     }
 }
 
-/// At most 200 characters of `text`, for error messages.
-pub(crate) fn clip(text: &str) -> String {
-    const MAX: usize = 200;
-    match text.char_indices().nth(MAX) {
-        Some((at, _)) => format!("{}…", &text[..at]),
-        None => text.to_string(),
-    }
-}
-
-struct Driver {
-    events: SseEvents,
-    assembler: StreamAssembler,
-    pending: VecDeque<Result<StreamEvent, LlmError>>,
-    ended: bool,
-}
-
-impl Driver {
-    fn on_data(&mut self, data: &str) {
-        if self.ended {
-            return;
-        }
-        match self.assembler.on_data(data) {
-            Ok(events) => self.pending.extend(events.into_iter().map(Ok)),
-            Err(error) => {
-                self.pending.extend(self.assembler.fail(error));
-                self.ended = true;
-                return;
-            }
-        }
-        if self.assembler.is_done() {
-            self.pending.extend(self.assembler.end(None));
-            self.ended = true;
-        }
-    }
-}
-
 /// Drives an SSE body into the neutral event stream.
 pub(crate) fn event_stream<S, E>(bytes: S) -> ChatStream
 where
     S: Stream<Item = Result<Bytes, E>> + Send + 'static,
     E: Display,
 {
-    let driver = Driver {
-        events: crate::sse::events(bytes),
-        assembler: StreamAssembler::default(),
-        pending: VecDeque::new(),
-        ended: false,
-    };
-    Box::pin(futures::stream::unfold(driver, |mut d| async move {
-        loop {
-            if let Some(item) = d.pending.pop_front() {
-                return Some((item, d));
-            }
-            if d.ended {
-                return None;
-            }
-            match d.events.next().await {
-                Some(Ok(event)) => d.on_data(&event.data),
-                Some(Err(e)) => {
-                    let events = d.assembler.end(Some(format!("connection lost: {e}")));
-                    d.pending.extend(events);
-                    d.ended = true;
-                }
-                None => {
-                    if !d.ended {
-                        d.pending.extend(d.assembler.end(None));
-                        d.ended = true;
-                    }
-                }
-            }
-        }
-    }))
+    Driver::start(bytes, StreamAssembler::default()).into_stream()
 }

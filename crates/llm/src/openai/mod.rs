@@ -12,16 +12,17 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use parking_lot::Mutex;
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
+use reqwest::header::HeaderMap;
 use serde_json::Value;
 
 use crate::error::LlmError;
+use crate::http::{self, clip};
 use crate::provider::Provider;
 use crate::think::ThinkSplitter;
 use crate::types::{
     ChatRequest, ChatStream, Completion, FinishReason, ModelCapabilities, StreamEvent, ToolCall,
 };
-use assemble::{clip, event_stream, fill_missing_ids};
+use assemble::{event_stream, fill_missing_ids};
 use wire::{WireChunk, WireRequest, error_text};
 
 /// Configuration of one OpenAI-compatible backend (its `Debug` output hides the API key).
@@ -89,32 +90,16 @@ impl OpenAiProvider {
     /// Builds the provider and its HTTP client. Fails (as [`LlmError::Connect`]) only on an
     /// invalid extra header or an HTTP client that cannot be built.
     pub fn new(config: OpenAiConfig) -> Result<Self, LlmError> {
-        let mut headers = HeaderMap::new();
-        for (name, value) in &config.extra_headers {
-            let name = HeaderName::from_bytes(name.as_bytes()).map_err(|e| {
-                LlmError::Connect(format!("invalid extra header name {name:?}: {e}"))
-            })?;
-            let value = HeaderValue::from_str(value)
-                .map_err(|e| LlmError::Connect(format!("invalid value for header {name}: {e}")))?;
-            headers.insert(name, value);
-        }
-        if let Some(key) = &config.api_key {
-            let mut value = HeaderValue::from_str(&format!("Bearer {key}"))
-                .map_err(|_| LlmError::Connect("API key is not a valid header value".into()))?;
-            value.set_sensitive(true);
-            headers.insert(reqwest::header::AUTHORIZATION, value);
-        }
-        let client = turnstone_http::client_builder()
-            .default_headers(headers)
-            .connect_timeout(config.connect_timeout)
-            .read_timeout(config.request_timeout)
-            .build()
-            .map_err(|e| {
-                LlmError::Connect(format!(
-                    "cannot build HTTP client: {}",
-                    turnstone_http::describe(&e)
-                ))
-            })?;
+        let client = http::client(http::ClientSettings {
+            headers: HeaderMap::new(),
+            extra_headers: &config.extra_headers,
+            credential: config
+                .api_key
+                .as_ref()
+                .map(|key| (reqwest::header::AUTHORIZATION, format!("Bearer {key}"))),
+            connect_timeout: config.connect_timeout,
+            request_timeout: config.request_timeout,
+        })?;
         Ok(Self {
             config,
             client,
@@ -133,36 +118,13 @@ impl OpenAiProvider {
 
     /// Sends a request and waits for a successful response head.
     async fn send(&self, request: reqwest::RequestBuilder) -> Result<reqwest::Response, LlmError> {
-        // The turn's trace continues at the provider (W3C `traceparent`).
-        let request = request.headers(turnstone_http::trace_context::current_headers());
-        let response = tokio::time::timeout(self.config.request_timeout, request.send())
-            .await
-            .map_err(|_| {
-                LlmError::Timeout(format!(
-                    "no response head within {:?}",
-                    self.config.request_timeout
-                ))
-            })?
-            .map_err(classify_transport)?;
-        let status = response.status();
-        if status.is_success() {
-            return Ok(response);
+        match http::response_head(request, self.config.request_timeout).await? {
+            Ok(response) => Ok(response),
+            Err((failed, response)) => {
+                let body = read_error_body(response).await;
+                Err(failed.error(body))
+            }
         }
-        let retry_after = response
-            .headers()
-            .get(RETRY_AFTER)
-            .and_then(parse_retry_after);
-        let body = read_error_body(response).await;
-        let code = status.as_u16();
-        Err(match code {
-            429 => LlmError::RateLimited { retry_after, body },
-            500..=599 => LlmError::Server {
-                status: code,
-                retry_after,
-                body,
-            },
-            _ => LlmError::Client { status: code, body },
-        })
     }
 
     async fn fetch_capabilities(&self, model: &str) -> Result<ModelCapabilities, LlmError> {
@@ -268,40 +230,10 @@ fn completion_events(
     out
 }
 
-/// Classifies a reqwest error that happened before the response head.
-fn classify_transport(error: reqwest::Error) -> LlmError {
-    let text = error_chain(&error);
-    if error.is_timeout() {
-        LlmError::Timeout(text)
-    } else {
-        LlmError::Connect(text)
-    }
-}
-
-/// The error and its sources, joined: reqwest's top-level message alone says little.
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(inner) = source {
-        text.push_str(": ");
-        text.push_str(&inner.to_string());
-        source = inner.source();
-    }
-    text
-}
-
-/// `Retry-After` in seconds (integer or decimal); HTTP dates are not honoured.
-fn parse_retry_after(value: &HeaderValue) -> Option<Duration> {
-    let secs: f64 = value.to_str().ok()?.trim().parse().ok()?;
-    (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs))
-}
-
 /// The body of an error response, clipped; never fails.
 async fn read_error_body(response: reqwest::Response) -> String {
-    let read = tokio::time::timeout(Duration::from_secs(5), response.text()).await;
-    let text = match read {
-        Ok(Ok(text)) => text,
-        _ => return String::new(),
+    let Some(text) = http::error_text(response).await else {
+        return String::new();
     };
     match serde_json::from_str::<Value>(&text) {
         Ok(json) => match json.get("error") {

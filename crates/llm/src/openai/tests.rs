@@ -409,15 +409,6 @@ fn model_list_variants() {
 }
 
 #[test]
-fn retry_after_parsing() {
-    let parse = |s: &str| parse_retry_after(&HeaderValue::from_str(s).unwrap());
-    assert_eq!(parse("3"), Some(Duration::from_secs(3)));
-    assert_eq!(parse(" 0.5 "), Some(Duration::from_millis(500)));
-    assert_eq!(parse("Wed, 21 Oct 2015 07:28:00 GMT"), None);
-    assert_eq!(parse("-1"), None);
-}
-
-#[test]
 fn json_reply_to_a_stream_request_is_replayed_as_events() {
     let body = json!({"choices": [{"message": {"content": "<think>r</think>hi"}}]});
     let events = completion_events(parse_completion(body.to_string().as_bytes()));

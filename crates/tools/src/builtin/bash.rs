@@ -5,7 +5,7 @@
 
 use std::ffi::OsString;
 use std::os::unix::process::ExitStatusExt;
-use std::process::{ExitStatus, Stdio};
+use std::process::ExitStatus;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -17,7 +17,7 @@ use super::{blocklist, finish, header};
 use crate::arguments::Args;
 use crate::child_env::ChildEnv;
 use crate::error::RegistryError;
-use crate::process::GroupKill;
+use crate::process::{DRAIN_GRACE, GroupKill, grace_until, spawn_bash};
 use crate::schema::builtin_definition;
 use crate::tool::{OutputSink, Prepared, Tool, ToolContext, ToolDefinition, ToolOutput};
 use crate::truncate::{BoundedText, truncate_output};
@@ -26,9 +26,6 @@ use crate::truncate::{BoundedText, truncate_output};
 const TIMEOUT_RANGE: std::ops::RangeInclusive<i64> = 1..=600;
 /// Output cap independent of the context limit (the original keeps 256 KB).
 const OUTPUT_CAP: usize = 256 * 1024;
-/// After the shell exits, how long background processes may keep its pipes open before
-/// the rest of the process group is killed.
-const DRAIN_GRACE: Duration = Duration::from_millis(500);
 /// The `bash` tool.
 #[derive(Debug, Clone)]
 pub struct BashTool {
@@ -122,15 +119,15 @@ impl Tool for BashTool {
         ctx: &ToolContext,
         out: &dyn OutputSink,
     ) -> ToolOutput {
-        let args = &prepared.args;
-        let Some(command) = args.get("command").and_then(Value::as_str) else {
-            return ToolOutput::error("Error: missing required argument 'command'");
+        let command = match prepared.required_text("command") {
+            Ok(command) => command,
+            Err(missing) => return missing,
         };
         // `prepare` checked these; a hand-built `Prepared` is checked again, not trusted.
         if let Err(e) = blocklist::check(command) {
             return ToolOutput::error(e);
         }
-        let timeout = match args.get("timeout").and_then(Value::as_i64) {
+        let timeout = match prepared.args.get("timeout").and_then(Value::as_i64) {
             Some(t) if TIMEOUT_RANGE.contains(&t) => Duration::from_secs(t.unsigned_abs()),
             Some(t) => {
                 return ToolOutput::error(format!(
@@ -139,7 +136,8 @@ impl Tool for BashTool {
             }
             None => self.default_timeout,
         };
-        let stop_on_error = args
+        let stop_on_error = prepared
+            .args
             .get("stop_on_error")
             .and_then(Value::as_bool)
             .unwrap_or(false);
@@ -183,18 +181,7 @@ impl Run<'_> {
         }
         script.push_str(self.command);
 
-        let mut cmd = tokio::process::Command::new("bash");
-        cmd.arg("-c")
-            .arg(&script)
-            .current_dir(&ctx.cwd)
-            .env_clear()
-            .envs(env)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .process_group(0);
-        let mut child = match cmd.spawn() {
+        let mut child = match spawn_bash(&script, &ctx.cwd, env) {
             Ok(child) => child,
             Err(e) => {
                 return ToolOutput::error(format!(
@@ -344,13 +331,6 @@ async fn pump(
         {
             return Ok(status);
         }
-        let deadline = drain_deadline;
-        let grace = async move {
-            match deadline {
-                Some(deadline) => tokio::time::sleep_until(deadline).await,
-                None => std::future::pending().await,
-            }
-        };
         tokio::select! {
             read = read_line_capped(&mut stdout, &mut out_buf), if out_open => {
                 if read? == 0 {
@@ -378,7 +358,7 @@ async fn pump(
                 status = Some(exited?);
                 drain_deadline = Some(Instant::now() + DRAIN_GRACE);
             }
-            () = grace => {
+            () = grace_until(drain_deadline) => {
                 if killed_leftovers {
                     // Something outside the group still holds the pipes: stop reading.
                     if let Some(status) = status {

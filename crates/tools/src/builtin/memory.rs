@@ -55,7 +55,7 @@ impl MemoryTool {
     }
 }
 
-/// Trimmed, lower-cased, `-` and spaces become `_` (the HTTP API's normalisation).
+/// Trimmed, lower-cased, `-` and spaces become `_` (the HTTP API uses it too).
 pub fn normalise_name(name: &str) -> String {
     name.trim()
         .to_lowercase()
@@ -80,11 +80,7 @@ fn valid_name(a: &Args<'_>) -> Result<String, String> {
 }
 
 fn parse_type(a: &Args<'_>) -> Result<Option<MemoryType>, String> {
-    let Some(text) = a
-        .opt_string("type")?
-        .map(str::trim)
-        .filter(|t| !t.is_empty())
-    else {
+    let Some(text) = a.opt_trimmed("type")? else {
         return Ok(None);
     };
     let lower = text.to_lowercase();
@@ -98,11 +94,7 @@ fn parse_type(a: &Args<'_>) -> Result<Option<MemoryType>, String> {
 }
 
 fn parse_scope(a: &Args<'_>) -> Result<Option<MemoryScope>, String> {
-    let Some(text) = a
-        .opt_string("scope")?
-        .map(str::trim)
-        .filter(|t| !t.is_empty())
-    else {
+    let Some(text) = a.opt_trimmed("scope")? else {
         return Ok(None);
     };
     let lower = text.to_lowercase();
@@ -220,9 +212,7 @@ impl Tool for MemoryTool {
                     ));
                 }
                 let description = a
-                    .opt_string("description")?
-                    .map(str::trim)
-                    .filter(|d| !d.is_empty())
+                    .opt_trimmed("description")?
                     .ok_or("Error: description is required on save (a non-empty one-line summary used for relevance matching)")?;
                 exact_scope(scope, ctx)?;
                 out.insert("content".into(), json!(content));
@@ -266,15 +256,10 @@ impl Tool for MemoryTool {
         ctx: &ToolContext,
         _out: &dyn OutputSink,
     ) -> ToolOutput {
-        let args = &prepared.args;
-        let text = |key: &str| args.get(key).and_then(Value::as_str).unwrap_or("");
+        let text = |key: &str| prepared.text(key).unwrap_or("");
         let scope = MemoryScope::parse(text("scope"));
         let mem_type = MemoryType::parse(text("type"));
-        let limit = args
-            .get("limit")
-            .and_then(Value::as_u64)
-            .and_then(|n| usize::try_from(n).ok())
-            .unwrap_or(DEFAULT_LIMIT);
+        let limit = prepared.count("limit").unwrap_or(DEFAULT_LIMIT);
         let failed = |what: &str, e: crate::backends::BackendError| {
             tracing::warn!(error = %e, action = what, "memory backend failed");
             ToolOutput::error(format!("Error: memory {what} failed: {e}"))

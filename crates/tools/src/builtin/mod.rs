@@ -25,7 +25,7 @@ use std::time::Duration;
 pub use bash::BashTool;
 pub use diff_file::DiffFileTool;
 pub use edit_file::EditFileTool;
-pub use memory::MemoryTool;
+pub use memory::{MemoryTool, normalise_name};
 pub use notify::NotifyTool;
 pub use open_preview::{OpenPreviewTool, PreviewContent, PreviewKind, PreviewSink};
 pub use read_file::ReadFileTool;
@@ -38,8 +38,8 @@ pub use web_search::WebSearchTool;
 pub use write_file::WriteFileTool;
 
 use crate::error::RegistryError;
-use crate::schema::parse_definition;
-use crate::tool::{Tool, ToolContext, ToolDefinition, ToolOutput};
+use crate::schema::schema_definition;
+use crate::tool::{Tool, ToolContext, ToolOutput};
 use crate::truncate::truncate_output;
 use crate::web::WebOptions;
 
@@ -93,19 +93,6 @@ pub(crate) fn all(options: &BuiltinOptions) -> Result<Vec<Arc<dyn Tool>>, Regist
         tools.sort_by(|a, b| a.definition().name.cmp(&b.definition().name));
     }
     Ok(tools)
-}
-
-/// The definition in an embedded schema file, checked to declare `name`. (The web tools
-/// parse their own files: `schema.rs`'s list holds the original six.)
-fn schema_definition(name: &str, text: &str) -> Result<ToolDefinition, RegistryError> {
-    let def = parse_definition(text)?;
-    if def.name != name {
-        return Err(RegistryError::InvalidSchema {
-            name: name.to_owned(),
-            reason: format!("schema file declares name '{}'", def.name),
-        });
-    }
-    Ok(def)
 }
 
 /// Applies the context's truncation limit to a finished output.

@@ -64,7 +64,7 @@ impl NotifyTool {
 }
 
 fn bounded<'a>(a: &Args<'a>, key: &str, max: usize) -> Result<Option<&'a str>, String> {
-    match a.opt_string(key)?.map(str::trim).filter(|s| !s.is_empty()) {
+    match a.opt_trimmed(key)? {
         Some(s) if s.chars().count() > max => Err(format!(
             "Error: {key} is {} characters; the limit is {max}",
             s.chars().count()
@@ -150,11 +150,11 @@ impl Tool for NotifyTool {
         ctx: &ToolContext,
         _out: &dyn OutputSink,
     ) -> ToolOutput {
-        let args = &prepared.args;
-        let Some(message) = args.get("message").and_then(Value::as_str) else {
-            return ToolOutput::error("Error: missing required argument 'message'");
+        let message = match prepared.required_text("message") {
+            Ok(message) => message,
+            Err(missing) => return missing,
         };
-        let targets: Vec<&NotifyTarget> = match args.get("target").and_then(Value::as_str) {
+        let targets: Vec<&NotifyTarget> = match prepared.text("target") {
             Some(name) => self.targets.iter().filter(|t| t.name == name).collect(),
             None => self.targets.iter().collect(),
         };
@@ -174,7 +174,7 @@ impl Tool for NotifyTool {
         let mut payload = Map::new();
         payload.insert("message".into(), json!(message));
         for key in ["title", "username", "channel_type", "channel_id"] {
-            if let Some(v) = args.get(key) {
+            if let Some(v) = prepared.args.get(key) {
                 payload.insert(key.into(), v.clone());
             }
         }

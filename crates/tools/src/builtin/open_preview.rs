@@ -174,11 +174,7 @@ impl Tool for OpenPreviewTool {
     fn prepare(&self, args: Value, ctx: &ToolContext) -> Result<Prepared, String> {
         let a = Args::new(&args)?;
         let target = a.non_blank("target")?.trim();
-        let kind = match a
-            .opt_string("kind")?
-            .map(str::trim)
-            .filter(|k| !k.is_empty())
-        {
+        let kind = match a.opt_trimmed("kind")? {
             None => None,
             Some(k) => Some(PreviewKind::parse(&k.to_ascii_lowercase()).ok_or_else(|| {
                 format!(
@@ -249,15 +245,11 @@ impl Tool for OpenPreviewTool {
         ctx: &ToolContext,
         _out: &dyn OutputSink,
     ) -> ToolOutput {
-        let args = &prepared.args;
-        let kind = args
-            .get("kind")
-            .and_then(Value::as_str)
-            .and_then(PreviewKind::parse);
-        let title = args.get("title").and_then(Value::as_str);
-        let resolved = if let Some(url) = args.get("url").and_then(Value::as_str) {
+        let kind = prepared.text("kind").and_then(PreviewKind::parse);
+        let title = prepared.text("title");
+        let resolved = if let Some(url) = prepared.text("url") {
             self.fetch_url(url).await
-        } else if let Some(path) = args.get("path").and_then(Value::as_str) {
+        } else if let Some(path) = prepared.text("path") {
             read_path(&paths::resolve(&ctx.cwd, path), ctx).await
         } else {
             Err("Error: missing required argument 'target'".to_owned())

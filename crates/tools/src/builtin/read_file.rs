@@ -75,11 +75,12 @@ impl Tool for ReadFileTool {
         ctx: &ToolContext,
         _out: &dyn OutputSink,
     ) -> ToolOutput {
-        let args = &prepared.args;
-        let Some(raw) = args.get("path").and_then(Value::as_str) else {
-            return ToolOutput::error("Error: missing required argument 'path'");
+        let raw = match prepared.required_text("path") {
+            Ok(raw) => raw,
+            Err(missing) => return missing,
         };
         let path = paths::resolve(&ctx.cwd, raw);
+        let args = &prepared.args;
         let offset = args
             .get("offset")
             .and_then(Value::as_u64)

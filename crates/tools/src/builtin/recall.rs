@@ -89,17 +89,8 @@ impl Tool for RecallTool {
         ctx: &ToolContext,
         _out: &dyn OutputSink,
     ) -> ToolOutput {
-        let query = prepared
-            .args
-            .get("query")
-            .and_then(Value::as_str)
-            .unwrap_or("");
-        let limit = prepared
-            .args
-            .get("limit")
-            .and_then(Value::as_u64)
-            .and_then(|n| usize::try_from(n).ok())
-            .unwrap_or(DEFAULT_LIMIT);
+        let query = prepared.text("query").unwrap_or("");
+        let limit = prepared.count("limit").unwrap_or(DEFAULT_LIMIT);
         let output = match self.backend.search(query, limit).await {
             Ok(hits) if hits.is_empty() => {
                 ToolOutput::ok(format!("No matches for '{query}' in conversation history."))

@@ -129,7 +129,7 @@ impl Tool for SkillTool {
         ctx: &ToolContext,
         _out: &dyn OutputSink,
     ) -> ToolOutput {
-        let text = |key: &str| prepared.args.get(key).and_then(Value::as_str).unwrap_or("");
+        let text = |key: &str| prepared.text(key).unwrap_or("");
         let output = match text("action") {
             "load" => match self.backend.activate(&ctx.ws_id, text("name")).await {
                 Ok(skill) => {

@@ -99,11 +99,7 @@ impl CreateArgs {
                 "Error: poll_every must be between 10s and 24h, got {poll_every} ({interval_secs}s)"
             ));
         }
-        let stop_on = a
-            .opt_string("stop_on")?
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .map(str::to_owned);
+        let stop_on = a.opt_trimmed("stop_on")?.map(str::to_owned);
         if let Err(e) = Condition::parse(stop_on.as_deref()) {
             return Err(format!("Error: invalid stop_on expression {e}"));
         }
@@ -380,7 +376,7 @@ impl Tool for WatchTool {
                 Err(e) => ToolOutput::error(e),
             },
             "list" => self.list(ctx).await,
-            _ => match args.get("name").and_then(Value::as_str).map(str::trim) {
+            _ => match prepared.text("name").map(str::trim) {
                 Some(key) if !key.is_empty() => self.cancel(key, ctx).await,
                 _ => ToolOutput::error("Error: cancel needs 'name'"),
             },

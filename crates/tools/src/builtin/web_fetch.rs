@@ -107,16 +107,8 @@ impl Tool for WebFetchTool {
         ctx: &ToolContext,
         _out: &dyn OutputSink,
     ) -> ToolOutput {
-        let url = prepared
-            .args
-            .get("url")
-            .and_then(Value::as_str)
-            .unwrap_or("");
-        let question = prepared
-            .args
-            .get("question")
-            .and_then(Value::as_str)
-            .unwrap_or(DEFAULT_QUESTION);
+        let url = prepared.text("url").unwrap_or("");
+        let question = prepared.text("question").unwrap_or(DEFAULT_QUESTION);
         finish(self.run(url, question).await, ctx)
     }
 }

@@ -131,23 +131,10 @@ impl Tool for WebSearchTool {
         ctx: &ToolContext,
         _out: &dyn OutputSink,
     ) -> ToolOutput {
-        let args = &prepared.args;
         let request = SearchRequest {
-            query: args
-                .get("query")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_owned(),
-            category: args
-                .get("category")
-                .and_then(Value::as_str)
-                .unwrap_or("general")
-                .to_owned(),
-            max_results: args
-                .get("max_results")
-                .and_then(Value::as_u64)
-                .and_then(|n| usize::try_from(n).ok())
-                .unwrap_or(5),
+            query: prepared.text("query").unwrap_or("").to_owned(),
+            category: prepared.text("category").unwrap_or("general").to_owned(),
+            max_results: prepared.count("max_results").unwrap_or(5),
         };
         let backend = match &self.backend {
             Ok(b) => b,

@@ -119,14 +119,11 @@ impl Tool for WriteFileTool {
         ctx: &ToolContext,
         _out: &dyn OutputSink,
     ) -> ToolOutput {
-        let args = &prepared.args;
-        let (Some(raw_path), Some(content)) = (
-            args.get("path").and_then(Value::as_str),
-            args.get("content").and_then(Value::as_str),
-        ) else {
+        let (Some(raw_path), Some(content)) = (prepared.text("path"), prepared.text("content"))
+        else {
             return ToolOutput::error("Error: 'path' and 'content' are required");
         };
-        let mode = match parse_mode(args.get("mode").and_then(Value::as_str)) {
+        let mode = match parse_mode(prepared.text("mode")) {
             Ok(mode) => mode,
             Err(e) => return ToolOutput::error(e),
         };

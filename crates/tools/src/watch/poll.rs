@@ -5,21 +5,19 @@
 
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
-use std::process::{ExitStatus, Stdio};
+use std::process::ExitStatus;
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::time::Instant;
 
 use crate::child_env::ChildEnv;
-use crate::process::GroupKill;
+use crate::process::{DRAIN_GRACE, GroupKill, grace_until, spawn_bash};
 
 /// Longest output kept of one poll, in characters (the rest is cut, with a marker).
 pub const MAX_OUTPUT_CHARS: usize = 65_536;
 /// Bytes read of each stream: enough for [`MAX_OUTPUT_CHARS`] characters of any UTF-8.
 const STREAM_CAP_BYTES: usize = 4 * MAX_OUTPUT_CHARS + 4;
-/// After the shell exits, how long background processes may hold its pipes open.
-const DRAIN_GRACE: Duration = Duration::from_millis(500);
 
 /// What one poll saw.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,19 +44,7 @@ pub fn check_command(command: &str) -> Result<(), String> {
 /// Runs `command` once (see the module docs). Never fails: a timeout or a shell that cannot
 /// start is reported in the output with exit code `-1`.
 pub async fn run_poll(command: &str, cwd: &Path, timeout: Duration, env: &ChildEnv) -> PollResult {
-    let env = env.from_process();
-    let mut cmd = tokio::process::Command::new("bash");
-    cmd.arg("-c")
-        .arg(command)
-        .current_dir(cwd)
-        .env_clear()
-        .envs(env)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .process_group(0);
-    let mut child = match cmd.spawn() {
+    let mut child = match spawn_bash(command, cwd, env.from_process()) {
         Ok(child) => child,
         Err(e) => {
             return PollResult {
@@ -160,13 +146,6 @@ async fn pump(
         {
             return Ok(status);
         }
-        let deadline = drain_deadline;
-        let grace = async move {
-            match deadline {
-                Some(deadline) => tokio::time::sleep_until(deadline).await,
-                None => std::future::pending().await,
-            }
-        };
         tokio::select! {
             read = stdout.read(&mut out_buf), if out_open => {
                 match read? {
@@ -184,7 +163,7 @@ async fn pump(
                 status = Some(exited?);
                 drain_deadline = Some(Instant::now() + DRAIN_GRACE);
             }
-            () = grace => {
+            () = grace_until(drain_deadline) => {
                 // The shell is gone but something it started holds the pipes: stop it and
                 // keep what was read.
                 group.kill();
