@@ -246,10 +246,10 @@ impl BatchDecision {
     pub fn relay_feedback(&self, items: &[BatchItem<'_>]) -> Option<String> {
         let mut denied: Vec<&str> = Vec::new();
         for (i, _) in self.policy_errors() {
-            if let Some(item) = items.get(i) {
-                if !denied.contains(&item.label()) {
-                    denied.push(item.label());
-                }
+            if let Some(item) = items.get(i)
+                && !denied.contains(&item.label())
+            {
+                denied.push(item.label());
             }
         }
         (!denied.is_empty()).then(|| format!("{BLOCKED_BY_TOOL_POLICY}: {}", denied.join(", ")))

@@ -90,12 +90,12 @@ pub(crate) fn validate_policy_fields(
             "a tool policy needs a tool_pattern".into(),
         ));
     }
-    if let Some(action) = action {
-        if !POLICY_ACTIONS.contains(&action) {
-            return Err(StoreError::InvalidInput(format!(
-                "tool policy action must be allow, deny or ask, not {action:?}"
-            )));
-        }
+    if let Some(action) = action
+        && !POLICY_ACTIONS.contains(&action)
+    {
+        return Err(StoreError::InvalidInput(format!(
+            "tool policy action must be allow, deny or ask, not {action:?}"
+        )));
     }
     Ok(())
 }

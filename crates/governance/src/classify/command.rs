@@ -1732,9 +1732,7 @@ impl Analyzer<'_> {
             };
             if data_flags.contains(&flag) {
                 sends_data = true;
-                let value = inline
-                    .or_else(|| iter.peek().copied())
-                    .unwrap_or("");
+                let value = inline.or_else(|| iter.peek().copied()).unwrap_or("");
                 let file = if flag == "-T"
                     || flag == "--upload-file"
                     || flag == "--post-file"

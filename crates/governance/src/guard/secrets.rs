@@ -590,7 +590,9 @@ fn marker_spans(text: &str) -> Vec<(usize, usize)> {
     let mut from = 0;
     while let Some(offset) = text[from..].find("[REDACTED:") {
         let start = from + offset;
-        let end = text[start..].find(']').map_or(text.len(), |close| start + close + 1);
+        let end = text[start..]
+            .find(']')
+            .map_or(text.len(), |close| start + close + 1);
         spans.push((start, end));
         from = end.max(start + 1);
     }
