@@ -38,6 +38,9 @@
 //!   UNIQUE, JSON columns as JSON text, flags as 0/1 integers (migration 0003, which also
 //!   renamed the memory type `general` to `project`).
 //! * `watches` — periodic command polls of a workstream ([`WatchStore`], `watches.rs`).
+//! * `tool_policies` — admin allow/deny/ask rules on tool names ([`ToolPolicyStore`],
+//!   `policies.rs`); `intent_verdicts` — judge verdicts on gated tool calls and the human's
+//!   decision, an audit log kept after its workstream ([`VerdictStore`], `verdicts.rs`).
 //!
 //! Column names follow the Python original (`spec/node-api.md` §6) where it has the table.
 //! Timestamps are fixed-width ISO-8601 UTC text, so text order is time order. Search differs
@@ -61,6 +64,7 @@ pub mod auth;
 mod error;
 mod ids;
 pub mod model;
+pub mod policies;
 mod postgres;
 pub mod queued;
 mod resume;
@@ -69,6 +73,7 @@ mod sql_common;
 mod sqlite;
 mod store;
 pub mod timestamp;
+pub mod verdicts;
 mod watches;
 mod writer;
 
@@ -80,6 +85,7 @@ pub use model::{
     ResumedSession, SchemaDescription, ScopeRef, SearchHit, SessionConfig, SessionSummary,
     StoredMessage, Workstream, WriteOp,
 };
+pub use policies::{NewToolPolicy, ToolPolicyRecord, ToolPolicyStore, ToolPolicyUpdate};
 pub use postgres::PostgresStore;
 pub use queued::{QueuedSend, QueuedSendStore, QueuedState};
 pub use resume::rebuild_messages;
@@ -88,5 +94,6 @@ pub use sqlite::{BUSY_TIMEOUT, SqliteStore};
 pub use store::{
     DEFAULT_POOL_SIZE, DEFAULT_SQLITE_PATH, Store, StoreBackend, StoreConfig, connect,
 };
+pub use verdicts::{IntentVerdictRecord, NewIntentVerdict, VerdictFilter, VerdictStore};
 pub use watches::{NewWatch, Watch, WatchPoll, WatchStore};
 pub use writer::{Writer, WriterConfig, WriterCounters};

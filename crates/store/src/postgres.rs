@@ -115,3 +115,5 @@ crate::auth::impl_auth_store!(PostgresStore, sqlx::Postgres);
 crate::skills::impl_skill_store!(PostgresStore, sqlx::Postgres);
 crate::watches::impl_watch_store!(PostgresStore, sqlx::Postgres);
 crate::queued::impl_queued_send_store!(PostgresStore, sqlx::Postgres);
+crate::policies::impl_tool_policy_store!(PostgresStore, sqlx::Postgres);
+crate::verdicts::impl_verdict_store!(PostgresStore, sqlx::Postgres);

@@ -101,3 +101,5 @@ crate::auth::impl_auth_store!(SqliteStore, sqlx::Sqlite);
 crate::skills::impl_skill_store!(SqliteStore, sqlx::Sqlite);
 crate::watches::impl_watch_store!(SqliteStore, sqlx::Sqlite);
 crate::queued::impl_queued_send_store!(SqliteStore, sqlx::Sqlite);
+crate::policies::impl_tool_policy_store!(SqliteStore, sqlx::Sqlite);
+crate::verdicts::impl_verdict_store!(SqliteStore, sqlx::Sqlite);

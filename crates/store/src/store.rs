@@ -92,6 +92,8 @@ pub trait Store:
     + SkillStore
     + crate::watches::WatchStore
     + crate::queued::QueuedSendStore
+    + crate::policies::ToolPolicyStore
+    + crate::verdicts::VerdictStore
     + Send
     + Sync
 {

@@ -1,5 +1,6 @@
 mod auth;
 mod events;
+mod governance;
 mod large;
 mod memory;
 mod queued;

@@ -1,0 +1,3 @@
+mod classify_table;
+mod guard;
+mod properties;
