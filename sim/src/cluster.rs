@@ -23,8 +23,8 @@ use turnstone_proto::keys::Keys;
 use turnstone_proto::mq::{
     AckEvent, ClusterStateEvent, ContentEvent, CreateWorkstreamMessage, ErrorEvent,
     HealthResponseEvent, InboundMessage, InfoEvent, NodeHeartbeat, NodeListEvent, OutboundEvent,
-    SendMessage, StateChangeEvent, StatusEvent, StreamEndEvent, ToolResultEvent,
-    TurnCompleteEvent, WsClosedEvent, WsCreatedEvent, WsListEvent,
+    SendMessage, StateChangeEvent, StatusEvent, StreamEndEvent, ToolResultEvent, TurnCompleteEvent,
+    WsClosedEvent, WsCreatedEvent, WsListEvent,
 };
 use turnstone_queue::conn::{blocking_connection, manager};
 use turnstone_queue::{Backoff, Leases, Publication, Publisher, rendezvous};
@@ -413,19 +413,18 @@ impl Cluster {
                 let node = from.or_else(|| self.pick_node());
                 let rows = {
                     let s = self.state.lock();
-                    let mut rows: Vec<_> = s
-                        .ws
-                        .iter()
-                        .filter(|(_, w)| Some(w.node) == node)
-                        .map(|(id, w)| {
-                            let state = if w.pending.load(Ordering::Relaxed) > 0 {
-                                "thinking"
-                            } else {
-                                "idle"
-                            };
-                            json!({"id": id, "name": w.name, "state": state})
-                        })
-                        .collect();
+                    let mut rows: Vec<_> =
+                        s.ws.iter()
+                            .filter(|(_, w)| Some(w.node) == node)
+                            .map(|(id, w)| {
+                                let state = if w.pending.load(Ordering::Relaxed) > 0 {
+                                    "thinking"
+                                } else {
+                                    "idle"
+                                };
+                                json!({"id": id, "name": w.name, "state": state})
+                            })
+                            .collect();
                     rows.sort_by(|a, b| a["id"].as_str().cmp(&b["id"].as_str()));
                     rows
                 };
@@ -636,12 +635,11 @@ impl Cluster {
             let mut s = self.state.lock();
             let mut evicted = None;
             if s.per_node[node] >= self.cfg.max_ws_per_node.max(1) {
-                let oldest = s
-                    .ws
-                    .iter()
-                    .filter(|(_, w)| w.node == node && w.pending.load(Ordering::Relaxed) == 0)
-                    .min_by_key(|(_, w)| w.created)
-                    .map(|(id, _)| id.clone());
+                let oldest =
+                    s.ws.iter()
+                        .filter(|(_, w)| w.node == node && w.pending.load(Ordering::Relaxed) == 0)
+                        .min_by_key(|(_, w)| w.created)
+                        .map(|(id, _)| id.clone());
                 match oldest {
                     Some(id) => {
                         s.ws.remove(&id);
@@ -788,7 +786,10 @@ impl Cluster {
         let mut completion = 0u64;
         let mut tool_calls = 0u64;
         for round in 0..=rounds {
-            if !self.wait(node, rng.normal(cfg.llm_latency, cfg.llm_latency_sd)).await {
+            if !self
+                .wait(node, rng.normal(cfg.llm_latency, cfg.llm_latency_sd))
+                .await
+            {
                 return false;
             }
             let tokens = rng.normal(cfg.tokens, cfg.tokens_sd).round().max(1.0) as usize;
@@ -797,7 +798,9 @@ impl Cluster {
             let mut done = 0;
             while done < tokens {
                 let take = per_chunk.min(tokens - done);
-                if cfg.tokens_per_sec > 0.0 && !self.wait(node, take as f64 / cfg.tokens_per_sec).await {
+                if cfg.tokens_per_sec > 0.0
+                    && !self.wait(node, take as f64 / cfg.tokens_per_sec).await
+                {
                     return false;
                 }
                 let text: String = (done..done + take).map(|i| format!("t{i} ")).collect();
@@ -824,7 +827,9 @@ impl Cluster {
             if round == rounds {
                 break;
             }
-            if !self.state_change(node, ws_id, "running", "bash: simulated").await
+            if !self
+                .state_change(node, ws_id, "running", "bash: simulated")
+                .await
                 || !self.wait(node, cfg.tool_latency).await
             {
                 return false;

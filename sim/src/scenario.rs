@@ -279,15 +279,35 @@ mod tests {
 
     #[test]
     fn the_seed_fixes_the_schedule() {
-        let a = cfg(&["--scenario", "node-failure", "--nodes", "10", "--mps", "4", "--duration", "20",
-            "--node-kill-interval", "3", "--node-kill-count", "2", "--seed", "42"]);
+        let a = cfg(&[
+            "--scenario",
+            "node-failure",
+            "--nodes",
+            "10",
+            "--mps",
+            "4",
+            "--duration",
+            "20",
+            "--node-kill-interval",
+            "3",
+            "--node-kill-count",
+            "2",
+            "--seed",
+            "42",
+        ]);
         assert_eq!(schedule(&a), schedule(&a));
         assert_eq!(digest(&schedule(&a)), digest(&schedule(&a)));
         let mut b = a.clone();
         b.seed = 43;
         assert_ne!(digest(&schedule(&a)), digest(&schedule(&b)));
         let steps = schedule(&a);
-        assert_eq!(steps.iter().filter(|s| matches!(s.action, Action::Send { .. })).count(), 80);
+        assert_eq!(
+            steps
+                .iter()
+                .filter(|s| matches!(s.action, Action::Send { .. }))
+                .count(),
+            80
+        );
         // Kills every 3 s, two at a time, never more than half of the nodes, never twice.
         let killed: Vec<usize> = steps
             .iter()
@@ -313,6 +333,9 @@ mod tests {
         assert_eq!(count(|a| matches!(a, Action::Send { .. })), 6);
         assert_eq!(count(|a| matches!(a, Action::Close { .. })), 3);
         let big = schedule(&cfg(&["--scenario", "lifecycle", "--nodes", "100"]));
-        assert_eq!(big.iter().filter(|s| s.action == Action::Create).count(), 50);
+        assert_eq!(
+            big.iter().filter(|s| s.action == Action::Create).count(),
+            50
+        );
     }
 }

@@ -3,6 +3,8 @@
 //! burst loses and duplicates nothing, killed nodes stop heartbeating, and a real console
 //! process discovers 200 simulated nodes.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] fns
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -86,15 +88,31 @@ async fn keys(conn: &mut MultiplexedConnection, pattern: &str) -> Vec<String> {
 async fn cleanup(prefix: &str) {
     let mut conn = redis().await;
     for key in keys(&mut conn, &format!("{prefix}:*")).await {
-        let _: i64 = redis::cmd("DEL").arg(key).query_async(&mut conn).await.unwrap();
+        let _: i64 = redis::cmd("DEL")
+            .arg(key)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_queue_client_runs_turns_on_simulated_nodes() {
     let p = prefix();
-    let cfg = config(&p, &["--nodes", "3", "--max-tool-rounds", "2", "--tool-failure-rate", "0"]);
-    let cluster = Cluster::start(cfg, Arc::new(Metrics::default())).await.unwrap();
+    let cfg = config(
+        &p,
+        &[
+            "--nodes",
+            "3",
+            "--max-tool-rounds",
+            "2",
+            "--tool-failure-rate",
+            "0",
+        ],
+    );
+    let cluster = Cluster::start(cfg, Arc::new(Metrics::default()))
+        .await
+        .unwrap();
     let client = TurnstoneClient::new(REDIS_URL, &p).await.unwrap();
 
     // Heartbeats as the original simulator writes them, read the way producers do.
@@ -139,7 +157,9 @@ async fn a_queue_client_runs_turns_on_simulated_nodes() {
             msg,
             WaitOptions {
                 timeout: Duration::from_secs(20),
-                on_event: Some(Box::new(move |e| sink.lock().push(e.type_name().to_string()))),
+                on_event: Some(Box::new(move |e| {
+                    sink.lock().push(e.type_name().to_string())
+                })),
                 approver: None,
             },
         )
@@ -155,8 +175,18 @@ async fn a_queue_client_runs_turns_on_simulated_nodes() {
     assert!(turn.tool_results.iter().all(|(name, _)| name == "bash"));
     // The bridge's order: ack, thinking, content…, stream_end, status, idle, turn_complete.
     assert_eq!(seen.first().map(String::as_str), Some("ack"), "{seen:?}");
-    let tail: Vec<&str> = seen.iter().rev().take(4).rev().map(String::as_str).collect();
-    assert_eq!(tail, ["stream_end", "status", "state_change", "turn_complete"], "{seen:?}");
+    let tail: Vec<&str> = seen
+        .iter()
+        .rev()
+        .take(4)
+        .rev()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        tail,
+        ["stream_end", "status", "state_change", "turn_complete"],
+        "{seen:?}"
+    );
     assert!(seen.iter().any(|t| t == "content"));
 
     // A send without a workstream creates one on the least loaded node, then runs the turn.
@@ -202,17 +232,35 @@ async fn a_seeded_burst_yields_exactly_one_turn_per_send() {
     let p = prefix();
     let cfg = config(
         &p,
-        &["--scenario", "burst", "--burst-size", "150", "--nodes", "4", "--seed", "9"],
+        &[
+            "--scenario",
+            "burst",
+            "--burst-size",
+            "150",
+            "--nodes",
+            "4",
+            "--seed",
+            "9",
+        ],
     );
     let report = turnstone_sim::run(cfg.clone()).await.unwrap();
     assert_eq!(report.total_sent, 150);
     assert_eq!(report.total_turns, 150);
-    assert_eq!((report.lost, report.duplicated, report.total_errors), (0, 0, 0));
+    assert_eq!(
+        (report.lost, report.duplicated, report.total_errors),
+        (0, 0, 0)
+    );
     assert_eq!(report.interrupted_turns, 0);
     assert_eq!(report.turns_per_node.values().sum::<u64>(), 150);
-    assert_eq!(report.schedule_digest, format!("{:016x}", digest(&schedule(&cfg))));
+    assert_eq!(
+        report.schedule_digest,
+        format!("{:016x}", digest(&schedule(&cfg)))
+    );
     let l = &report.latency;
-    assert!(0.0 < l.p50 && l.p50 <= l.p90 && l.p90 <= l.p99 && l.p99 <= l.max, "{l:?}");
+    assert!(
+        0.0 < l.p50 && l.p50 <= l.p90 && l.p90 <= l.p99 && l.p99 <= l.max,
+        "{l:?}"
+    );
     assert!(report.duration_seconds > 0.0);
     assert!(report.throughput.turns_per_sec > 0.0);
     assert_eq!(report.utilization.mean_ws_per_node, 2.0);
@@ -249,9 +297,22 @@ async fn killed_nodes_stop_heartbeating_and_their_work_moves() {
     let cfg = config(
         &p,
         &[
-            "--scenario", "node-failure", "--nodes", "4", "--mps", "10", "--duration", "4",
-            "--node-kill-interval", "1", "--node-kill-count", "1", "--heartbeat-ttl", "2",
-            "--seed", "5",
+            "--scenario",
+            "node-failure",
+            "--nodes",
+            "4",
+            "--mps",
+            "10",
+            "--duration",
+            "4",
+            "--node-kill-interval",
+            "1",
+            "--node-kill-count",
+            "1",
+            "--heartbeat-ttl",
+            "2",
+            "--seed",
+            "5",
         ],
     );
     let metrics = Arc::new(Metrics::default());
@@ -277,7 +338,10 @@ async fn killed_nodes_stop_heartbeating_and_their_work_moves() {
             assert_eq!(live.len(), 2, "{live:?}");
             break;
         }
-        assert!(Instant::now() < deadline, "killed heartbeats still there: {live:?}");
+        assert!(
+            Instant::now() < deadline,
+            "killed heartbeats still there: {live:?}"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     // The killed nodes' queues were handed to the shared queue and emptied.
@@ -325,13 +389,31 @@ async fn a_console_process_sees_two_hundred_simulated_nodes() {
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = config(&p, &["--nodes", "200", "--heartbeat-ttl", "20"]);
     cfg.jwt_secret = Some(SECRET.into());
-    let cluster = Cluster::start(cfg, Arc::new(Metrics::default())).await.unwrap();
+    let cluster = Cluster::start(cfg, Arc::new(Metrics::default()))
+        .await
+        .unwrap();
     let started = Instant::now();
 
     let log = dir.path().join("console.log");
     let mut console = Command::new(workspace_binary("turnstone-console"))
-        .args(["--host", "127.0.0.1", "--port", "0", "--redis-url", REDIS_URL, "--prefix", &p])
-        .args(["--discovery-interval", "0.5", "--poll-interval", "1", "--auth-token", TOKEN])
+        .args([
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "0",
+            "--redis-url",
+            REDIS_URL,
+            "--prefix",
+            &p,
+        ])
+        .args([
+            "--discovery-interval",
+            "0.5",
+            "--poll-interval",
+            "1",
+            "--auth-token",
+            TOKEN,
+        ])
         .env("TURNSTONE_JWT_SECRET", SECRET)
         .env("HOME", dir.path())
         .env_remove("TURNSTONE_CONFIG")
@@ -349,7 +431,10 @@ async fn a_console_process_sees_two_hundred_simulated_nodes() {
                 return url.trim().to_string();
             }
         }
-        panic!("console exited: {}", std::fs::read_to_string(&log).unwrap_or_default());
+        panic!(
+            "console exited: {}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
     })
     .await
     .expect("console did not start");
