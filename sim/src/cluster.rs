@@ -455,17 +455,17 @@ impl Cluster {
                 self.pubsub(&self.keys.events_global(), &ev).await;
             }
             InboundMessage::ListNodes(_) => {
+                // Each heartbeat plus its `node_id`, as the proto's `node_list` item.
                 let nodes = self
                     .leases
-                    .live_nodes(&mut self.redis.clone())
+                    .heartbeats(&mut self.redis.clone())
                     .await
                     .unwrap_or_default()
                     .into_iter()
-                    .map(|(id, mut v)| {
-                        if let Some(o) = v.as_object_mut() {
-                            o.insert("node_id".into(), json!(id));
-                        }
-                        v
+                    .filter_map(|(id, raw)| {
+                        NodeHeartbeat::decode(&raw)
+                            .ok()
+                            .map(|hb| hb.to_node_list_item(&id))
                     })
                     .collect();
                 let ev: OutboundEvent = NodeListEvent {
