@@ -1,0 +1,476 @@
+//! The simulator against a real Redis (127.0.0.1:6379, started by `scripts/services`), each
+//! test under a prefix of its own: a real queue client talks to simulated nodes, a seeded
+//! burst loses and duplicates nothing, killed nodes stop heartbeating, and a real console
+//! process discovers 200 simulated nodes.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] fns
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Parser;
+use redis::aio::MultiplexedConnection;
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::Command;
+use tokio::time::Instant;
+use turnstone_proto::mq::{CreateWorkstreamMessage, SendMessage};
+use turnstone_queue::{TurnstoneClient, WaitOptions};
+use turnstone_sim::scenario::{digest, drive, schedule};
+use turnstone_sim::{Cluster, Metrics, SimConfig};
+
+const REDIS_URL: &str = "redis://127.0.0.1:6379/0";
+
+fn prefix() -> String {
+    format!("sim{}", turnstone_proto::ids::new_correlation_id())
+}
+
+/// A fast configuration (no streaming delay, short latencies) under `prefix`.
+fn config(prefix: &str, extra: &[&str]) -> SimConfig {
+    let mut args = vec![
+        "turnstone-sim",
+        "--redis-url",
+        REDIS_URL,
+        "--prefix",
+        prefix,
+        "--llm-latency",
+        "0.02",
+        "--llm-latency-sd",
+        "0.01",
+        "--tokens",
+        "40",
+        "--tokens-sd",
+        "10",
+        "--tokens-per-sec",
+        "0",
+        "--tool-latency",
+        "0.01",
+        "--drain-timeout",
+        "30",
+    ];
+    args.extend_from_slice(extra);
+    SimConfig::parse_from(args)
+}
+
+async fn redis() -> MultiplexedConnection {
+    redis::Client::open(REDIS_URL)
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .expect("Redis on 127.0.0.1:6379 (scripts/services starts it)")
+}
+
+async fn keys(conn: &mut MultiplexedConnection, pattern: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cursor = 0u64;
+    loop {
+        let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(pattern)
+            .arg("COUNT")
+            .arg(1000)
+            .query_async(conn)
+            .await
+            .unwrap();
+        out.extend(batch);
+        if next == 0 {
+            return out;
+        }
+        cursor = next;
+    }
+}
+
+/// Every key under `prefix` goes (heartbeats, leases, streams, queues).
+async fn cleanup(prefix: &str) {
+    let mut conn = redis().await;
+    for key in keys(&mut conn, &format!("{prefix}:*")).await {
+        let _: i64 = redis::cmd("DEL")
+            .arg(key)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queue_client_runs_turns_on_simulated_nodes() {
+    let p = prefix();
+    let cfg = config(
+        &p,
+        &[
+            "--nodes",
+            "3",
+            "--max-tool-rounds",
+            "2",
+            "--tool-failure-rate",
+            "0",
+        ],
+    );
+    let cluster = Cluster::start(cfg, Arc::new(Metrics::default()))
+        .await
+        .unwrap();
+    let client = TurnstoneClient::new(REDIS_URL, &p).await.unwrap();
+
+    // Heartbeats as the original simulator writes them, read the way producers do.
+    let nodes = client.list_nodes().await.unwrap();
+    assert_eq!(nodes.len(), 3);
+    for (i, n) in nodes.iter().enumerate() {
+        let id = format!("sim-{i:04}");
+        assert_eq!(n["node_id"], id.as_str());
+        assert_eq!(n["server_url"], format!("sim://{id}"));
+        assert_eq!(n["sim"], true);
+        assert_eq!(n["max_ws"], 10);
+        assert_eq!(n["workstreams"], 0);
+    }
+
+    // A create through the shared queue: announced on global, leased to its node.
+    let ws = client
+        .create_workstream_and_wait(
+            CreateWorkstreamMessage {
+                name: "probe".into(),
+                ..CreateWorkstreamMessage::default()
+            },
+            Duration::from_secs(10),
+        )
+        .await
+        .unwrap();
+    assert_eq!(ws.len(), 32);
+    let owner = client.owner(&ws).await.unwrap().unwrap();
+    assert!(owner.starts_with("sim-"), "{owner}");
+
+    // A send routed to the owner's queue; the turn read from the workstream's stream.
+    let mut seen = Vec::new();
+    let msg = SendMessage {
+        ws_id: ws.clone(),
+        message: "hello".into(),
+        ..SendMessage::default()
+    };
+    let cid = msg.correlation_id.clone();
+    let events: Arc<parking_lot::Mutex<Vec<String>>> = Arc::default();
+    let sink = events.clone();
+    let turn = client
+        .send_and_wait(
+            msg,
+            WaitOptions {
+                timeout: Duration::from_secs(20),
+                on_event: Some(Box::new(move |e| {
+                    sink.lock().push(e.type_name().to_string())
+                })),
+                approver: None,
+            },
+        )
+        .await
+        .unwrap();
+    seen.extend(events.lock().drain(..));
+    assert!(turn.ok(), "{turn:?}");
+    assert_eq!(turn.correlation_id, cid);
+    assert_eq!(turn.ws_id, ws);
+    assert!(!turn.content().is_empty());
+    assert_eq!(turn.final_content, turn.content());
+    assert!(turn.tool_results.len() <= 2);
+    assert!(turn.tool_results.iter().all(|(name, _)| name == "bash"));
+    // The bridge's order: ack, thinking, content…, stream_end, status, idle, turn_complete.
+    assert_eq!(seen.first().map(String::as_str), Some("ack"), "{seen:?}");
+    let tail: Vec<&str> = seen
+        .iter()
+        .rev()
+        .take(4)
+        .rev()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        tail,
+        ["stream_end", "status", "state_change", "turn_complete"],
+        "{seen:?}"
+    );
+    assert!(seen.iter().any(|t| t == "content"));
+
+    // A send without a workstream creates one on the least loaded node, then runs the turn.
+    let turn = client
+        .send_and_wait(
+            SendMessage {
+                message: "new one".into(),
+                ..SendMessage::default()
+            },
+            WaitOptions {
+                timeout: Duration::from_secs(20),
+                ..WaitOptions::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert!(turn.ok(), "{turn:?}");
+    assert_ne!(turn.ws_id, ws);
+    assert!(!turn.final_content.is_empty());
+
+    // An unknown workstream is refused with an ack of status error.
+    let refused = client
+        .send_and_wait(
+            SendMessage {
+                ws_id: "0123456789abcdef0123456789abcdef".into(),
+                message: "nobody".into(),
+                ..SendMessage::default()
+            },
+            WaitOptions {
+                timeout: Duration::from_secs(10),
+                ..WaitOptions::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(refused.errors, ["Unknown workstream"], "{refused:?}");
+    cluster.stop();
+    cleanup(&p).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_seeded_burst_yields_exactly_one_turn_per_send() {
+    let p = prefix();
+    let cfg = config(
+        &p,
+        &[
+            "--scenario",
+            "burst",
+            "--burst-size",
+            "150",
+            "--nodes",
+            "4",
+            "--seed",
+            "9",
+        ],
+    );
+    let report = turnstone_sim::run(cfg.clone()).await.unwrap();
+    assert_eq!(report.total_sent, 150);
+    assert_eq!(report.total_turns, 150);
+    assert_eq!(
+        (report.lost, report.duplicated, report.total_errors),
+        (0, 0, 0)
+    );
+    assert_eq!(report.interrupted_turns, 0);
+    assert_eq!(report.turns_per_node.values().sum::<u64>(), 150);
+    assert_eq!(
+        report.schedule_digest,
+        format!("{:016x}", digest(&schedule(&cfg)))
+    );
+    let l = &report.latency;
+    assert!(
+        0.0 < l.p50 && l.p50 <= l.p90 && l.p90 <= l.p99 && l.p99 <= l.max,
+        "{l:?}"
+    );
+    assert!(report.duration_seconds > 0.0);
+    assert!(report.throughput.turns_per_sec > 0.0);
+    assert_eq!(report.utilization.mean_ws_per_node, 2.0);
+    assert!(report.tool_failures <= report.tool_calls);
+
+    // Counted again on Redis: one turn_complete per send in the workstreams' streams.
+    let mut conn = redis().await;
+    let mut completes: HashMap<String, u32> = HashMap::new();
+    for stream in keys(&mut conn, &format!("{p}:stream:*")).await {
+        let entries: Vec<(String, Vec<(String, String)>)> = redis::cmd("XRANGE")
+            .arg(&stream)
+            .arg("-")
+            .arg("+")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        for (_, fields) in entries {
+            let fields: HashMap<_, _> = fields.into_iter().collect();
+            if fields.get("type").map(String::as_str) == Some("turn_complete") {
+                let event: Value = serde_json::from_str(&fields["event"]).unwrap();
+                let cid = event["correlation_id"].as_str().unwrap().to_string();
+                *completes.entry(cid).or_default() += 1;
+            }
+        }
+    }
+    assert_eq!(completes.len(), 150);
+    assert!(completes.values().all(|n| *n == 1));
+    cleanup(&p).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_nodes_stop_heartbeating_and_their_work_moves() {
+    let p = prefix();
+    let cfg = config(
+        &p,
+        &[
+            "--scenario",
+            "node-failure",
+            "--nodes",
+            "4",
+            "--mps",
+            "10",
+            "--duration",
+            "4",
+            "--node-kill-interval",
+            "1",
+            "--node-kill-count",
+            "1",
+            "--heartbeat-ttl",
+            "2",
+            "--seed",
+            "5",
+        ],
+    );
+    let metrics = Arc::new(Metrics::default());
+    let cluster = Cluster::start(cfg.clone(), metrics.clone()).await.unwrap();
+    let report = drive(&cfg, &cluster, &metrics).await.unwrap();
+    assert_eq!(report.node_kills, 2, "{report:?}");
+    assert_eq!(report.lost, 0, "{report:?}");
+    assert_eq!(report.duplicated, 0);
+    assert_eq!(
+        report.total_turns + report.interrupted_turns + report.total_errors,
+        report.total_sent,
+        "{report:?}"
+    );
+    let mut conn = redis().await;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let live: Vec<String> = keys(&mut conn, &format!("{p}:node:*")).await;
+        let killed_gone = report
+            .killed_nodes
+            .iter()
+            .all(|k| !live.contains(&format!("{p}:node:{k}")));
+        if killed_gone {
+            assert_eq!(live.len(), 2, "{live:?}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "killed heartbeats still there: {live:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // The killed nodes' queues were handed to the shared queue and emptied.
+    for k in &report.killed_nodes {
+        let len: i64 = redis::cmd("LLEN")
+            .arg(format!("{p}:inbound:{k}"))
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(len, 0, "{k}");
+    }
+    cluster.stop();
+    cleanup(&p).await;
+}
+
+/// `target/<profile>/<name>`, built with the same profile as this test.
+fn workspace_binary(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let profile = exe.parent().and_then(Path::parent).unwrap();
+    let path = profile.join(name);
+    assert!(
+        path.is_file(),
+        "binary `{name}` not found at {}: run `cargo build --workspace --bins` first",
+        path.display()
+    );
+    path
+}
+
+async fn overview(http: &reqwest::Client, url: &str, token: &str) -> Value {
+    http.get(format!("{url}/v1/api/cluster/overview"))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_console_process_sees_two_hundred_simulated_nodes() {
+    const SECRET: &str = "sim-console-test-secret-0123456789abcdef";
+    const TOKEN: &str = "sim-console-test-token";
+    let p = prefix();
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(&p, &["--nodes", "200", "--heartbeat-ttl", "20"]);
+    cfg.jwt_secret = Some(SECRET.into());
+    let cluster = Cluster::start(cfg, Arc::new(Metrics::default()))
+        .await
+        .unwrap();
+    let started = Instant::now();
+
+    let log = dir.path().join("console.log");
+    let mut console = Command::new(workspace_binary("turnstone-console"))
+        .args([
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "0",
+            "--redis-url",
+            REDIS_URL,
+            "--prefix",
+            &p,
+        ])
+        .args([
+            "--discovery-interval",
+            "0.5",
+            "--poll-interval",
+            "1",
+            "--auth-token",
+            TOKEN,
+        ])
+        .env("TURNSTONE_JWT_SECRET", SECRET)
+        .env("HOME", dir.path())
+        .env_remove("TURNSTONE_CONFIG")
+        .current_dir(dir.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(console.stdout.take().unwrap()).lines();
+    let url = tokio::time::timeout(Duration::from_secs(15), async {
+        while let Ok(Some(line)) = lines.next_line().await {
+            if let Some((_, url)) = line.split_once("listening on ") {
+                return url.trim().to_string();
+            }
+        }
+        panic!(
+            "console exited: {}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+    })
+    .await
+    .expect("console did not start");
+
+    let http = reqwest::Client::new();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let mut last = Value::Null;
+    while Instant::now() < deadline {
+        last = overview(&http, &url, TOKEN).await;
+        if last["nodes"] == 200 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(last["nodes"], 200, "{last}");
+    assert_eq!(last["capacity"]["max_ws"], 2000, "{last}");
+    let discovered = started.elapsed();
+
+    // Workstreams created now reach it through the cluster channel.
+    futures::future::join_all((0..200).map(|node| {
+        let cluster = cluster.clone();
+        async move { cluster.create(node, "", "c0ffee000000").await.unwrap() }
+    }))
+    .await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        last = overview(&http, &url, TOKEN).await;
+        if last["workstreams"] == 200 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(last["workstreams"], 200, "{last}");
+    assert_eq!(last["states"]["idle"], 200, "{last}");
+    eprintln!("200 simulated nodes discovered in {discovered:?}");
+    cluster.stop();
+    let _ = console.start_kill();
+    cleanup(&p).await;
+}
