@@ -206,7 +206,7 @@ pub(crate) async fn run_sub_turn(
     ctx: &ToolContext,
     out: &dyn OutputSink,
     span: tracing::Span,
-) -> (TurnEnd, Vec<ChatMessage>) {
+) -> (TurnEnd, Arc<Vec<ChatMessage>>) {
     let mut shared = Shared::new(
         engine,
         id.as_str().into(),
@@ -250,7 +250,7 @@ pub(crate) async fn run_sub_turn(
             progress(&env.event, out);
         }
     }
-    let history = shared.messages.lock().clone();
+    let history = shared.messages();
     tracing::debug!(?end, messages = history.len(), "sub-agent finished");
     (end, history)
 }
