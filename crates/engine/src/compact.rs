@@ -81,7 +81,7 @@ pub(crate) async fn after_turn(engine: &Engine, shared: &Shared, token: &Cancell
     if pct.is_nan() || pct <= 0.0 {
         return;
     }
-    let window = shared.context_window(engine);
+    let window = shared.settings().context_window(engine);
     let prompt = shared.read(|v| v.usage.prompt_tokens);
     if window == 0 || (prompt as f64) <= f64::from(window) * pct {
         return;
@@ -101,7 +101,7 @@ pub(crate) async fn run(
     mode: Mode,
     token: &CancellationToken,
 ) -> bool {
-    let messages = shared.messages.lock().clone();
+    let messages = shared.messages();
     if messages.len() < 2 {
         if mode == Mode::Manual {
             shared.emit(Event::info("Not enough messages to compact."));
@@ -175,7 +175,9 @@ async fn summarize(
     messages: &[ChatMessage],
 ) -> Result<String, String> {
     let config = engine.config();
-    let window = shared.context_window(engine);
+    // One snapshot: the summary goes to the model the window is measured for.
+    let settings = shared.settings();
+    let window = settings.context_window(engine);
     let max_tokens = config
         .compact_max_tokens
         .min((window / 4).max(MIN_SUMMARY_TOKENS))
@@ -196,7 +198,7 @@ async fn summarize(
         .max(u64::from(window) / 4);
     let transcript = transcript(messages, budget.saturating_mul(4) as usize);
     let request = ChatRequest {
-        model: shared.model_name(engine),
+        model: settings.model_name(engine),
         messages: vec![
             ChatMessage::system(INSTRUCTIONS),
             ChatMessage::user(format!("The conversation to summarise:\n\n{transcript}")),
@@ -213,7 +215,7 @@ async fn summarize(
             notice.error_class
         )));
     };
-    let completion = shared
+    let completion = settings
         .provider(engine)
         .complete_with_notices(&request, &mut on_retry)
         .await

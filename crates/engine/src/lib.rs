@@ -29,24 +29,36 @@
 //!
 //! States: `idle → thinking → running → attention → running → … → idle | error`.
 
-// Modules from the bottom up: a module imports only modules listed before it (`decision`,
-// `event`, `log`, `config` and `state` are types; `workstream`, the actor and its handle, is on top).
-mod compact;
+// Modules from the bottom up (docs/architecture.md, "Module layers"): a module imports only
+// modules declared above it. The types first (wire events, the log, settings, decisions,
+// the workstream's state types), then the engine, a workstream's shared context, the turn
+// and what runs turns, and the workstream (its actor and handle) and the manager on top.
 pub mod config;
 mod decision;
-mod engine;
 pub mod event;
 pub mod log;
-pub mod manager;
-mod models;
-pub mod plan;
-mod review;
-mod shared;
+
 mod state;
-pub mod subagent;
-mod title;
+
+mod engine;
+
+mod models;
+mod shared;
+
+mod compact;
+mod review;
+
 mod turn;
+
+pub mod subagent;
+
+pub mod plan;
+
+mod title;
+
 pub mod workstream;
+
+pub mod manager;
 
 pub use compact::SUMMARY_MARKER;
 pub use config::{EngineConfig, ManagerConfig};

@@ -10,19 +10,17 @@
 //! Review: the user reviews the plan before it becomes the tool result (`review.rs`, which
 //! the turn loop calls; this module only makes plans).
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use serde_json::Value;
 use turnstone_tools::{
     OutputSink, Prepared, Provenance, RegistryError, Tool, ToolContext, ToolDefinition, ToolOutput,
-    parse_definition,
 };
 
 use crate::engine::Engine;
 use crate::state::TurnEnd;
-use crate::subagent::{AgentModel, TASK_AGENT, last_text, run_sub_turn, sub_engine};
+use crate::subagent::{AgentKind, AgentModel, AgentTool, TASK_AGENT, last_text, sub_agent_span};
 
 pub use crate::review::{MAX_REFINEMENTS, PLAN_AGENT};
 pub use crate::state::{PlanDecision, PlanOutcome, PlanVerdict};
@@ -58,21 +56,26 @@ involved, what each step changes, how to verify the result, and the risks or ope
 questions. That message, and only that message, is the plan: the user reviews it and your \
 parent carries it out, so make it complete and self-contained.";
 
-/// The `plan_agent` tool. Holds its engine weakly: the engine's registry holds the tool.
-pub struct PlanAgentTool {
-    definition: ToolDefinition,
-    engine: Weak<Engine>,
-    model: Option<AgentModel>,
-    runs: AtomicU64,
-}
+/// `plan_agent`'s kind: the `agent` tool subset (never a sub-agent tool) and the planning
+/// prompt.
+const PLAN: AgentKind = AgentKind {
+    name: PLAN_AGENT,
+    schema: SCHEMA,
+    id_kind: "plan",
+    system_prompt: SYSTEM_PROMPT,
+    tools: |parent| {
+        parent
+            .registry()
+            .agent_names()
+            .into_iter()
+            .filter(|n| n != PLAN_AGENT && n != TASK_AGENT)
+            .collect()
+    },
+};
 
-impl std::fmt::Debug for PlanAgentTool {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PlanAgentTool")
-            .field("model", &self.model)
-            .finish_non_exhaustive()
-    }
-}
+/// The `plan_agent` tool.
+#[derive(Debug)]
+pub struct PlanAgentTool(AgentTool);
 
 /// Registers `plan_agent` in `engine`'s live registry (provenance built-in); the planner
 /// runs on the sub-agents' model (`agent_model`) when one is given, else the parent's.
@@ -89,25 +92,7 @@ pub fn register_plan_agent(
 impl PlanAgentTool {
     /// The tool for `engine` (not registered; see [`register_plan_agent`]).
     pub fn new(engine: &Arc<Engine>, model: Option<AgentModel>) -> Result<Self, RegistryError> {
-        Ok(Self {
-            definition: parse_definition(SCHEMA)?,
-            engine: Arc::downgrade(engine),
-            model,
-            runs: AtomicU64::new(0),
-        })
-    }
-
-    /// The planner's engine view: the `agent` tool subset (never a sub-agent tool) and the
-    /// planning prompt.
-    fn sub_engine(&self, parent: &Engine, cwd: &std::path::Path) -> Engine {
-        let names: Vec<String> = parent
-            .registry()
-            .agent_names()
-            .into_iter()
-            .filter(|n| n != PLAN_AGENT && n != TASK_AGENT)
-            .collect();
-        let prompt = SYSTEM_PROMPT.replace("{cwd}", &cwd.display().to_string());
-        sub_engine(parent, self.model.as_ref(), names, prompt)
+        AgentTool::new(&PLAN, engine, model).map(Self)
     }
 }
 
@@ -127,7 +112,7 @@ fn planner_prompt(goal: &str, previous: Option<&str>, feedback: Option<&str>) ->
 #[async_trait]
 impl Tool for PlanAgentTool {
     fn definition(&self) -> &ToolDefinition {
-        &self.definition
+        self.0.definition()
     }
 
     fn prepare(&self, args: Value, _ctx: &ToolContext) -> Result<Prepared, String> {
@@ -141,25 +126,14 @@ impl Tool for PlanAgentTool {
         ctx: &ToolContext,
         out: &dyn OutputSink,
     ) -> ToolOutput {
-        let Some(parent) = self.engine.upgrade() else {
-            return ToolOutput::error("Error: the engine is shutting down");
-        };
         let arg = |key: &str| prepared.args.get(key).and_then(Value::as_str);
         let goal = arg("goal").unwrap_or_default();
         let prompt = planner_prompt(goal, arg("previous_plan"), arg("feedback"));
-        let run = self.runs.fetch_add(1, Ordering::Relaxed) + 1;
-        let engine = self.sub_engine(&parent, &ctx.cwd);
-        let id = format!("{}/plan-{run}", ctx.ws_id);
-        let span = tracing::info_span!(
-            "plan_agent",
-            parent_ws = %ctx.ws_id,
-            agent = %id,
-            model = %engine.config().model,
-            max_requests = engine.config().max_turn_requests.unwrap_or(0),
-            refinement = arg("feedback").is_some(),
-        );
-        let (end, history) = run_sub_turn(&engine, id, PLAN_AGENT, prompt, ctx, out, span).await;
-        planned(end, last_text(&history))
+        let span = sub_agent_span!("plan_agent", ctx, refinement = arg("feedback").is_some());
+        match self.0.run(prompt, ctx, out, span).await {
+            Ok((end, history)) => planned(end, last_text(&history)),
+            Err(shutting_down) => shutting_down,
+        }
     }
 }
 
@@ -191,11 +165,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_schema_is_top_level_only_and_needs_approval() {
-        let def = parse_definition(SCHEMA).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(def.name, PLAN_AGENT);
-        assert!(!def.meta.task_agent && !def.meta.agent && !def.meta.auto_approve);
-        assert_eq!(def.meta.primary_key.as_deref(), Some("goal"));
+    fn the_schemas_are_top_level_only_and_need_approval() {
+        for (kind, key) in [(&crate::subagent::TASK, "prompt"), (&PLAN, "goal")] {
+            let def =
+                turnstone_tools::parse_definition(kind.schema).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(def.name, kind.name);
+            assert!(!def.meta.task_agent && !def.meta.agent && !def.meta.auto_approve);
+            assert_eq!(def.meta.primary_key.as_deref(), Some(key));
+        }
     }
 
     #[test]

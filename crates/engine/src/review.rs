@@ -195,7 +195,7 @@ pub(crate) async fn review(
         return first;
     }
     let mut plan = first.content;
-    let unreviewed = shared.settings.lock().skip_permissions || engine.config().unattended;
+    let unreviewed = shared.settings().skip_permissions || engine.config().unattended;
     let mut note = String::new();
     if !unreviewed {
         let _one_at_a_time = shared.plan.gate.lock().await;

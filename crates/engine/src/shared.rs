@@ -1,8 +1,10 @@
 //! A workstream's shared context: what its actor task, its turns and its handle all reach
 //! (the id, the event log, the journal, the tool context), and the three kinds of state
-//! `state.rs` describes — the read model ([`View`], written by the actor task only), the
-//! clients' [`Settings`] and the decision registers. Sub-agents run turns on a detached one
-//! (no actor, no handle).
+//! `state.rs` describes — the read model ([`View`], with the conversation, written by the
+//! actor task only), the clients' [`Settings`] and the decision registers. Both the read
+//! model and the settings are `watch` values: one writer path each ([`Shared::publish`],
+//! [`Shared::configure`]), readers take snapshots and never hold a lock across their work.
+//! Sub-agents run turns on a detached one (no actor, no handle).
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -19,8 +21,8 @@ use crate::engine::Engine;
 use crate::event::{Envelope, Event, StatusInfo, WsState};
 use crate::log::EventLog;
 use crate::state::{
-    Decision, EventHook, Journal, ModelChoice, Pending, PlanState, Register, Settings,
-    TOOL_LOADED_CONFIG_KEY, TitleState, Verdict, View,
+    Decision, EventHook, Journal, Pending, PlanState, Register, Settings, TOOL_LOADED_CONFIG_KEY,
+    TitleState, Verdict, View,
 };
 
 pub(crate) struct Shared {
@@ -37,10 +39,9 @@ pub(crate) struct Shared {
     /// (so the first of two sends wins at once), cleared by the turn. Whoever set it is the
     /// one writer of the conversation until it is cleared.
     pub busy: AtomicBool,
-    /// The clients' configuration (see [`Settings`]).
-    pub settings: Mutex<Settings>,
-    /// The conversation: written only by the holder of `busy`; read by copy.
-    pub messages: Mutex<Vec<ChatMessage>>,
+    /// The clients' configuration (see [`Settings`]): changed only through
+    /// [`Shared::configure`], read as [`Shared::settings`] snapshots.
+    settings: watch::Sender<Arc<Settings>>,
     /// The pending tool approval and the last verdict.
     pub approvals: Register<Pending<Decision>, Verdict>,
     /// The pending plan review and the last verdict (`review.rs`).
@@ -49,7 +50,7 @@ pub(crate) struct Shared {
     pub title: TitleState,
     /// The loaded-tool set as last handed to the journal.
     loaded_persisted: Mutex<Vec<String>>,
-    /// The read model, published by the actor task.
+    /// The read model and the conversation, published by the actor task (see [`View`]).
     view: watch::Sender<View>,
 }
 
@@ -77,7 +78,7 @@ impl Shared {
             loaded_tools: LoadedTools::new(),
             closed: CancellationToken::new(),
             busy: AtomicBool::new(false),
-            settings: Mutex::new(Settings {
+            settings: watch::Sender::new(Arc::new(Settings {
                 name,
                 skip_permissions: config.skip_permissions,
                 always: config.auto_approve_labels.clone(),
@@ -85,13 +86,15 @@ impl Shared {
                 skill: None,
                 model: None,
                 overrides: Default::default(),
-            }),
-            messages: Mutex::new(history),
+            })),
             approvals: Register::default(),
             plan: PlanState::default(),
             title: TitleState::default(),
             loaded_persisted: Mutex::new(Vec::new()),
-            view: watch::Sender::new(View::default()),
+            view: watch::Sender::new(View {
+                messages: Arc::new(history),
+                ..View::default()
+            }),
         }
     }
 
@@ -140,41 +143,34 @@ impl Shared {
         self.emit(Event::StateChange { state });
     }
 
-    /// The model choice in force: the active skill's, else the workstream's `/model` choice.
-    pub fn current_model(&self) -> Option<ModelChoice> {
-        self.settings.lock().current_model().cloned()
+    /// A snapshot of the clients' configuration. A turn takes one per model request (and
+    /// one per tool batch), so a change made meanwhile applies from the next one, never
+    /// halfway through one.
+    pub fn settings(&self) -> Arc<Settings> {
+        self.settings.borrow().clone()
     }
 
-    /// The client a workstream's requests go to.
-    pub fn provider(&self, engine: &Engine) -> Resilient {
-        match self.current_model() {
-            Some(choice) => choice.provider,
-            None => engine.provider().clone(),
-        }
-    }
-
-    /// The model name a workstream's requests carry.
-    pub fn model_name(&self, engine: &Engine) -> String {
-        match self.current_model() {
-            Some(choice) => choice.model,
-            None => engine.config().model.clone(),
-        }
-    }
-
-    /// The context window of a workstream's model.
-    pub fn context_window(&self, engine: &Engine) -> u32 {
-        match self.current_model() {
-            Some(choice) => choice.context_window,
-            None => engine.context_window(),
+    /// Changes the clients' configuration: the one writer path (the handle's setters, and
+    /// the turn recording an "always" approval). `change` runs under the watch's write lock,
+    /// so concurrent changes never lose one another; snapshots taken before keep their
+    /// values (the value is copied only when a snapshot is still held).
+    pub fn configure<R>(&self, change: impl FnOnce(&mut Settings) -> R) -> R {
+        let mut result = None;
+        self.settings
+            .send_modify(|settings| result = Some(change(Arc::make_mut(settings))));
+        match result {
+            Some(result) => result,
+            None => unreachable!("watch::Sender::send_modify runs its closure once"),
         }
     }
 
     /// Token accounting as the `status` event reports it (high-water usage, the engine's
     /// context window, this turn's tool calls).
     pub fn status(&self, engine: &Engine) -> StatusInfo {
-        let view = self.view.borrow().clone();
-        let usage = view.usage;
-        let window = u64::from(self.context_window(engine));
+        let (usage, tool_calls_this_turn, turn_count) =
+            self.read(|v| (v.usage, v.tool_calls_this_turn, v.turn_count));
+        let settings = self.settings();
+        let window = u64::from(settings.context_window(engine));
         let used = usage.prompt_tokens + usage.completion_tokens;
         let pct = if window == 0 {
             0.0
@@ -187,58 +183,17 @@ impl Shared {
             total_tokens: used,
             context_window: window,
             pct,
-            effort: self.reasoning_effort(engine),
+            effort: settings.reasoning_effort(engine),
             cache_creation_tokens: usage.cache_creation_tokens,
             cache_read_tokens: usage.cache_read_tokens,
-            tool_calls_this_turn: view.tool_calls_this_turn,
-            turn_count: view.turn_count,
+            tool_calls_this_turn,
+            turn_count,
         }
     }
 
-    /// The system prompt before the tool catalog: the engine's, then the active skill's
-    /// content (each only when not empty).
-    pub fn system_base(&self, engine_prompt: Option<&str>) -> Option<String> {
-        let skill = self
-            .settings
-            .lock()
-            .skill
-            .as_ref()
-            .map(|s| s.content.clone())
-            .filter(|c| !c.trim().is_empty());
-        match (engine_prompt.filter(|p| !p.is_empty()), skill) {
-            (None, None) => None,
-            (Some(p), None) => Some(p.to_owned()),
-            (None, Some(s)) => Some(s),
-            (Some(p), Some(s)) => Some(format!("{p}\n\n{s}")),
-        }
-    }
-
-    /// The temperature requests carry: the skill's, else the engine's.
-    pub fn temperature(&self, engine: &Engine) -> Option<f32> {
-        self.settings
-            .lock()
-            .overrides
-            .temperature
-            .or(engine.config().temperature)
-    }
-
-    /// The `max_tokens` requests carry: the skill's, else the engine's.
-    pub fn max_tokens(&self, engine: &Engine) -> Option<u32> {
-        self.settings
-            .lock()
-            .overrides
-            .max_tokens
-            .or(engine.config().max_tokens)
-    }
-
-    /// The reasoning effort requests carry: the skill's, else the engine's.
-    pub fn reasoning_effort(&self, engine: &Engine) -> String {
-        self.settings
-            .lock()
-            .overrides
-            .reasoning_effort
-            .clone()
-            .unwrap_or_else(|| engine.config().reasoning_effort.clone())
+    /// A snapshot of the conversation (what the next request sends, minus the system prompt).
+    pub fn messages(&self) -> Arc<Vec<ChatMessage>> {
+        self.read(|v| v.messages.clone())
     }
 
     /// Replaces the conversation and hands it to the journal (no events, usage kept).
@@ -246,7 +201,7 @@ impl Shared {
         if let Some(journal) = &self.journal {
             journal.replaced(&self.id, &messages);
         }
-        *self.messages.lock() = messages;
+        self.publish(|v| v.messages = Arc::new(messages));
     }
 
     /// Hands a changed session setting to the journal.
@@ -283,7 +238,7 @@ impl Shared {
         if let Some(journal) = &self.journal {
             journal.turn_started(&self.id, correlation_id, &messages);
         }
-        self.messages.lock().extend(messages);
+        self.extend_messages(messages);
     }
 
     /// Waits until the journal has made everything so far durable (at once without one).
@@ -298,6 +253,74 @@ impl Shared {
         if let Some(journal) = &self.journal {
             journal.appended(&self.id, &messages);
         }
-        self.messages.lock().extend(messages);
+        self.extend_messages(messages);
+    }
+
+    /// Appends to the published conversation. In place unless a reader still holds a
+    /// snapshot (then that reader keeps the old conversation and this one is copied).
+    fn extend_messages(&self, messages: Vec<ChatMessage>) {
+        self.publish(|v| Arc::make_mut(&mut v.messages).extend(messages));
+    }
+}
+
+/// What a model request carries, from one settings snapshot (here rather than in `state.rs`:
+/// the defaults are the engine's).
+impl Settings {
+    /// The client a workstream's requests go to.
+    pub fn provider(&self, engine: &Engine) -> Resilient {
+        match self.current_model() {
+            Some(choice) => choice.provider.clone(),
+            None => engine.provider().clone(),
+        }
+    }
+
+    /// The model name a workstream's requests carry.
+    pub fn model_name(&self, engine: &Engine) -> String {
+        match self.current_model() {
+            Some(choice) => choice.model.clone(),
+            None => engine.config().model.clone(),
+        }
+    }
+
+    /// The context window of a workstream's model.
+    pub fn context_window(&self, engine: &Engine) -> u32 {
+        match self.current_model() {
+            Some(choice) => choice.context_window,
+            None => engine.context_window(),
+        }
+    }
+
+    /// The system prompt before the tool catalog: the engine's, then the active skill's
+    /// content (each only when not empty).
+    pub fn system_base(&self, engine_prompt: Option<&str>) -> Option<String> {
+        let skill = self
+            .skill
+            .as_ref()
+            .map(|s| s.content.as_str())
+            .filter(|c| !c.trim().is_empty());
+        match (engine_prompt.filter(|p| !p.is_empty()), skill) {
+            (None, None) => None,
+            (Some(p), None) => Some(p.to_owned()),
+            (None, Some(s)) => Some(s.to_owned()),
+            (Some(p), Some(s)) => Some(format!("{p}\n\n{s}")),
+        }
+    }
+
+    /// The temperature requests carry: the skill's, else the engine's.
+    pub fn temperature(&self, engine: &Engine) -> Option<f32> {
+        self.overrides.temperature.or(engine.config().temperature)
+    }
+
+    /// The `max_tokens` requests carry: the skill's, else the engine's.
+    pub fn max_tokens(&self, engine: &Engine) -> Option<u32> {
+        self.overrides.max_tokens.or(engine.config().max_tokens)
+    }
+
+    /// The reasoning effort requests carry: the skill's, else the engine's.
+    pub fn reasoning_effort(&self, engine: &Engine) -> String {
+        self.overrides
+            .reasoning_effort
+            .clone()
+            .unwrap_or_else(|| engine.config().reasoning_effort.clone())
     }
 }

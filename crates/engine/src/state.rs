@@ -4,10 +4,12 @@
 //! none of them (only `event` for the wire types it carries).
 //!
 //! Who may change what (see also `docs/architecture.md`):
-//! - [`View`] (the read model): published by the workstream's actor task only (its turn,
-//!   its compaction); every reader gets a snapshot.
-//! - [`Settings`]: set by the handle's setters (a client's configuration), read by the
-//!   turn at its request boundaries; one lock, never held across an await.
+//! - [`View`] (the read model, the conversation included): published by the workstream's
+//!   actor task only (its turn, its compaction; `replace_history` while it holds the busy
+//!   claim); every reader gets a snapshot.
+//! - [`Settings`]: a client's configuration, a `watch` value changed only through
+//!   `Shared::configure` (the handle's setters; the turn adding an "always" approval's
+//!   labels), read by the turn as one snapshot per request boundary.
 //! - [`Register`] (a pending approval or plan review and the last verdict): the one place a
 //!   decision is taken, so the first decision wins whoever makes it (a client, the
 //!   actor's cancel, the turn's timeout).
@@ -233,7 +235,13 @@ impl TitleState {
 
 /// A workstream's configuration as its clients set it (the handle's setters); the turn
 /// reads it at its boundaries: the tool intent at the start of a turn, the skill, model and
-/// request settings at every model request, the approval settings at every tool batch.
+/// request settings at every model request, the approval settings at every tool batch —
+/// each time one snapshot, so one request never mixes two configurations.
+///
+/// Why a published value and not actor messages: the setters answer at once (the merged
+/// intent, the model now in use, a getter right after a setter sees the change), sub-agents
+/// run turns with no actor, and the actor would apply a message only between two steps of
+/// a turn anyway — which is exactly when the turn takes its next snapshot.
 #[derive(Debug, Clone)]
 pub(crate) struct Settings {
     pub name: String,
@@ -280,6 +288,10 @@ pub(crate) struct View {
     pub activity: (String, String),
     /// The tool array of the latest prepared request.
     pub prepared_tools: Option<PreparedTools>,
+    /// The conversation (without the system prompt). Written only by the holder of the busy
+    /// claim (the turn, the compaction, `replace_history`); a reader's snapshot is an `Arc`
+    /// the writer never changes under it (`Arc::make_mut` copies while one is held).
+    pub messages: Arc<Vec<ChatMessage>>,
 }
 
 impl Default for View {
@@ -294,6 +306,7 @@ impl Default for View {
             tool_calls_total: 0,
             activity: (String::new(), String::new()),
             prepared_tools: None,
+            messages: Arc::default(),
         }
     }
 }

@@ -100,21 +100,133 @@ impl std::fmt::Debug for AgentModel {
     }
 }
 
-/// The `task_agent` tool. Holds its engine weakly: the engine's registry holds the tool.
-pub struct TaskAgentTool {
+/// What makes a sub-agent tool (`task_agent`, `plan_agent`) what it is; the rest —
+/// building its engine view, numbering and naming its runs, running its turn — is
+/// [`AgentTool`]'s, the same for every kind.
+pub(crate) struct AgentKind {
+    /// The tool's name (also the sub-agent conversation's name).
+    pub name: &'static str,
+    /// The schema (OpenAI function plus Turnstone metadata).
+    pub schema: &'static str,
+    /// The middle of a sub-agent's id: `{parent ws_id}/{id_kind}-{run}`.
+    pub id_kind: &'static str,
+    /// The sub-agent's system prompt (`{cwd}` is replaced by the working directory).
+    pub system_prompt: &'static str,
+    /// The tools the sub-agent gets, read from the parent's live registry at every call (so
+    /// MCP tools that arrive later are included); never a sub-agent tool of its own kind.
+    pub tools: fn(&Engine) -> Vec<String>,
+}
+
+/// `task_agent`'s kind: the task-agent tool subset and the task prompt.
+pub(crate) const TASK: AgentKind = AgentKind {
+    name: TASK_AGENT,
+    schema: SCHEMA,
+    id_kind: "agent",
+    system_prompt: SYSTEM_PROMPT,
+    tools: |parent| {
+        parent
+            .registry()
+            .task_agent_names()
+            .into_iter()
+            .filter(|n| n != TASK_AGENT)
+            .collect()
+    },
+};
+
+/// A sub-agent tool of one [`AgentKind`]. Holds its engine weakly: the engine's registry
+/// holds the tool.
+pub(crate) struct AgentTool {
+    kind: &'static AgentKind,
     definition: ToolDefinition,
     engine: Weak<Engine>,
     model: Option<AgentModel>,
     runs: AtomicU64,
 }
 
-impl std::fmt::Debug for TaskAgentTool {
+impl std::fmt::Debug for AgentTool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TaskAgentTool")
+        f.debug_struct("AgentTool")
+            .field("name", &self.kind.name)
             .field("model", &self.model)
             .finish_non_exhaustive()
     }
 }
+
+/// The span of one sub-agent run, named after the tool (`$name`); [`AgentTool::run`] records
+/// the sub-agent's id, model and request limit in it. `$extra` fields are the kind's own.
+macro_rules! sub_agent_span {
+    ($name:literal, $ctx:expr $(, $($extra:tt)+)?) => {
+        tracing::info_span!(
+            $name,
+            parent_ws = %$ctx.ws_id,
+            agent = tracing::field::Empty,
+            model = tracing::field::Empty,
+            max_requests = tracing::field::Empty
+            $(, $($extra)+)?
+        )
+    };
+}
+pub(crate) use sub_agent_span;
+
+impl AgentTool {
+    /// The tool of `kind` for `engine` (not registered).
+    pub(crate) fn new(
+        kind: &'static AgentKind,
+        engine: &Arc<Engine>,
+        model: Option<AgentModel>,
+    ) -> Result<Self, RegistryError> {
+        Ok(Self {
+            kind,
+            definition: parse_definition(kind.schema)?,
+            engine: Arc::downgrade(engine),
+            model,
+            runs: AtomicU64::new(0),
+        })
+    }
+
+    pub(crate) fn definition(&self) -> &ToolDefinition {
+        &self.definition
+    }
+
+    /// Runs one sub-agent turn with `prompt` as its first user message (see [`sub_engine`]
+    /// and [`run_sub_turn`]) inside `span` (made with `sub_agent_span!`); returns how it
+    /// ended and the sub-agent's conversation, or the tool's error when the engine is
+    /// shutting down.
+    pub(crate) async fn run(
+        &self,
+        prompt: String,
+        ctx: &ToolContext,
+        out: &dyn OutputSink,
+        span: tracing::Span,
+    ) -> Result<(TurnEnd, Arc<Vec<ChatMessage>>), ToolOutput> {
+        let Some(parent) = self.engine.upgrade() else {
+            return Err(ToolOutput::error("Error: the engine is shutting down"));
+        };
+        let kind = self.kind;
+        let run = self.runs.fetch_add(1, Ordering::Relaxed) + 1;
+        let system_prompt = kind
+            .system_prompt
+            .replace("{cwd}", &ctx.cwd.display().to_string());
+        let engine = sub_engine(
+            &parent,
+            self.model.as_ref(),
+            (kind.tools)(&parent),
+            system_prompt,
+        );
+        let id = format!("{}/{}-{run}", ctx.ws_id, kind.id_kind);
+        span.record("agent", tracing::field::display(&id));
+        span.record("model", tracing::field::display(&engine.config().model));
+        span.record(
+            "max_requests",
+            engine.config().max_turn_requests.unwrap_or(0),
+        );
+        Ok(run_sub_turn(&engine, id, kind.name, prompt, ctx, out, span).await)
+    }
+}
+
+/// The `task_agent` tool.
+#[derive(Debug)]
+pub struct TaskAgentTool(AgentTool);
 
 /// Registers `task_agent` in `engine`'s live registry (provenance built-in); sub-agents run
 /// on the parent's model.
@@ -134,32 +246,14 @@ pub fn register_subagent_with(
 impl TaskAgentTool {
     /// The tool for `engine` (not registered; see [`register_subagent`]).
     pub fn new(engine: &Arc<Engine>, model: Option<AgentModel>) -> Result<Self, RegistryError> {
-        Ok(Self {
-            definition: parse_definition(SCHEMA)?,
-            engine: Arc::downgrade(engine),
-            model,
-            runs: AtomicU64::new(0),
-        })
-    }
-
-    /// The engine view a task sub-agent runs on: the task-agent tool subset (never
-    /// `task_agent` itself) and the task prompt.
-    fn sub_engine(&self, parent: &Engine, cwd: &std::path::Path) -> Engine {
-        let names: Vec<String> = parent
-            .registry()
-            .task_agent_names()
-            .into_iter()
-            .filter(|n| n != TASK_AGENT)
-            .collect();
-        let prompt = SYSTEM_PROMPT.replace("{cwd}", &cwd.display().to_string());
-        sub_engine(parent, self.model.as_ref(), names, prompt)
+        AgentTool::new(&TASK, engine, model).map(Self)
     }
 }
 
 /// The engine view a sub-agent runs on: the parent's registry and settings, with the
 /// sub-agent's model (`model`, else the parent's), system prompt, tool set (`tools`, a
 /// hand-picked intent), request limit (`agent_max_turns`) and unattended approval policy.
-pub(crate) fn sub_engine(
+fn sub_engine(
     parent: &Engine,
     model: Option<&AgentModel>,
     tools: Vec<String>,
@@ -198,7 +292,7 @@ pub(crate) fn sub_engine(
 /// progress to `out`; returns how the turn ended and the sub-agent's conversation. The
 /// conversation shares the parent's working directory and ids but has its own
 /// read-before-edit set. Dropping the future cancels the sub-agent.
-pub(crate) async fn run_sub_turn(
+async fn run_sub_turn(
     engine: &Engine,
     id: String,
     name: &str,
@@ -206,7 +300,7 @@ pub(crate) async fn run_sub_turn(
     ctx: &ToolContext,
     out: &dyn OutputSink,
     span: tracing::Span,
-) -> (TurnEnd, Vec<ChatMessage>) {
+) -> (TurnEnd, Arc<Vec<ChatMessage>>) {
     let mut shared = Shared::new(
         engine,
         id.as_str().into(),
@@ -250,7 +344,7 @@ pub(crate) async fn run_sub_turn(
             progress(&env.event, out);
         }
     }
-    let history = shared.messages.lock().clone();
+    let history = shared.messages();
     tracing::debug!(?end, messages = history.len(), "sub-agent finished");
     (end, history)
 }
@@ -258,7 +352,7 @@ pub(crate) async fn run_sub_turn(
 #[async_trait]
 impl Tool for TaskAgentTool {
     fn definition(&self) -> &ToolDefinition {
-        &self.definition
+        self.0.definition()
     }
 
     fn prepare(&self, args: Value, _ctx: &ToolContext) -> Result<Prepared, String> {
@@ -271,27 +365,17 @@ impl Tool for TaskAgentTool {
         ctx: &ToolContext,
         out: &dyn OutputSink,
     ) -> ToolOutput {
-        let Some(parent) = self.engine.upgrade() else {
-            return ToolOutput::error("Error: the engine is shutting down");
-        };
         let prompt = prepared
             .args
             .get("prompt")
             .and_then(Value::as_str)
             .unwrap_or_default()
             .to_string();
-        let run = self.runs.fetch_add(1, Ordering::Relaxed) + 1;
-        let engine = self.sub_engine(&parent, &ctx.cwd);
-        let id = format!("{}/agent-{run}", ctx.ws_id);
-        let span = tracing::info_span!(
-            "task_agent",
-            parent_ws = %ctx.ws_id,
-            agent = %id,
-            model = %engine.config().model,
-            max_requests = engine.config().max_turn_requests.unwrap_or(0),
-        );
-        let (end, history) = run_sub_turn(&engine, id, TASK_AGENT, prompt, ctx, out, span).await;
-        finish(end, &history, ctx)
+        let span = sub_agent_span!("task_agent", ctx);
+        match self.0.run(prompt, ctx, out, span).await {
+            Ok((end, history)) => finish(end, &history, ctx),
+            Err(shutting_down) => shutting_down,
+        }
     }
 }
 
@@ -322,7 +406,6 @@ fn finish(end: TurnEnd, history: &[ChatMessage], ctx: &ToolContext) -> ToolOutpu
     }
 }
 
-/// The text of the last assistant message that has some.
 /// The `prepare` of a sub-agent tool (`task_agent`, `plan_agent`): its one text argument
 /// `key`, required and non-empty, a one-line header and the whole text as preview; always
 /// needs approval (label = the tool's name). The prepared args hold only that argument.
@@ -354,6 +437,7 @@ pub(crate) fn prepare_agent_call(args: &Value, tool: &str, key: &str) -> Result<
     })
 }
 
+/// The text of the last assistant message that has some.
 pub(crate) fn last_text(history: &[ChatMessage]) -> Option<String> {
     history
         .iter()
@@ -407,14 +491,6 @@ fn first_line(text: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_schema_is_top_level_only_and_needs_approval() {
-        let def = parse_definition(SCHEMA).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(def.name, TASK_AGENT);
-        assert!(!def.meta.task_agent && !def.meta.agent && !def.meta.auto_approve);
-        assert_eq!(def.meta.primary_key.as_deref(), Some("prompt"));
-    }
 
     #[test]
     fn the_result_is_the_last_assistant_text() {

@@ -38,7 +38,7 @@ pub(crate) fn after_turn(engine: &Arc<Engine>, shared: &Arc<Shared>) {
     {
         return;
     }
-    let Some((user, reply)) = first_exchange(&shared.messages.lock()) else {
+    let Some((user, reply)) = first_exchange(&shared.messages()) else {
         return;
     };
     if state.running.swap(true, Ordering::AcqRel) {
@@ -98,8 +98,9 @@ async fn generate(
     user: &str,
     reply: &str,
 ) -> Result<String, String> {
+    let settings = shared.settings();
     let request = ChatRequest {
-        model: shared.model_name(engine),
+        model: settings.model_name(engine),
         messages: vec![
             ChatMessage::system(INSTRUCTIONS),
             ChatMessage::user(format!(
@@ -111,7 +112,7 @@ async fn generate(
         max_tokens: Some(MAX_TOKENS),
         reasoning_effort: Some("low".to_string()),
     };
-    let completion = shared
+    let completion = settings
         .provider(engine)
         .complete(&request)
         .await

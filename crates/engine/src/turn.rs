@@ -15,7 +15,8 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 use turnstone_llm::{
-    ChatMessage, ChatRequest, FinishReason, LlmError, StreamEvent, ToolCall, ToolSpec, Usage,
+    ChatMessage, ChatRequest, FinishReason, LlmError, Resilient, StreamEvent, ToolCall, ToolSpec,
+    Usage,
 };
 use turnstone_tools::toolset::{ToolPayload, ToolSurface};
 use turnstone_tools::{OutputSink, Prepared, Tool, ToolOutput, parse_tool_arguments};
@@ -52,8 +53,7 @@ struct TurnTools {
 
 impl TurnTools {
     fn freeze(engine: &Engine, shared: &Shared) -> Self {
-        let intent = shared.settings.lock().tool_intent.clone();
-        let surface = engine.tool_surface(&intent, &shared.loaded_tools);
+        let surface = engine.tool_surface(&shared.settings().tool_intent, &shared.loaded_tools);
         for warning in surface.warnings() {
             tracing::warn!(%warning, "tool intent");
         }
@@ -182,7 +182,7 @@ impl Turn<'_> {
         self.shared.set_state(WsState::Thinking);
         self.emit(Event::ThinkingStart);
         self.activity("Thinking\u{2026}", "thinking");
-        let request = self.build_request();
+        let (request, provider) = self.build_request();
         let shared = self.shared;
         let mut on_retry = |notice: &turnstone_llm::RetryNotice| {
             shared.emit(Event::info(format!(
@@ -192,7 +192,6 @@ impl Turn<'_> {
             )));
         };
         let token = self.token.clone();
-        let provider = self.shared.provider(self.engine);
         let started = tokio::select! {
             biased;
             _ = token.cancelled() => None,
@@ -265,9 +264,8 @@ impl Turn<'_> {
         }
         match finish {
             Some(FinishReason::Length) => {
-                let limit = self
-                    .shared
-                    .max_tokens(self.engine)
+                let limit = request
+                    .max_tokens
                     .map(|m| m.to_string())
                     .unwrap_or_else(|| "max_tokens".to_string());
                 self.emit(Event::error(format!(
@@ -305,12 +303,14 @@ impl Turn<'_> {
         }
     }
 
-    fn build_request(&mut self) -> ChatRequest {
+    /// The next request and the client it goes to, from one snapshot of the settings (taken
+    /// now: a skill or model chosen mid-turn applies from this request on).
+    fn build_request(&mut self) -> (ChatRequest, Resilient) {
         let config = self.engine.config();
+        let settings = self.shared.settings();
         let mut messages = Vec::new();
-        // The engine's prompt, the active skill (read now: a skill loaded mid-turn applies to
-        // the next request), then the turn's frozen tool catalog.
-        let base = self.shared.system_base(config.system_prompt.as_deref());
+        // The engine's prompt, the active skill, then the turn's frozen tool catalog.
+        let base = settings.system_base(config.system_prompt.as_deref());
         let base = match (base, self.tools.sections.as_deref()) {
             (b, None) => b,
             (None, Some(s)) => Some(s.to_string()),
@@ -319,7 +319,7 @@ impl Turn<'_> {
         if let Some(system) = self.tools.surface.system_prompt(base.as_deref()) {
             messages.push(ChatMessage::system(system));
         }
-        messages.extend(self.shared.messages.lock().iter().cloned());
+        messages.extend(self.shared.messages().iter().cloned());
         self.tools.step += 1;
         let prepared = PreparedTools {
             turn: self.tools.turn,
@@ -327,15 +327,16 @@ impl Turn<'_> {
             payload: self.tools.payload.clone(),
         };
         self.shared.publish(|v| v.prepared_tools = Some(prepared));
-        ChatRequest {
-            model: self.shared.model_name(self.engine),
+        let request = ChatRequest {
+            model: settings.model_name(self.engine),
             messages,
             tools: self.tools.specs.clone(),
             // The active skill's settings win over the engine's.
-            temperature: self.shared.temperature(self.engine),
-            max_tokens: self.shared.max_tokens(self.engine),
-            reasoning_effort: Some(self.shared.reasoning_effort(self.engine)),
-        }
+            temperature: settings.temperature(self.engine),
+            max_tokens: settings.max_tokens(self.engine),
+            reasoning_effort: Some(settings.reasoning_effort(self.engine)),
+        };
+        (request, settings.provider(self.engine))
     }
 
     fn record_usage(&self, u: Usage) {
@@ -365,17 +366,19 @@ impl Turn<'_> {
         let items: Vec<ToolItem> = prepared.iter().map(|p| p.item.clone()).collect();
         self.shared.set_state(WsState::Attention);
 
-        let (always, skip) = {
-            let settings = self.shared.settings.lock();
-            (settings.always.clone(), settings.skip_permissions)
-        };
         let unattended = self.engine.config().unattended;
-        let needs_decision: Vec<&Prep> = prepared
-            .iter()
-            .filter(|p| p.item.error.is_none() && p.item.needs_approval)
-            .filter(|p| !skip && !always.contains(&p.item.approval_label))
-            .filter(|p| !(unattended && p.auto_approve_meta()))
-            .collect();
+        let needs_decision: Vec<&Prep> = {
+            // One snapshot for the batch: a change of the approval settings applies from
+            // the next batch.
+            let settings = self.shared.settings();
+            let (always, skip) = (&settings.always, settings.skip_permissions);
+            prepared
+                .iter()
+                .filter(|p| p.item.error.is_none() && p.item.needs_approval)
+                .filter(|p| !skip && !always.contains(&p.item.approval_label))
+                .filter(|p| !(unattended && p.auto_approve_meta()))
+                .collect()
+        };
 
         let decision = if needs_decision.is_empty() {
             if let Some(first) = prepared.iter().find(|p| p.item.error.is_none()) {
@@ -592,7 +595,7 @@ impl Turn<'_> {
             }
         }?;
         if decision.always && decision.approved {
-            self.shared.settings.lock().always.extend(labels);
+            self.shared.configure(|s| s.always.extend(labels));
         }
         Ok(decision)
     }

@@ -79,11 +79,12 @@ impl WorkstreamHandle {
     }
 
     pub fn name(&self) -> String {
-        self.shared.settings.lock().name.clone()
+        self.shared.settings().name.clone()
     }
 
     pub fn set_name(&self, name: impl Into<String>) {
-        self.shared.settings.lock().name = name.into();
+        let name = name.into();
+        self.shared.configure(|s| s.name = name);
     }
 
     pub fn state(&self) -> WsState {
@@ -101,21 +102,21 @@ impl WorkstreamHandle {
     }
 
     pub fn skip_permissions(&self) -> bool {
-        self.shared.settings.lock().skip_permissions
+        self.shared.settings().skip_permissions
     }
 
     pub fn set_skip_permissions(&self, on: bool) {
-        self.shared.settings.lock().skip_permissions = on;
+        self.shared.configure(|s| s.skip_permissions = on);
     }
 
     /// The per-tool auto-approve labels ("always" decisions).
     pub fn always_approved(&self) -> BTreeSet<String> {
-        self.shared.settings.lock().always.clone()
+        self.shared.settings().always.clone()
     }
 
     /// Replaces the per-tool auto-approve labels (the MQ `auto_approve_tools` of a send).
     pub fn set_always_approved(&self, labels: BTreeSet<String>) {
-        self.shared.settings.lock().always = labels;
+        self.shared.configure(|s| s.always = labels);
     }
 
     /// The event log (for `seq` bookkeeping and metrics).
@@ -130,7 +131,7 @@ impl WorkstreamHandle {
 
     /// A copy of the conversation (what the next request would send, minus the system prompt).
     pub fn history(&self) -> Vec<ChatMessage> {
-        self.shared.messages.lock().clone()
+        self.shared.messages().to_vec()
     }
 
     /// The `status` payload a client attaching now should see.
@@ -290,14 +291,14 @@ impl WorkstreamHandle {
 
     /// The stored tool intent.
     pub fn tool_intent(&self) -> ToolIntent {
-        self.shared.settings.lock().tool_intent.clone()
+        self.shared.settings().tool_intent.clone()
     }
 
     /// Replaces the tool intent after checking it (a preset it names must exist). It takes
     /// effect at the next turn boundary; a running turn keeps its tool array.
     pub fn set_tool_intent(&self, intent: ToolIntent) -> Result<(), IntentError> {
         self.engine.config().toolset.validate(&intent)?;
-        self.shared.settings.lock().tool_intent = intent;
+        self.shared.configure(|s| s.tool_intent = intent);
         Ok(())
     }
 
@@ -307,11 +308,13 @@ impl WorkstreamHandle {
         &self,
         change: &serde_json::Value,
     ) -> Result<ToolIntent, IntentError> {
-        let mut settings = self.shared.settings.lock();
-        let next = settings.tool_intent.merged(change)?;
-        self.engine.config().toolset.validate(&next)?;
-        settings.tool_intent = next.clone();
-        Ok(next)
+        // Merged and stored in one change, so two concurrent updates never lose one.
+        self.shared.configure(|settings| {
+            let next = settings.tool_intent.merged(change)?;
+            self.engine.config().toolset.validate(&next)?;
+            settings.tool_intent = next.clone();
+            Ok(next)
+        })
     }
 
     /// Deferred tools `tool_search` has loaded (sorted), to persist with the session.
@@ -327,7 +330,7 @@ impl WorkstreamHandle {
         intent: ToolIntent,
         loaded: impl IntoIterator<Item = S>,
     ) {
-        self.shared.settings.lock().tool_intent = intent;
+        self.shared.configure(|s| s.tool_intent = intent);
         self.shared.loaded_tools.replace(loaded);
         self.shared.loaded_tools_persisted();
     }
@@ -345,7 +348,7 @@ impl WorkstreamHandle {
 
     /// The active skill, if any (content rendered).
     pub fn skill(&self) -> Option<ActiveSkill> {
-        self.shared.settings.lock().skill.clone()
+        self.shared.settings().skill.clone()
     }
 
     /// Activates a skill (replacing any other, and its request settings) or, with `None`,
@@ -374,23 +377,21 @@ impl WorkstreamHandle {
             reasoning_effort = overrides.reasoning_effort.as_deref().unwrap_or(""),
             "active skill set"
         );
-        let mut settings = self.shared.settings.lock();
-        settings.overrides = overrides;
-        // `{{model}}` is the model the skill runs on (its own, when it names one).
-        let model = match settings.current_model() {
-            Some(choice) => choice.model.clone(),
-            None => self.engine.config().model.clone(),
-        };
-        let node_id = &self.engine.config().node_id;
-        settings.skill = skill.map(|s| ActiveSkill {
-            content: ActiveSkill::render(&s.content, &model, &self.shared.id, node_id),
-            name: s.name,
+        self.shared.configure(|settings| {
+            settings.overrides = overrides;
+            // `{{model}}` is the model the skill runs on (its own, when it names one).
+            let model = settings.model_name(&self.engine);
+            let node_id = &self.engine.config().node_id;
+            settings.skill = skill.map(|s| ActiveSkill {
+                content: ActiveSkill::render(&s.content, &model, &self.shared.id, node_id),
+                name: s.name,
+            });
         });
     }
 
     /// The request settings of the active skill (empty without one).
     pub fn request_overrides(&self) -> RequestOverrides {
-        self.shared.settings.lock().overrides.clone()
+        self.shared.settings().overrides.clone()
     }
 
     /// Compacts the conversation (`/compact`): queued like a turn, so it never overlaps
@@ -447,8 +448,8 @@ impl WorkstreamHandle {
     /// The model this workstream's next request uses and its alias (`""` when the engine's
     /// model has none).
     pub fn model(&self) -> (String, String) {
-        match self.shared.current_model() {
-            Some(choice) => (choice.model, choice.alias),
+        match self.shared.settings().current_model() {
+            Some(choice) => (choice.model.clone(), choice.alias.clone()),
             None => (
                 self.engine.config().model.clone(),
                 self.engine.config().model_alias.clone(),
@@ -470,11 +471,10 @@ impl WorkstreamHandle {
     pub fn use_model(&self, choice: Option<ModelChoice>) -> (String, String) {
         let stored = choice.as_ref().map(|c| c.alias.clone());
         tracing::info!(ws_id = %self.shared.id, alias = stored.as_deref().unwrap_or("(default)"), "model selected");
-        {
-            let mut settings = self.shared.settings.lock();
+        self.shared.configure(|settings| {
             settings.overrides.model = None;
             settings.model = choice;
-        }
+        });
         self.shared
             .config_changed(MODEL_CONFIG_KEY, stored.as_deref());
         self.model()
@@ -490,7 +490,7 @@ impl WorkstreamHandle {
                 None
             }
         };
-        self.shared.settings.lock().model = choice;
+        self.shared.configure(|s| s.model = choice);
     }
 
     // Plan reviews (see `review.rs`).

@@ -69,16 +69,6 @@ fn conversation(request: &Value) -> Vec<(String, String)> {
         .collect()
 }
 
-fn infos(events: &[Event]) -> Vec<String> {
-    events
-        .iter()
-        .filter_map(|e| match e {
-            Event::Info { message } => Some(message.clone()),
-            _ => None,
-        })
-        .collect()
-}
-
 /// A harness whose engine compacts at half of a 1000-token window.
 async fn small_window() -> Harness {
     Harness::with(|o| {
@@ -438,22 +428,7 @@ async fn a_workstream_switches_to_another_registry_model_for_its_next_turn() {
     };
     let registry = ModelRegistry::from_config(&config).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let engine = Engine::new(
-        Resilient::new(
-            Arc::new(registry.default_chain()),
-            policy(),
-            Arc::new(CircuitBreaker::default()),
-        ),
-        Arc::new(ToolRegistry::with_builtins().unwrap()),
-        EngineConfig {
-            model: "fast-model".into(),
-            model_alias: "fast".into(),
-            models: Some(Arc::new(registry)),
-            cwd: dir.path().to_path_buf(),
-            ..EngineConfig::default()
-        },
-    )
-    .await;
+    let engine = registry_engine(registry, ("fast", "fast-model"), policy(), dir.path()).await;
     let journal = Arc::new(Recording::default());
     let manager =
         Manager::new(engine.clone(), ManagerConfig::default()).with_journal(journal.clone());
@@ -571,13 +546,7 @@ async fn server_side_web_search_becomes_info_events() {
             .any(|m| m.starts_with("[web search: ") && m.contains("result(s)")),
         "{infos:?}"
     );
-    let reasoning: String = events
-        .iter()
-        .filter_map(|e| match e {
-            Event::Reasoning { text } => Some(text.as_str()),
-            _ => None,
-        })
-        .collect();
+    let reasoning = reasoning(&events);
     assert!(!reasoning.contains("web search"), "{reasoning}");
     let reply = ws
         .history()

@@ -81,6 +81,32 @@ impl Harness {
 }
 
 /// Sends `text` and returns the subscription that sees the whole turn.
+/// An engine on `registry`'s default chain, whose default is `(alias, model)`, with the
+/// built-in tools, working in `dir`.
+pub async fn registry_engine(
+    registry: turnstone_llm::ModelRegistry,
+    (alias, model): (&str, &str),
+    policy: RetryPolicy,
+    dir: &std::path::Path,
+) -> Arc<Engine> {
+    Engine::new(
+        Resilient::new(
+            Arc::new(registry.default_chain()),
+            policy,
+            Arc::new(CircuitBreaker::default()),
+        ),
+        Arc::new(ToolRegistry::with_builtins().unwrap()),
+        EngineConfig {
+            model: model.into(),
+            model_alias: alias.into(),
+            models: Some(Arc::new(registry)),
+            cwd: dir.to_path_buf(),
+            ..EngineConfig::default()
+        },
+    )
+    .await
+}
+
 pub fn send(ws: &WorkstreamHandle, text: &str) -> Subscription {
     let sub = ws.subscribe(None);
     match ws.send(text, None) {
@@ -161,6 +187,40 @@ pub fn errors(events: &[Event]) -> Vec<String> {
             _ => None,
         })
         .collect()
+}
+
+pub fn infos(events: &[Event]) -> Vec<String> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Info { message } => Some(message.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The reasoning text of a turn, all deltas joined.
+pub fn reasoning(events: &[Event]) -> String {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Reasoning { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The tool names a recorded model request offered.
+pub fn tool_names(request: &serde_json::Value) -> Vec<String> {
+    request["tools"]
+        .as_array()
+        .map(|tools| {
+            tools
+                .iter()
+                .map(|t| t["function"]["name"].as_str().unwrap().to_string())
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 pub fn tool_results(events: &[Event]) -> Vec<(String, String, bool)> {

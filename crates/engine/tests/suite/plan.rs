@@ -27,18 +27,6 @@ fn planner_requests(h: &Harness) -> Vec<Value> {
     h.llm.requests().into_iter().filter(is_planner).collect()
 }
 
-fn tool_names(request: &Value) -> Vec<String> {
-    request["tools"]
-        .as_array()
-        .map(|tools| {
-            tools
-                .iter()
-                .map(|t| t["function"]["name"].as_str().unwrap().to_string())
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 /// The parent's model message that calls `plan_agent` with `goal`.
 fn plan_call(goal: &str) -> String {
     format!("CALL:plan_agent {}", json!({ "goal": goal }))

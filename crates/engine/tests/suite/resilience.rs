@@ -1,18 +1,8 @@
-use turnstone_engine::{Event, WsState};
+use turnstone_engine::WsState;
 use turnstone_llm::{BreakerState, RetryPolicy};
 use turnstone_testkit::Fault;
 
 use super::harness::*;
-
-fn infos(events: &[Event]) -> Vec<String> {
-    events
-        .iter()
-        .filter_map(|e| match e {
-            Event::Info { message } => Some(message.clone()),
-            _ => None,
-        })
-        .collect()
-}
 
 #[tokio::test]
 async fn a_503_is_retried_and_the_turn_succeeds() {

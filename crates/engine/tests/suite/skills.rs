@@ -2,19 +2,13 @@
 //! every request after the engine's prompt, cleared by `set_skill(None)`; its request
 //! settings (model, temperature, `max_tokens`, reasoning effort) apply while it is active.
 
-use std::sync::Arc;
-
-use turnstone_engine::{
-    ActiveSkill, CreateOptions, Engine, EngineConfig, Manager, ManagerConfig, RequestOverrides,
-};
+use turnstone_engine::{ActiveSkill, CreateOptions, Manager, ManagerConfig, RequestOverrides};
 use turnstone_llm::{
-    CircuitBreaker, ModelEntry, ModelRegistry, ModelSection, ProviderKind, RegistryConfig,
-    Resilient, RetryPolicy,
+    ModelEntry, ModelRegistry, ModelSection, ProviderKind, RegistryConfig, RetryPolicy,
 };
 use turnstone_testkit::FakeLlm;
-use turnstone_tools::ToolRegistry;
 
-use super::harness::{Harness, read_turn, send};
+use super::harness::{Harness, read_turn, registry_engine, send};
 
 fn system_of(request: &serde_json::Value) -> Option<String> {
     let first = &request["messages"][0];
@@ -191,20 +185,11 @@ async fn a_skills_model_is_used_until_cleared_or_replaced_by_a_model_choice() {
     };
     let registry = ModelRegistry::from_config(&config).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let engine = Engine::new(
-        Resilient::new(
-            Arc::new(registry.default_chain()),
-            RetryPolicy::default(),
-            Arc::new(CircuitBreaker::default()),
-        ),
-        Arc::new(ToolRegistry::with_builtins().unwrap()),
-        EngineConfig {
-            model: "main-model".into(),
-            model_alias: "main".into(),
-            models: Some(Arc::new(registry)),
-            cwd: dir.path().to_path_buf(),
-            ..EngineConfig::default()
-        },
+    let engine = registry_engine(
+        registry,
+        ("main", "main-model"),
+        RetryPolicy::default(),
+        dir.path(),
     )
     .await;
     let manager = Manager::new(engine.clone(), ManagerConfig::default());

@@ -16,18 +16,6 @@ fn is_sub(request: &Value) -> bool {
             .is_some_and(|c| c.starts_with(SUB_PROMPT))
 }
 
-fn tool_names(request: &Value) -> Vec<String> {
-    request["tools"]
-        .as_array()
-        .map(|tools| {
-            tools
-                .iter()
-                .map(|t| t["function"]["name"].as_str().unwrap().to_string())
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 /// The parent's model message that calls `task_agent` with `prompt`.
 fn delegate(prompt: &str) -> String {
     format!("CALL:task_agent {}", json!({ "prompt": prompt }))

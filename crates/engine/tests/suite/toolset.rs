@@ -19,7 +19,7 @@ use turnstone_tools::{
     ToolRegistry,
 };
 
-use super::harness::{read_turn, read_until, send, tool_results};
+use super::harness::{read_turn, read_until, send, tool_names, tool_results};
 
 struct Fake {
     def: ToolDefinition,
@@ -133,18 +133,6 @@ async fn setup(tweak: impl FnOnce(&mut EngineConfig)) -> Setup {
         calls,
         _dir: dir,
     }
-}
-
-fn tool_names(request: &Value) -> Vec<String> {
-    request["tools"]
-        .as_array()
-        .map(|tools| {
-            tools
-                .iter()
-                .map(|t| t["function"]["name"].as_str().unwrap().to_string())
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 fn system_text(request: &Value) -> Option<String> {

@@ -92,13 +92,7 @@ async fn reasoning_is_separated_from_content() {
     let ws = h.workstream();
     let mut sub = send(&ws, "THINK: pondering deeply\nthe answer");
     let events = read_turn(&mut sub).await;
-    let reasoning: String = events
-        .iter()
-        .filter_map(|e| match e {
-            Event::Reasoning { text } => Some(text.as_str()),
-            _ => None,
-        })
-        .collect();
+    let reasoning = reasoning(&events);
     assert_eq!(reasoning, "pondering deeply");
     assert!(!content(&events).contains("pondering"));
 }
