@@ -21,11 +21,11 @@ use tokio_util::sync::CancellationToken;
 use turnstone_proto::ids::now_timestamp;
 use turnstone_proto::keys::Keys;
 use turnstone_proto::mq::{
-    AckEvent, ClusterStateEvent, ContentEvent, CreateWorkstreamMessage, ErrorEvent,
-    HealthResponseEvent, InboundMessage, InfoEvent, NodeHeartbeat, NodeListEvent, OutboundEvent,
-    SendMessage, StateChangeEvent, StatusEvent, StreamEndEvent, ToolResultEvent, TurnCompleteEvent,
-    WsClosedEvent, WsCreatedEvent, WsListEvent,
+    ACK_ERROR, ACK_OK, AckBody, ClusterStateBody, ContentBody, CreateWorkstreamMessage, EmptyBody,
+    HealthResponseBody, InboundMessage, NodeHeartbeat, NodeListBody, Outbound, OutboundEvent,
+    SendMessage, StateChangeBody, ToolResultBody, WsCreatedBody, WsListBody,
 };
+use turnstone_proto::sse::{Notice, Status, Text};
 use turnstone_queue::conn::{blocking_connection, manager};
 use turnstone_queue::{Backoff, Leases, Publication, Publisher, rendezvous};
 use turnstone_runtime::auth::JwtSecret;
@@ -389,11 +389,13 @@ impl Cluster {
         let msg = match InboundMessage::decode(raw.as_bytes()) {
             Ok(m) => m,
             Err(e) => {
-                let ev: OutboundEvent = ErrorEvent {
-                    message: format!("Failed to process message: {e}"),
-                    ..ErrorEvent::default()
-                }
-                .into();
+                let ev = OutboundEvent::Error(out(
+                    "",
+                    "",
+                    Notice {
+                        message: format!("Failed to process message: {e}"),
+                    },
+                ));
                 self.pubsub(&self.keys.events_global(), &ev).await;
                 return;
             }
@@ -428,12 +430,7 @@ impl Cluster {
                     rows.sort_by(|a, b| a["id"].as_str().cmp(&b["id"].as_str()));
                     rows
                 };
-                let ev: OutboundEvent = WsListEvent {
-                    correlation_id: cid,
-                    workstreams: rows,
-                    ..WsListEvent::default()
-                }
-                .into();
+                let ev: OutboundEvent = out("", &cid, WsListBody { workstreams: rows }).into();
                 self.pubsub(&self.keys.events_global(), &ev).await;
             }
             InboundMessage::Health(_) => {
@@ -446,12 +443,7 @@ impl Cluster {
                     "workstreams": ws,
                     "max_ws": self.cfg.max_ws_per_node,
                 });
-                let ev: OutboundEvent = HealthResponseEvent {
-                    correlation_id: cid,
-                    data,
-                    ..HealthResponseEvent::default()
-                }
-                .into();
+                let ev: OutboundEvent = out("", &cid, HealthResponseBody { data }).into();
                 self.pubsub(&self.keys.events_global(), &ev).await;
             }
             InboundMessage::ListNodes(_) => {
@@ -468,12 +460,7 @@ impl Cluster {
                             .map(|hb| hb.to_node_list_item(&id))
                     })
                     .collect();
-                let ev: OutboundEvent = NodeListEvent {
-                    correlation_id: cid,
-                    nodes,
-                    ..NodeListEvent::default()
-                }
-                .into();
+                let ev: OutboundEvent = out("", &cid, NodeListBody { nodes }).into();
                 self.pubsub(&self.keys.events_global(), &ev).await;
             }
             // No simulated turn asks for approval or a plan review.
@@ -527,14 +514,15 @@ impl Cluster {
             .leases
             .claim(&mut conn, ws_id, Some(from), to, self.cfg.lease_ttl())
             .await;
-        let ev: OutboundEvent = InfoEvent {
-            ws_id: ws_id.to_string(),
-            message: format!(
-                "Workstream moved to node '{to}' without its history: node '{from}' is down."
-            ),
-            ..InfoEvent::default()
-        }
-        .into();
+        let ev = OutboundEvent::Info(out(
+            ws_id,
+            "",
+            Notice {
+                message: format!(
+                    "Workstream moved to node '{to}' without its history: node '{from}' is down."
+                ),
+            },
+        ));
         self.pubsub(&self.keys.events_ws(ws_id), &ev).await;
         Some(moved)
     }
@@ -577,13 +565,14 @@ impl Cluster {
         if ahead == 0 {
             self.ack(&ws_id, &cid, true, "").await;
         } else {
-            let ev: OutboundEvent = AckEvent {
-                ws_id: ws_id.clone(),
-                correlation_id: cid.clone(),
-                status: "queued".into(),
-                detail: format!("queued at position {ahead}"),
-                ..AckEvent::default()
-            }
+            let ev: OutboundEvent = out(
+                &ws_id,
+                &cid,
+                AckBody {
+                    status: "queued".into(),
+                    detail: format!("queued at position {ahead}"),
+                },
+            )
             .into();
             self.pubsub(&self.keys.events_ws(&ws_id), &ev).await;
         }
@@ -683,21 +672,25 @@ impl Cluster {
         {
             tracing::warn!(ws_id, error = %e, "lease not taken (the next heartbeat takes it)");
         }
-        let global: OutboundEvent = WsCreatedEvent {
-            ws_id: ws_id.clone(),
-            correlation_id: cid.to_string(),
-            name: name.clone(),
-            ..WsCreatedEvent::default()
-        }
+        let global: OutboundEvent = out(
+            &ws_id,
+            cid,
+            WsCreatedBody {
+                name: name.clone(),
+                ..WsCreatedBody::default()
+            },
+        )
         .into();
         self.pubsub(&self.keys.events_global(), &global).await;
-        let cluster: OutboundEvent = WsCreatedEvent {
-            ws_id: ws_id.clone(),
-            correlation_id: cid.to_string(),
-            name,
-            node_id,
-            ..WsCreatedEvent::default()
-        }
+        let cluster: OutboundEvent = out(
+            &ws_id,
+            cid,
+            WsCreatedBody {
+                name,
+                node_id,
+                ..WsCreatedBody::default()
+            },
+        )
         .into();
         self.pubsub(&self.keys.events_cluster(), &cluster).await;
         Ok(ws_id)
@@ -719,11 +712,7 @@ impl Cluster {
 
     /// `ws_closed` on global and cluster (and the stream), then the lease goes.
     async fn announce_closed(&self, node: usize, ws_id: &str) {
-        let ev: OutboundEvent = WsClosedEvent {
-            ws_id: ws_id.to_string(),
-            ..WsClosedEvent::default()
-        }
-        .into();
+        let ev = OutboundEvent::WsClosed(out(ws_id, "", EmptyBody::default()));
         self.entry(
             ws_id,
             vec![(
@@ -806,21 +795,12 @@ impl Cluster {
                 let text: String = (done..done + take).map(|i| format!("t{i} ")).collect();
                 content.push_str(&text);
                 done += take;
-                let ev: OutboundEvent = ContentEvent {
-                    ws_id: ws_id.to_string(),
-                    text,
-                    ..ContentEvent::default()
-                }
-                .into();
+                let ev = OutboundEvent::Content(out(ws_id, "", Text { text }));
                 if !self.ws_event(node, ws_id, ev).await {
                     return false;
                 }
             }
-            let end: OutboundEvent = StreamEndEvent {
-                ws_id: ws_id.to_string(),
-                ..StreamEndEvent::default()
-            }
-            .into();
+            let end = OutboundEvent::StreamEnd(out(ws_id, "", EmptyBody::default()));
             if !self.ws_event(node, ws_id, end).await {
                 return false;
             }
@@ -842,13 +822,16 @@ impl Cluster {
             } else {
                 format!("simulated output of round {}", round + 1)
             };
-            let result: OutboundEvent = ToolResultEvent {
-                ws_id: ws_id.to_string(),
-                call_id: format!("call_{}", rng.hex(12)),
-                name: TOOL_NAME.into(),
-                output,
-                ..ToolResultEvent::default()
-            }
+            let result: OutboundEvent = out(
+                ws_id,
+                "",
+                ToolResultBody {
+                    call_id: format!("call_{}", rng.hex(12)),
+                    name: TOOL_NAME.into(),
+                    output,
+                    ..ToolResultBody::default()
+                },
+            )
             .into();
             if !self.ws_event(node, ws_id, result).await
                 || !self.state_change(node, ws_id, "thinking", "").await
@@ -868,31 +851,34 @@ impl Cluster {
             }
         };
         let window = cfg.context_window.max(1);
-        let status: OutboundEvent = StatusEvent {
-            ws_id: ws_id.to_string(),
-            prompt_tokens: total.saturating_sub(completion),
-            completion_tokens: completion,
-            total_tokens: total,
-            context_window: window,
-            // A percentage with one decimal, as a real node sends it.
-            pct: (total as f64 / window as f64 * 1000.0).round() / 10.0,
-            tool_calls_this_turn: tool_calls,
-            turn_count,
-            ..StatusEvent::default()
-        }
-        .into();
+        let status = OutboundEvent::Status(out(
+            ws_id,
+            "",
+            Status {
+                prompt_tokens: total.saturating_sub(completion),
+                completion_tokens: completion,
+                total_tokens: total,
+                context_window: window,
+                // A percentage with one decimal, as a real node sends it.
+                pct: (total as f64 / window as f64 * 1000.0).round() / 10.0,
+                tool_calls_this_turn: tool_calls,
+                turn_count,
+                ..Status::default()
+            },
+        ));
         if !self.ws_event(node, ws_id, status).await
             || !self.state_change(node, ws_id, "idle", "").await
         {
             return false;
         }
-        let complete: OutboundEvent = TurnCompleteEvent {
-            ws_id: ws_id.to_string(),
-            correlation_id: cid.to_string(),
-            content,
-            ..TurnCompleteEvent::default()
-        }
-        .into();
+        let complete = OutboundEvent::TurnComplete(out(
+            ws_id,
+            cid,
+            ContentBody {
+                content,
+                ..ContentBody::default()
+            },
+        ));
         if !self.ws_event(node, ws_id, complete).await {
             return false;
         }
@@ -911,22 +897,28 @@ impl Cluster {
         }
         let tokens = self.state.lock().ws.get(ws_id).map_or(0, |w| w.tokens);
         let ratio = tokens as f64 / self.cfg.context_window.max(1) as f64;
-        let change: OutboundEvent = StateChangeEvent {
-            ws_id: ws_id.to_string(),
-            state: state.to_string(),
-            ..StateChangeEvent::default()
-        }
+        let change: OutboundEvent = out(
+            ws_id,
+            "",
+            StateChangeBody {
+                state: state.to_string(),
+                ..StateChangeBody::default()
+            },
+        )
         .into();
-        let cluster: OutboundEvent = ClusterStateEvent {
-            ws_id: ws_id.to_string(),
-            state: state.to_string(),
-            node_id: self.nodes[node].id.clone(),
-            tokens,
-            context_ratio: (ratio * 1000.0).round() / 1000.0,
-            activity: activity.to_string(),
-            activity_state: if activity.is_empty() { "" } else { "tool" }.to_string(),
-            ..ClusterStateEvent::default()
-        }
+        let cluster: OutboundEvent = out(
+            ws_id,
+            "",
+            ClusterStateBody {
+                state: state.to_string(),
+                node_id: self.nodes[node].id.clone(),
+                tokens,
+                context_ratio: (ratio * 1000.0).round() / 1000.0,
+                activity: activity.to_string(),
+                activity_state: if activity.is_empty() { "" } else { "tool" }.to_string(),
+                ..ClusterStateBody::default()
+            },
+        )
         .into();
         self.entry(
             ws_id,
@@ -1005,13 +997,14 @@ impl Cluster {
         if !ok {
             self.metrics.refused(cid);
         }
-        let ev: OutboundEvent = AckEvent {
-            ws_id: ws_id.to_string(),
-            correlation_id: cid.to_string(),
-            status: if ok { "ok" } else { "error" }.into(),
-            detail: detail.to_string(),
-            ..AckEvent::default()
-        }
+        let ev: OutboundEvent = out(
+            ws_id,
+            cid,
+            AckBody {
+                status: if ok { ACK_OK } else { ACK_ERROR }.into(),
+                detail: detail.to_string(),
+            },
+        )
         .into();
         self.pubsub(&self.keys.events_ws(ws_id), &ev).await;
     }
@@ -1025,22 +1018,31 @@ impl Cluster {
         } else {
             self.keys.events_ws(ws_id)
         };
-        let ack: OutboundEvent = AckEvent {
-            ws_id: ws_id.to_string(),
-            correlation_id: cid.to_string(),
-            status: "error".into(),
-            detail: why.to_string(),
-            ..AckEvent::default()
-        }
+        let ack: OutboundEvent = out(
+            ws_id,
+            cid,
+            AckBody {
+                status: ACK_ERROR.into(),
+                detail: why.to_string(),
+            },
+        )
         .into();
-        let err: OutboundEvent = ErrorEvent {
-            ws_id: ws_id.to_string(),
-            correlation_id: cid.to_string(),
-            message: why.to_string(),
-            ..ErrorEvent::default()
-        }
-        .into();
+        let err = OutboundEvent::Error(out(
+            ws_id,
+            cid,
+            Notice {
+                message: why.to_string(),
+            },
+        ));
         self.pubsub(&channel, &ack).await;
         self.pubsub(&channel, &err).await;
+    }
+}
+
+/// An outbound event about `ws_id` (`""`: none) answering `cid` (`""`: nothing), stamped now.
+fn out<B>(ws_id: &str, cid: &str, body: B) -> Outbound<B> {
+    Outbound {
+        correlation_id: cid.to_string(),
+        ..Outbound::new(ws_id, body)
     }
 }
