@@ -829,7 +829,6 @@ impl Cluster {
                     call_id: format!("call_{}", rng.hex(12)),
                     name: TOOL_NAME.into(),
                     output,
-                    ..ToolResultBody::default()
                 },
             )
             .into();
@@ -871,14 +870,7 @@ impl Cluster {
         {
             return false;
         }
-        let complete = OutboundEvent::TurnComplete(out(
-            ws_id,
-            cid,
-            ContentBody {
-                content,
-                ..ContentBody::default()
-            },
-        ));
+        let complete = OutboundEvent::TurnComplete(out(ws_id, cid, ContentBody { content }));
         if !self.ws_event(node, ws_id, complete).await {
             return false;
         }
@@ -902,7 +894,6 @@ impl Cluster {
             "",
             StateChangeBody {
                 state: state.to_string(),
-                ..StateChangeBody::default()
             },
         )
         .into();
@@ -916,7 +907,6 @@ impl Cluster {
                 context_ratio: (ratio * 1000.0).round() / 1000.0,
                 activity: activity.to_string(),
                 activity_state: if activity.is_empty() { "" } else { "tool" }.to_string(),
-                ..ClusterStateBody::default()
             },
         )
         .into();
