@@ -1,14 +1,19 @@
 //! Console benchmark: `cargo bench -p turnstone-console --bench cluster` measures
 //!
-//! 1. `GET /v1/api/cluster/overview` latency (p50/p99) with 200 simulated nodes — light
+//! 1. `GET /v1/api/cluster/overview` latency (p50/p99) with 1,000 simulated nodes (the
+//!    original's design size; `--nodes N` for another) — light
 //!    fake node servers (in a child process: this binary re-executed) serving `/health` and
 //!    a 10-workstream `/v1/api/dashboard`, plus their heartbeat keys in Redis — while the
 //!    collector polls all of them every second; also `/nodes` and `/workstreams`;
 //! 2. the collector's CPU share: CPU time of this process (the console only; the fake
-//!    nodes run in the child) over wall time, while idle apart from polling;
+//!    nodes run in the child) over wall time, while idle apart from polling, and that cost
+//!    per node per poll;
 //! 3. proxy overhead: a plain `GET` direct to a node vs through `/node/{id}/…` (p50/p99),
 //!    and SSE delivery latency (frame written by the node → frame read by the client)
-//!    direct vs through the proxy.
+//!    direct vs through the proxy;
+//! 4. fan-out: 100 dashboards on `/v1/api/cluster/events`, one event published on the
+//!    cluster channel every 10 ms; delivery latency (publish → read, p50/p99) over every
+//!    dashboard, and how many events a dashboard did not get.
 //!
 //! Without `--bench` (`cargo test --benches`) it runs tiny sizes so it never rots. Needs
 //! Redis on 127.0.0.1:6379. Results are recorded in `docs/console.md` (Benchmarks).
@@ -36,6 +41,8 @@ struct Sizes {
     samples: usize,
     cpu_window: Duration,
     sse_frames: usize,
+    dashboards: usize,
+    fanout_events: usize,
 }
 
 fn start() -> Instant {
@@ -284,12 +291,20 @@ async fn run(sizes: Sizes) {
         ms(wall),
         cpu.as_secs_f64() / wall.as_secs_f64() * 10.0
     );
+    println!(
+        "collector cost: {:.1} µs of CPU per node per poll",
+        cpu.as_secs_f64() * 1e6 / (sizes.nodes as f64 * wall.as_secs_f64())
+    );
 
     for (name, path) in [
         ("GET /v1/api/cluster/overview", "/v1/api/cluster/overview"),
         (
             "GET /v1/api/cluster/nodes?limit=200",
             "/v1/api/cluster/nodes?limit=200",
+        ),
+        (
+            "GET /v1/api/cluster/nodes?limit=1000",
+            "/v1/api/cluster/nodes?limit=1000",
         ),
         (
             "GET /v1/api/cluster/workstreams (50/page)",
@@ -359,6 +374,8 @@ async fn run(sizes: Sizes) {
         ms(p99.saturating_sub(d99))
     );
 
+    fanout(&http, &base, &mut conn, &prefix, &sizes).await;
+
     let _: i64 = redis::cmd("EVAL")
         .arg("local n=0 for _,k in ipairs(redis.call('KEYS', ARGV[1])) do n=n+redis.call('DEL', k) end return n")
         .arg(0)
@@ -368,6 +385,89 @@ async fn run(sizes: Sizes) {
         .unwrap();
     console.shutdown().await;
     let _ = kid.kill().await;
+}
+
+/// `sizes.dashboards` clients on the console's cluster event stream; an event carrying its
+/// publish time goes to the cluster channel every 10 ms; every dashboard's delivery latency.
+async fn fanout(
+    http: &reqwest::Client,
+    base: &str,
+    conn: &mut redis::aio::MultiplexedConnection,
+    prefix: &str,
+    sizes: &Sizes,
+) {
+    let expected = sizes.fanout_events;
+    let mut readers = Vec::new();
+    for _ in 0..sizes.dashboards {
+        let resp = http
+            .get(format!("{base}/v1/api/cluster/events"))
+            .bearer_auth(TOKEN)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200);
+        readers.push(tokio::spawn(async move {
+            let mut stream = resp.bytes_stream();
+            let mut buf = String::new();
+            let mut out = Vec::with_capacity(expected);
+            let reading = async {
+                while out.len() < expected {
+                    let Some(Ok(chunk)) = stream.next().await else {
+                        break;
+                    };
+                    let now = start().elapsed().as_nanos();
+                    buf.push_str(&String::from_utf8_lossy(&chunk));
+                    while let Some(end) = buf.find("\r\n\r\n") {
+                        let frame: String = buf.drain(..end + 4).collect();
+                        if let Some(t) = frame.split("\"bench_t\":").nth(1).and_then(|r| {
+                            r.trim_end_matches(|c: char| !c.is_ascii_digit())
+                                .parse::<u128>()
+                                .ok()
+                        }) {
+                            out.push(Duration::from_nanos(
+                                u64::try_from(now.saturating_sub(t)).unwrap_or(0),
+                            ));
+                        }
+                    }
+                }
+            };
+            // Events still missing 5 s after the last one was published were dropped.
+            let _ = tokio::time::timeout(
+                Duration::from_millis(10) * u32::try_from(expected).unwrap_or(u32::MAX)
+                    + Duration::from_secs(5),
+                reading,
+            )
+            .await;
+            out
+        }));
+    }
+    // Every dashboard has its snapshot before the first event.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let channel = format!("{prefix}:events:cluster");
+    let mut tick = tokio::time::interval(Duration::from_millis(10));
+    for _ in 0..expected {
+        tick.tick().await;
+        let event = json!({"type": "bench_tick", "bench_t": start().elapsed().as_nanos() as u64});
+        let _: i64 = redis::cmd("PUBLISH")
+            .arg(&channel)
+            .arg(event.to_string())
+            .query_async(conn)
+            .await
+            .unwrap();
+    }
+    let mut all = Vec::new();
+    let mut short = 0;
+    for r in readers {
+        let got = r.await.unwrap();
+        short += expected - got.len();
+        all.extend(got);
+    }
+    println!(
+        "== fan-out: {} dashboards × {expected} events on the cluster channel",
+        sizes.dashboards
+    );
+    report("cluster event, publish → every dashboard", all);
+    println!("events not delivered: {short}");
 }
 
 fn main() {
@@ -381,12 +481,14 @@ fn main() {
         rt.block_on(child(n));
         return;
     }
-    let sizes = if args.iter().any(|a| a == "--bench") {
+    let mut sizes = if args.iter().any(|a| a == "--bench") {
         Sizes {
-            nodes: 200,
+            nodes: 1_000,
             samples: 2_000,
             cpu_window: Duration::from_secs(10),
             sse_frames: 1_000,
+            dashboards: 100,
+            fanout_events: 500,
         }
     } else {
         Sizes {
@@ -394,7 +496,17 @@ fn main() {
             samples: 20,
             cpu_window: Duration::from_millis(200),
             sse_frames: 10,
+            dashboards: 3,
+            fanout_events: 10,
         }
     };
+    if let Some(n) = args
+        .iter()
+        .position(|a| a == "--nodes")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+    {
+        sizes.nodes = n;
+    }
     rt.block_on(run(sizes));
 }

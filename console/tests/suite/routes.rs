@@ -4,75 +4,34 @@
 //! HTTP (axum answers 405 for a method the route does not have). And a proxied path is
 //! classified as the node it reaches would classify it, however the path is spelt.
 
-use std::collections::BTreeSet;
-
 use turnstone_console::routes::CONSOLE_ROUTES;
 use turnstone_proto::routes::{Lookup, lookup};
+use turnstone_testkit::route_walk::{METHODS, walk_router};
 
 use super::*;
-
-const METHODS: [&str; 5] = ["GET", "POST", "PUT", "DELETE", "PATCH"];
-
-/// The path templates the router registered (its `Debug` output lists them).
-fn registered_templates(console: &TestConsole) -> BTreeSet<String> {
-    let router = turnstone_console::router(console._running.console.clone());
-    let listing = format!("{router:?}");
-    let mut templates = BTreeSet::new();
-    for piece in listing.split('"').skip(1).step_by(2) {
-        if piece.starts_with('/') && !piece.contains("__private__axum") {
-            templates.insert(piece.to_string());
-        }
-    }
-    templates
-}
-
-/// A concrete path for a template (`{x}` → `x`, `{*path}` → `app.js`).
-fn concrete(template: &str) -> String {
-    template
-        .split('/')
-        .map(|segment| match segment {
-            s if s.starts_with("{*") => "app.js".to_string(),
-            s if s.starts_with('{') => "x".to_string(),
-            s => s.to_string(),
-        })
-        .collect::<Vec<_>>()
-        .join("/")
-}
 
 #[tokio::test]
 async fn every_route_of_the_router_has_a_row() {
     let console = TestConsole::start(&prefix()).await;
-    let templates = registered_templates(&console);
+    let router = turnstone_console::router(console._running.console.clone());
+    let walk = walk_router(
+        &format!("{router:?}"),
+        &console.http,
+        &console.url(""),
+        TOKEN,
+        |method, template| matches!(lookup(CONSOLE_ROUTES, method, template), Lookup::Entry(_)),
+    )
+    .await;
     assert!(
-        templates.contains("/v1/api/cluster/overview")
-            && templates.contains("/node/{node_id}/{*tail}"),
-        "the router listing no longer shows templates: {templates:?}"
+        walk.templates.contains("/v1/api/cluster/overview")
+            && walk.templates.contains("/node/{node_id}/{*tail}"),
+        "the router listing no longer shows templates: {:?}",
+        walk.templates
     );
-    let mut missing = Vec::new();
-    let mut registered = BTreeSet::new();
-    for template in &templates {
-        for method in METHODS {
-            let resp = console
-                .http
-                .request(method.parse().unwrap(), console.url(&concrete(template)))
-                .bearer_auth(TOKEN)
-                .header("content-type", "application/json")
-                .body("{}")
-                .send()
-                .await
-                .unwrap();
-            if resp.status() == 405 {
-                continue;
-            }
-            registered.insert((method, template.clone()));
-            if !matches!(lookup(CONSOLE_ROUTES, method, template), Lookup::Entry(_)) {
-                missing.push(format!("{method} {template} ({})", resp.status()));
-            }
-        }
-    }
     assert!(
-        missing.is_empty(),
-        "routes without a row in CONSOLE_ROUTES: {missing:#?}"
+        walk.missing.is_empty(),
+        "routes without a row in CONSOLE_ROUTES: {:#?}",
+        walk.missing
     );
     let stale: Vec<_> = CONSOLE_ROUTES
         .iter()
@@ -84,7 +43,7 @@ async fn every_route_of_the_router_has_a_row() {
             };
             methods
                 .iter()
-                .any(|m| !registered.contains(&(*m, p.to_string())))
+                .any(|m| !walk.served.contains(&(*m, p.to_string())))
         })
         .collect();
     assert!(stale.is_empty(), "rows for no route: {stale:#?}");

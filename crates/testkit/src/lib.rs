@@ -11,6 +11,7 @@
 //!   web search, `error` events) with [`AnthropicFault`]s; see [`fake_anthropic`].
 //! * [`ScriptedProvider`] — the same rules in-process, as a zero-latency
 //!   [`turnstone_llm::Provider`] (no HTTP, no JSON) for engine tests and benchmarks.
+//! * [`route_walk`] — walk an axum router over HTTP for route-table tests.
 //! * [`assert_eventually!`] / [`eventually()`] — poll a condition instead of sleeping.
 //!
 //! It knows the OpenAI chat-completions wire format and the neutral `turnstone-llm` types;
@@ -57,6 +58,7 @@ pub mod fake_llm;
 pub mod mcp_fixtures;
 mod openai_wire;
 pub mod process;
+pub mod route_walk;
 pub mod script;
 pub mod scripted_provider;
 
