@@ -11,6 +11,8 @@
 //!   web search, `error` events) with [`AnthropicFault`]s; see [`fake_anthropic`].
 //! * [`ScriptedProvider`] — the same rules in-process, as a zero-latency
 //!   [`turnstone_llm::Provider`] (no HTTP, no JSON) for engine tests and benchmarks.
+//! * [`secrets`] — fake secrets of many formats inside realistic tool output (the output
+//!   guard's fixtures).
 //! * [`assert_eventually!`] / [`eventually()`] — poll a condition instead of sleeping.
 //!
 //! It knows the OpenAI chat-completions wire format and the neutral `turnstone-llm` types;
@@ -59,6 +61,7 @@ mod openai_wire;
 pub mod process;
 pub mod script;
 pub mod scripted_provider;
+pub mod secrets;
 
 pub use error::TestkitError;
 pub use eventually::eventually;
