@@ -10,7 +10,7 @@
 //! result carries the redacted text from then on.
 //!
 //! The guard runs before the size cap: while it scans, tools cut their output only at
-//! [`OutputGuard::RAW_LIMIT`] and [`screen`] applies the tool-output limit after the scan,
+//! [`OutputGuard::RAW_LIMIT`] and [`cap`] applies the tool-output limit after the scan,
 //! so the head/tail truncation cannot cut a secret in half and hide the rest from the
 //! guard (a sub-agent's tool results and its final answer, which is the `task_agent`
 //! call's result, included).
@@ -33,27 +33,21 @@ use crate::guard_stats::GuardStats;
 use crate::shared::Shared;
 
 /// Screens one finished call's output (see the module docs): emits `output_warning` when
-/// the guard flags it and returns what everyone gets from now on, cut to `limit` (the
-/// tool-output limit; tools cut only at [`OutputGuard::RAW_LIMIT`] while the guard scans).
+/// the guard flags it and returns what everyone gets from now on (uncut: see [`cap`]).
 pub(crate) fn screen(
     shared: &Shared,
     settings: OutputGuard,
     stats: &GuardStats,
     call_id: &str,
     func_name: &str,
-    limit: usize,
     output: ToolOutput,
 ) -> ToolOutput {
     if !settings.scan {
         return output;
     }
     let assessment = assess_output(&output.content, settings.redact);
-    let cut = |output: ToolOutput| ToolOutput {
-        content: truncate_output(&output.content, limit),
-        ..output
-    };
     if !assessment.is_flagged() {
-        return cut(output);
+        return output;
     }
     let warning = assessment.warning(call_id, func_name);
     stats.record(&warning.flags, warning.redacted);
@@ -65,10 +59,23 @@ pub(crate) fn screen(
         "output guard flagged a tool result"
     );
     shared.emit(Event::OutputWarning(warning));
-    cut(match assessment.redacted_text {
+    match assessment.redacted_text {
         Some(content) => ToolOutput { content, ..output },
         None => output,
-    })
+    }
+}
+
+/// Applies the tool-output limit `limit` to a screened output. While the guard scans, tools
+/// cut only at [`OutputGuard::RAW_LIMIT`], so the limit is applied here, after the scan;
+/// otherwise the tools applied it themselves.
+pub(crate) fn cap(settings: OutputGuard, limit: usize, output: ToolOutput) -> ToolOutput {
+    if !settings.scan {
+        return output;
+    }
+    ToolOutput {
+        content: truncate_output(&output.content, limit),
+        ..output
+    }
 }
 
 /// Most bytes of a line held back waiting for its newline; a longer line is redacted and

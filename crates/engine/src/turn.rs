@@ -750,7 +750,6 @@ async fn run_one<'a>(
         sent: Default::default(),
         guard: crate::guard::ChunkGuard::new(settings),
     };
-    let limit = engine.config().truncation_limit(engine.context_window());
     let screen = |output| {
         crate::guard::screen(
             shared,
@@ -758,23 +757,26 @@ async fn run_one<'a>(
             &engine.guard_stats,
             &call.id,
             &call.name,
-            limit,
             output,
         )
     };
     let output = tool.execute(prepared, ctx, &sink).await;
     sink.flush();
+    let output = screen(output);
     // A plan is reviewed by the user before it becomes the result (`plan.rs`): the review
-    // shows the screened plan; a refined plan is screened again.
+    // shows (and saves) the screened, uncut plan; a refined plan is screened too.
     let output = if prepared.approval_label == crate::review::PLAN_AGENT {
-        let first = screen(output);
-        let reviewed =
-            crate::review::review(engine, shared, token, &*tool, prepared, ctx, &sink, first).await;
+        let reviewed = crate::review::review(
+            engine, shared, token, &*tool, prepared, ctx, &sink, output, &screen,
+        )
+        .await;
         sink.flush();
-        screen(reviewed)
+        reviewed
     } else {
-        screen(output)
+        output
     };
+    let limit = engine.config().truncation_limit(engine.context_window());
+    let output = crate::guard::cap(settings, limit, output);
     (call, output)
 }
 

@@ -255,3 +255,49 @@ async fn a_sub_agents_tool_results_and_its_answer_are_guarded_before_the_size_ca
     let counts = h.manager.engine().output_guard_counts();
     assert!(counts.redactions >= 2, "{counts:?}");
 }
+
+/// A plan (`plan_agent`, the planner's final answer) is screened before the user reviews
+/// it, and so is every refined plan; the saved file and the result hold no secret.
+#[tokio::test]
+async fn plans_are_screened_before_their_review_and_after_each_refinement() {
+    let h = Harness::with(|o| {
+        o.config.auto_approve_labels.insert("plan_agent".into());
+    })
+    .await;
+    turnstone_engine::register_plan_agent(h.manager.engine(), None).unwrap();
+    let ws = h.workstream();
+    let first = "ghp_0123456789abcdefghijABCDEFGHIJ012345";
+    let second = "glpat-abcdefghij0123456789";
+    // The fake planner answers with its prompt: the goal, then goal + feedback.
+    let goal = format!("Rotate the deploy token {first} everywhere");
+    let mut sub = send(&ws, &format!("CALL:plan_agent {}", json!({ "goal": goal })));
+    let plan_review = |events: &[Event]| {
+        events.iter().rev().find_map(|e| match e {
+            Event::PlanReview { content, .. } => Some(content.clone()),
+            _ => None,
+        })
+    };
+    let events = read_until(&mut sub, |e| matches!(e, Event::PlanReview { .. })).await;
+    let shown = plan_review(&events).unwrap();
+    assert!(
+        shown.contains("[REDACTED:") && !shown.contains(first),
+        "{shown}"
+    );
+    assert_eq!(warnings(&events).len(), 1, "{:?}", types(&events));
+
+    ws.plan_feedback(&format!("also the gitlab token {second}"));
+    let events = read_until(&mut sub, |e| matches!(e, Event::PlanReview { .. })).await;
+    let shown = plan_review(&events).unwrap();
+    assert!(!shown.contains(second) && !shown.contains(first), "{shown}");
+    assert_eq!(warnings(&events).len(), 1, "{:?}", types(&events));
+
+    ws.plan_feedback("");
+    let events = read_turn(&mut sub).await;
+    let result = &tool_results(&events)[0].1;
+    assert!(
+        !result.contains(first) && !result.contains(second),
+        "{result}"
+    );
+    let saved = std::fs::read_to_string(h.path(&format!(".plan-{}.md", ws.id()))).unwrap();
+    assert!(!saved.contains(first) && !saved.contains(second), "{saved}");
+}
