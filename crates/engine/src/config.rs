@@ -100,6 +100,15 @@ impl OutputGuard {
     /// The limit tools apply themselves (`ToolContext::truncation_limit`) when the engine's
     /// tool-output limit is `limit`: the raw limit while scanning (the engine cuts to `limit`
     /// after the guard), else `limit`.
+    /// `text` with every secret replaced when both scanning and redaction are on (`None`:
+    /// nothing to replace). For output no tool call carries (a watch's poll output).
+    pub fn redact(self, text: &str) -> Option<String> {
+        if !(self.scan && self.redact) {
+            return None;
+        }
+        turnstone_governance::assess_output(text, true).redacted_text
+    }
+
     pub fn tool_limit(self, limit: usize) -> usize {
         if self.scan && limit > 0 {
             limit.max(Self::RAW_LIMIT)
