@@ -682,6 +682,13 @@ impl<W: Write> Repl<W> {
             // The terminal does not offer plan_agent, so no plan is ever reviewed here.
             | Event::PlanReview { .. }
             | Event::PlanResolved { .. } => {}
+            Event::OutputWarning(w) => {
+                let what = if w.redacted { "redacted" } else { "flagged" };
+                self.line(&style.yellow(&format!(
+                    "  \u{26a0} output guard ({what}): {}",
+                    w.flags.join(", ")
+                )))?;
+            }
         }
         Ok(())
     }

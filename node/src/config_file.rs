@@ -41,6 +41,10 @@
 //! env_passthrough = ["GOPATH"]  # node env vars children get beyond PATH, HOME, LANG, …
 //! [tools.notify.ops]
 //! url = "https://hooks.example/notify"
+//!
+//! [judge]                       # governance (node spec §7.2 `judge.*`)
+//! output_guard = true           # scan every tool result; flagged ones emit output_warning
+//! redact_secrets = true         # replace detected secrets before anyone sees the result
 //! ```
 //!
 //! The keys of `[server]` that are flags' names (`node_id`, `max_workstreams`, `cwd`,
@@ -75,6 +79,17 @@ pub struct ServerFile {
     pub registry: Option<RegistryConfig>,
     pub mcp_servers: Vec<turnstone_mcp::McpServerConfig>,
     pub tools: ToolsSection,
+    pub judge: JudgeSection,
+}
+
+/// `[judge]`: the governance settings the node reads (node spec §7.2 `judge.*`).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JudgeSection {
+    /// Scan every tool result (`judge.output_guard`). Default `true`.
+    pub output_guard: Option<bool>,
+    /// Replace detected secrets in tool results (`judge.redact_secrets`). Default `true`.
+    pub redact_secrets: Option<bool>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -190,6 +205,10 @@ impl ServerFile {
             Some(v) => v.try_into().map_err(|e| format!("[tools]: {e}"))?,
             None => ToolsSection::default(),
         };
+        let judge = match section("judge")? {
+            Some(v) => v.try_into().map_err(|e| format!("[judge]: {e}"))?,
+            None => JudgeSection::default(),
+        };
         let models: Option<BTreeMap<String, ModelEntry>> = match section("models")? {
             Some(v) => Some(v.try_into().map_err(|e| format!("[models]: {e}"))?),
             None => None,
@@ -212,6 +231,7 @@ impl ServerFile {
             registry,
             mcp_servers,
             tools,
+            judge,
         })
     }
 
@@ -243,6 +263,12 @@ impl ServerFile {
         }
         if let Some(on) = s.auto_title {
             config.auto_title = on;
+        }
+        if let Some(on) = self.judge.output_guard {
+            config.output_guard.scan = on;
+        }
+        if let Some(on) = self.judge.redact_secrets {
+            config.output_guard.redact = on;
         }
         Ok(())
     }
@@ -397,6 +423,22 @@ web_search_backend = "mcp:brave:brave_web_search"
             empty.watch_tick(&EngineFlags::default()),
             Ok(Duration::from_secs(15))
         );
+    }
+
+    #[test]
+    fn the_judge_table_sets_the_output_guard() {
+        let mut config = EngineConfig::default();
+        assert!(config.output_guard.scan && config.output_guard.redact);
+        let f = ServerFile::parse("[judge]\nredact_secrets = false\n").unwrap();
+        f.apply_engine_settings(&EngineFlags::default(), &mut config)
+            .unwrap();
+        assert!(config.output_guard.scan && !config.output_guard.redact);
+        let f = ServerFile::parse("[judge]\noutput_guard = false\n").unwrap();
+        f.apply_engine_settings(&EngineFlags::default(), &mut config)
+            .unwrap();
+        assert!(!config.output_guard.scan);
+        let err = ServerFile::parse("[judge]\nredact = true\n").unwrap_err();
+        assert!(err.contains("[judge]") && err.contains("redact"), "{err}");
     }
 
     #[test]

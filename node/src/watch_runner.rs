@@ -369,13 +369,20 @@ impl Runner {
             self.deactivate(&watch.watch_id).await;
             return;
         }
-        let result = run_poll(
+        let mut result = run_poll(
             &watch.command,
             &self.cwd,
             self.config.command_timeout,
             &self.config.child_env,
         )
         .await;
+        // The output guard (docs/security.md): a secret the command prints is neither stored
+        // with the watch nor delivered in its notice. The condition sees the same text.
+        let guard = self.node.manager.engine().config().output_guard;
+        if let Some(redacted) = guard.redact(&result.output) {
+            tracing::warn!("output guard redacted a watch's poll output");
+            result.output = redacted;
+        }
         let poll_count = watch.poll_count.saturating_add(1);
         let trigger = match Condition::parse(watch.stop_on.as_deref()) {
             Ok(condition) => condition.evaluate(

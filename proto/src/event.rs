@@ -137,6 +137,10 @@ pub enum Event {
         is_error: bool,
     },
     Status(StatusInfo),
+    /// The output guard flagged a tool result (node spec §2.2): emitted after the call's
+    /// `tool_output_chunk`s and before its `tool_result` (which carries the redacted text
+    /// when redaction is on).
+    OutputWarning(sse::OutputWarning),
     Info {
         message: String,
     },
@@ -203,6 +207,7 @@ impl Event {
             Self::ToolOutputChunk { .. } => "tool_output_chunk",
             Self::ToolResult { .. } => "tool_result",
             Self::Status(_) => "status",
+            Self::OutputWarning(_) => "output_warning",
             Self::Info { .. } => "info",
             Self::Error { .. } => "error",
             Self::BusyError { .. } => "busy_error",
@@ -286,6 +291,7 @@ impl Event {
                 is_error: *is_error,
             }),
             Self::Status(s) => WsEvent::Status(s.clone()),
+            Self::OutputWarning(w) => WsEvent::OutputWarning(w.clone()),
             Self::Info { message } => WsEvent::Info(notice(message)),
             Self::Error { message } => WsEvent::Error(notice(message)),
             Self::BusyError { message } => WsEvent::BusyError(notice(message)),
@@ -480,6 +486,15 @@ mod tests {
                 pct: 0.1,
                 effort: s("medium"),
                 ..Status::default()
+            }),
+            Event::OutputWarning(sse::OutputWarning {
+                call_id: s("call_1"),
+                flags: vec![s("credential_leak")],
+                risk_level: s("high"),
+                annotations: vec![s("Detected: github_token.")],
+                func_name: s("bash"),
+                output_length: 40,
+                redacted: true,
             }),
             Event::info("i"),
             Event::error("e"),

@@ -76,6 +76,55 @@ pub struct EngineConfig {
     /// The model registry `/model <alias>` switches a workstream within; `None`: the
     /// engine's one model for every workstream.
     pub models: Option<Arc<ModelRegistry>>,
+    /// The output guard (`judge.output_guard`, `judge.redact_secrets`): both on by default.
+    pub output_guard: OutputGuard,
+}
+
+/// What the output guard does with every tool result (node spec §7.2 `judge.output_guard`,
+/// `judge.redact_secrets`; see `guard.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OutputGuard {
+    /// Scan every tool result and emit `output_warning` for flagged ones.
+    pub scan: bool,
+    /// Replace every detected secret before the result reaches anyone (the model, the
+    /// history, the journal, SSE, the bridge). Needs `scan`.
+    pub redact: bool,
+}
+
+impl OutputGuard {
+    /// Most characters a tool returns while the guard scans: the guard sees the raw output
+    /// up to this size, and the engine applies the tool-output limit after it (so a secret
+    /// cannot be cut in half by the limit and slip past the guard).
+    pub const RAW_LIMIT: usize = 256 * 1024;
+
+    /// The limit tools apply themselves (`ToolContext::truncation_limit`) when the engine's
+    /// tool-output limit is `limit`: the raw limit while scanning (the engine cuts to `limit`
+    /// after the guard), else `limit`.
+    /// `text` with every secret replaced when both scanning and redaction are on (`None`:
+    /// nothing to replace). For output no tool call carries (a watch's poll output).
+    pub fn redact(self, text: &str) -> Option<String> {
+        if !(self.scan && self.redact) {
+            return None;
+        }
+        turnstone_governance::assess_output(text, true).redacted_text
+    }
+
+    pub fn tool_limit(self, limit: usize) -> usize {
+        if self.scan && limit > 0 {
+            limit.max(Self::RAW_LIMIT)
+        } else {
+            limit
+        }
+    }
+}
+
+impl Default for OutputGuard {
+    fn default() -> Self {
+        Self {
+            scan: true,
+            redact: true,
+        }
+    }
 }
 
 impl Default for EngineConfig {
@@ -107,6 +156,7 @@ impl Default for EngineConfig {
             compact_max_tokens: 32_768,
             auto_title: false,
             models: None,
+            output_guard: OutputGuard::default(),
         }
     }
 }

@@ -11,6 +11,7 @@ use turnstone_tools::ToolRegistry;
 use turnstone_tools::toolset::{LoadedTools, ToolIntent, ToolSurface};
 
 use crate::config::EngineConfig;
+use crate::guard_stats::{GuardStats, OutputGuardCounts};
 
 /// What every workstream of a node shares: the model client, the (live) tool registry,
 /// settings.
@@ -23,6 +24,8 @@ pub struct Engine {
     pub(crate) routes: Mutex<HashMap<String, Resilient>>,
     /// Sections the embedder adds to every workstream's system prompt.
     pub(crate) sections: RwLock<Vec<Arc<dyn SystemSection>>>,
+    /// The output guard's counters, shared with the engines of sub-agents.
+    pub(crate) guard_stats: Arc<GuardStats>,
 }
 
 /// A section the embedder adds to every workstream's system prompt, after the engine's
@@ -71,6 +74,7 @@ impl Engine {
             context_window: AtomicU32::new(window),
             routes: Mutex::default(),
             sections: RwLock::default(),
+            guard_stats: Arc::default(),
         })
     }
 
@@ -118,6 +122,12 @@ impl Engine {
 
     pub fn config(&self) -> &EngineConfig {
         &self.config
+    }
+
+    /// What the output guard has flagged and redacted so far (this engine's workstreams and
+    /// their sub-agents).
+    pub fn output_guard_counts(&self) -> OutputGuardCounts {
+        self.guard_stats.snapshot()
     }
 
     pub fn context_window(&self) -> u32 {

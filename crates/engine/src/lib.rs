@@ -36,6 +36,7 @@
 pub mod config;
 mod decision;
 pub mod event;
+pub mod guard_stats;
 pub mod log;
 
 mod state;
@@ -44,6 +45,8 @@ mod engine;
 
 mod models;
 mod shared;
+
+mod guard;
 
 mod compact;
 mod review;
@@ -61,9 +64,10 @@ pub mod workstream;
 pub mod manager;
 
 pub use compact::SUMMARY_MARKER;
-pub use config::{EngineConfig, ManagerConfig};
+pub use config::{EngineConfig, ManagerConfig, OutputGuard};
 pub use engine::{Engine, SystemSection};
 pub use event::{Envelope, Event, StatusInfo, ToolItem, WsState};
+pub use guard_stats::{GUARD_FLAGS, OTHER_FLAG, OutputGuardCounts};
 pub use log::{EventLog, Item, Sequenced, Subscription};
 pub use manager::{Closed, CreateOptions, Manager, ManagerError};
 pub use models::{MODEL_CONFIG_KEY, ModelError};

@@ -179,7 +179,8 @@ async fn ask(engine: &Engine, shared: &Shared, token: &CancellationToken, plan: 
 }
 
 /// The `plan_agent` call's result after the review (see the module documentation). `first`
-/// is what the planner returned; `tool` and `prepared` run it again for refinements.
+/// is what the planner returned (screened by the output guard); `tool` and `prepared` run
+/// it again for refinements, whose output passes `screen` before it is shown.
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn review(
     engine: &Engine,
@@ -190,6 +191,7 @@ pub(crate) async fn review(
     ctx: &ToolContext,
     out: &dyn OutputSink,
     first: ToolOutput,
+    screen: &(dyn Fn(ToolOutput) -> ToolOutput + Sync),
 ) -> ToolOutput {
     if first.is_error {
         return first;
@@ -244,7 +246,8 @@ pub(crate) async fn review(
                         args.insert("previous_plan".into(), json!(plan));
                         args.insert("feedback".into(), json!(verdict.feedback));
                     }
-                    let revised = tool.execute(&again, ctx, out).await;
+                    // The output guard sees a refined plan before the user does.
+                    let revised = screen(tool.execute(&again, ctx, out).await);
                     if revised.is_error {
                         return revised;
                     }

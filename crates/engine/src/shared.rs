@@ -68,7 +68,10 @@ impl Shared {
         let config = engine.config();
         let mut tool_ctx =
             ToolContext::new(config.cwd.clone()).for_workstream(&id, &config.node_id);
-        tool_ctx.truncation_limit = config.truncation_limit(engine.context_window());
+        // Tools cut at the guard's raw limit; `turn.rs` cuts to the real one after the guard.
+        tool_ctx.truncation_limit = config
+            .output_guard
+            .tool_limit(config.truncation_limit(engine.context_window()));
         Self {
             log: Arc::new(EventLog::new(config.event_log_capacity, config.live_buffer)),
             id,

@@ -284,6 +284,8 @@ fn sub_engine(
         routes: Default::default(),
         // Sub-agents get their own prompt only.
         sections: Default::default(),
+        // What the guard finds inside a sub-agent counts as the node's.
+        guard_stats: parent.guard_stats.clone(),
     }
 }
 
@@ -472,6 +474,16 @@ fn progress(event: &Event, out: &dyn OutputSink) {
                 is_error: true,
                 ..
             } => emit(format!("  \u{2717} {name}: {}", first_line(output, 160))),
+            Event::OutputWarning(w) => emit(format!(
+                "  \u{26a0} output guard: {} in {} ({})",
+                w.flags.join(", "),
+                w.func_name,
+                if w.redacted {
+                    "redacted"
+                } else {
+                    "not redacted"
+                }
+            )),
             Event::Error { message } => emit(format!("  ! {}", first_line(message, 160))),
             Event::Info { message } => emit(format!("  {}", first_line(message, 160))),
             _ => {}

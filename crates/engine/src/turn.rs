@@ -694,10 +694,12 @@ struct ChunkSink<'a> {
     shared: &'a Shared,
     call_id: &'a str,
     sent: std::sync::atomic::AtomicUsize,
+    /// Redacts the chunks before they are sent (`guard.rs`).
+    guard: crate::guard::ChunkGuard,
 }
 
-impl OutputSink for ChunkSink<'_> {
-    fn chunk(&self, text: &str) {
+impl ChunkSink<'_> {
+    fn send(&self, text: &str) {
         let n = self.sent.fetch_add(1, Ordering::Relaxed);
         let chunk = match n.cmp(&MAX_STREAMED_CHUNKS) {
             std::cmp::Ordering::Less => text.to_string(),
@@ -712,8 +714,26 @@ impl OutputSink for ChunkSink<'_> {
             chunk,
         });
     }
+
+    /// Streams what the guard still holds (the call has finished).
+    fn flush(&self) {
+        if let Some(text) = self.guard.flush() {
+            self.send(&text);
+        }
+    }
 }
 
+impl OutputSink for ChunkSink<'_> {
+    fn chunk(&self, text: &str) {
+        if let Some(text) = self.guard.feed(text) {
+            self.send(&text);
+        }
+    }
+}
+
+/// Runs one call and screens its result (`guard.rs`), then applies the tool-output limit:
+/// nothing — the `tool_result` event, the fold, the journal — sees the output before the
+/// guard has, and the guard sees it before the limit cuts it.
 async fn run_one<'a>(
     engine: &'a Engine,
     shared: &'a Shared,
@@ -723,18 +743,40 @@ async fn run_one<'a>(
     call: &'a ToolCall,
     ctx: &'a turnstone_tools::ToolContext,
 ) -> (&'a ToolCall, ToolOutput) {
+    let settings = engine.config().output_guard;
     let sink = ChunkSink {
         shared,
         call_id: &call.id,
         sent: Default::default(),
+        guard: crate::guard::ChunkGuard::new(settings),
+    };
+    let screen = |output| {
+        crate::guard::screen(
+            shared,
+            settings,
+            &engine.guard_stats,
+            &call.id,
+            &call.name,
+            output,
+        )
     };
     let output = tool.execute(prepared, ctx, &sink).await;
-    // A plan is reviewed by the user before it becomes the result (`plan.rs`).
+    sink.flush();
+    let output = screen(output);
+    // A plan is reviewed by the user before it becomes the result (`plan.rs`): the review
+    // shows (and saves) the screened, uncut plan; a refined plan is screened too.
     let output = if prepared.approval_label == crate::review::PLAN_AGENT {
-        crate::review::review(engine, shared, token, &*tool, prepared, ctx, &sink, output).await
+        let reviewed = crate::review::review(
+            engine, shared, token, &*tool, prepared, ctx, &sink, output, &screen,
+        )
+        .await;
+        sink.flush();
+        reviewed
     } else {
         output
     };
+    let limit = engine.config().truncation_limit(engine.context_window());
+    let output = crate::guard::cap(settings, limit, output);
     (call, output)
 }
 

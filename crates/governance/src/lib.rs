@@ -17,8 +17,9 @@
 //! auto-approve settings) and act on what comes back. Wire shapes come from
 //! `turnstone-proto` ([`turnstone_proto::sse::Verdict`], `OutputWarning`, `ToolItem`).
 //!
-//! Not wired yet: the engine does not call this crate (see `docs/security.md`,
-//! "Governance: what exists, what is wired").
+//! Wired so far: the engine's output guard (`turnstone-engine`'s `guard.rs`) calls
+//! [`assess_output`] on every tool result; the classifier and the policies are not called
+//! yet (see `docs/security.md`, "Governance: what exists, what is wired").
 
 pub mod classify;
 pub mod fnmatch;

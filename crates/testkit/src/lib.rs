@@ -12,6 +12,8 @@
 //! * [`ScriptedProvider`] — the same rules in-process, as a zero-latency
 //!   [`turnstone_llm::Provider`] (no HTTP, no JSON) for engine tests and benchmarks.
 //! * [`route_walk`] — walk an axum router over HTTP for route-table tests.
+//! * [`secrets`] — fake secrets of many formats inside realistic tool output (the output
+//!   guard's fixtures).
 //! * [`assert_eventually!`] / [`eventually()`] — poll a condition instead of sleeping.
 //!
 //! It knows the OpenAI chat-completions wire format and the neutral `turnstone-llm` types;
@@ -61,6 +63,7 @@ pub mod process;
 pub mod route_walk;
 pub mod script;
 pub mod scripted_provider;
+pub mod secrets;
 
 pub use error::TestkitError;
 pub use eventually::eventually;

@@ -593,6 +593,26 @@ impl Metrics {
             "How late the last 100 ms lag probe woke up.",
             self.event_loop_lag().as_secs_f64(),
         );
+        // The output guard's counters are the engine's (sub-agents' results included).
+        let guard = node.manager.engine().output_guard_counts();
+        x.family(
+            "turnstone_output_guard_flags_total",
+            "counter",
+            "Tool results the output guard flagged, by flag (a result can raise several).",
+        );
+        for (flag, n) in &guard.flags {
+            x.sample("turnstone_output_guard_flags_total", &[("flag", flag)], n);
+        }
+        x.counter(
+            "turnstone_output_guard_warnings_total",
+            "Tool results that produced an output_warning.",
+            guard.warnings,
+        );
+        x.counter(
+            "turnstone_output_guard_redactions_total",
+            "Tool results (and sub-agent answers) whose secrets were redacted.",
+            guard.redactions,
+        );
         x.finish()
     }
 }

@@ -6,6 +6,7 @@ mod cancel;
 mod ctx;
 mod journal;
 mod manager;
+mod output_guard;
 mod plan;
 mod resilience;
 mod skills;

@@ -299,7 +299,7 @@ const PATTERNS: &[SecretPattern] = &[
     checked(
         "config_assignment",
         SecretFlag::EnvFile,
-        r#"(?mi)^[ \t]*(?:export[ \t]+)?["']?([a-z0-9_.-]*(?:secret|password|passwd|pwd|token|api[_-]?key|apikey|access[_-]?key|private[_-]?key|auth|credential)[a-z0-9_.-]*)["']?[ \t]*[=:][ \t]*("[^"\r\n]*"|'[^'\r\n]*'|[^\s#;,]+)"#,
+        r#"(?mi)^[ \t]*(?:\d+\t[ \t]*)?(?:export[ \t]+)?["']?([a-z0-9_.-]*(?:secret|password|passwd|pwd|token|api[_-]?key|apikey|access[_-]?key|private[_-]?key|auth|credential)[a-z0-9_.-]*)["']?[ \t]*[=:][ \t]*("[^"\r\n]*"|'[^'\r\n]*'|[^\s#;,]+)"#,
         config_secret,
     ),
     checked(
@@ -387,8 +387,9 @@ fn env_secret(name: &str, value: &str) -> bool {
     named && !harmless && plausible_value(value, 4)
 }
 
-/// Line-start `password = …` / `api_key: …` in INI, YAML, TOML and properties files; the
-/// value must look like a secret, not code (`password = request.form`).
+/// Line-start `password = …` / `api_key: …` in INI, YAML, TOML and properties files (also
+/// after a `cat -n` line number, as `read_file` shows files); the value must look like a
+/// secret, not code (`password = request.form`).
 fn config_secret(name: &str, value: &str) -> bool {
     let name = name.to_ascii_lowercase();
     let harmless_suffix = [

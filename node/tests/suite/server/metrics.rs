@@ -39,6 +39,9 @@ const ORDER: &[(&str, &str)] = &[
     ("turnstone_provider_first_byte_seconds", "histogram"),
     ("turnstone_sse_events_dropped_total", "counter"),
     ("turnstone_event_loop_lag_seconds", "gauge"),
+    ("turnstone_output_guard_flags_total", "counter"),
+    ("turnstone_output_guard_warnings_total", "counter"),
+    ("turnstone_output_guard_redactions_total", "counter"),
 ];
 
 /// The lint complaint about the original's own gauge name (`..._active_total`), which the

@@ -169,6 +169,62 @@ async fn a_watch_created_by_the_model_fires_into_its_workstream_and_runs_a_turn(
     assert_eq!(body, json!({"watches": []}));
 }
 
+/// A secret the watched command prints is redacted before the poll is stored and before
+/// the notice reaches the workstream (the output guard).
+#[tokio::test]
+async fn a_watchs_poll_output_passes_the_output_guard() {
+    let token = "ghp_0123456789abcdefghijABCDEFGHIJ012345";
+    let dir = tempfile::tempdir().unwrap();
+    let t = watching_node(&dir.path().join("node.db")).await;
+    let ws = t.default_ws.clone();
+    let cwd = t.node.manager.engine().config().cwd.clone();
+    std::fs::write(cwd.join("status.txt"), format!("pending {token}\n")).unwrap();
+    let mut events = t.sse(&format!("/v1/api/events?ws_id={ws}"), None).await;
+    let message = call_watch(json!({
+        "action": "create", "command": "cat status.txt", "name": "leaky",
+        "poll_every": "10s", "stop_on": "\"done\" in output"
+    }));
+    t.post("/v1/api/send", json!({"ws_id": ws, "message": message}))
+        .await;
+    events.until("approve_request").await;
+    t.post("/v1/api/approve", json!({"ws_id": ws, "approved": true}))
+        .await;
+    events.until("turn_complete").await;
+    let watch_id = only_watch(&t, &ws).await["watch_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let store = store(&t);
+    assert_eventually!(
+        store
+            .get_watch(&watch_id)
+            .await
+            .unwrap()
+            .is_some_and(|w| w.poll_count == 1),
+        "the first poll was not recorded"
+    );
+    let polled = store.get_watch(&watch_id).await.unwrap().unwrap();
+    let stored = polled.last_output.unwrap_or_default();
+    assert!(
+        stored.starts_with("pending [REDACTED:") && !stored.contains(token),
+        "{stored}"
+    );
+
+    std::fs::write(cwd.join("status.txt"), format!("done {token}\n")).unwrap();
+    make_due(store.as_ref(), &watch_id).await;
+    let turn = events.until("turn_complete").await;
+    let reply = turn.last().unwrap().data["content"].as_str().unwrap();
+    assert!(reply.contains("done [REDACTED:"), "{reply}");
+    let history = serde_json::to_string(&t.node.workstream(&ws).unwrap().history()).unwrap();
+    assert!(!history.contains(token), "{history}");
+    assert_eventually!(
+        !store.get_watch(&watch_id).await.unwrap().unwrap().active,
+        "the delivered watch was not ended"
+    );
+    let ended = store.get_watch(&watch_id).await.unwrap().unwrap();
+    assert!(!ended.last_output.unwrap_or_default().contains(token));
+}
+
 #[tokio::test]
 async fn bad_watch_requests_are_tool_errors_and_the_workstream_keeps_working() {
     let dir = tempfile::tempdir().unwrap();

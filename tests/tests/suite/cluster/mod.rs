@@ -7,6 +7,7 @@ mod bridge_basics;
 mod bridge_faults;
 mod drain;
 mod mq_client;
+mod output_guard;
 mod plan_relay;
 pub(crate) mod python_mq;
 mod queued_sends;

@@ -1,0 +1,242 @@
+//! The output guard, wired: every tool result passes [`screen`] before anything else sees
+//! it, and every streamed chunk passes a [`ChunkGuard`].
+//!
+//! [`screen`] is the one choke point: `turn.rs` calls it in `run_one`, right after the tool
+//! returns and before the `tool_result` event, the fold into the history, the journal and
+//! (through the node's event stream) SSE and the bridge. Every kind of tool goes through
+//! it — built-ins (`bash`, `read_file`, …), MCP tools, `task_agent` / `plan_agent` — and
+//! so do the calls inside a sub-agent, which runs the same turn loop. A flagged result
+//! emits `output_warning`; with `judge.redact_secrets` on ([`OutputGuard::redact`]) the
+//! result carries the redacted text from then on.
+//!
+//! The guard runs before the size cap: while it scans, tools cut their output only at
+//! [`OutputGuard::RAW_LIMIT`] and [`cap`] applies the tool-output limit after the scan,
+//! so the head/tail truncation cannot cut a secret in half and hide the rest from the
+//! guard (a sub-agent's tool results and its final answer, which is the `task_agent`
+//! call's result, included).
+//!
+//! Streamed output (`tool_output_chunk`) is shown before the call finishes, so it cannot
+//! wait for the whole result: [`ChunkGuard`] buffers it by line and redacts each complete
+//! line (a partial line is held until its newline, up to [`MAX_HELD`] bytes); once a line
+//! opens a PEM private key, the lines up to its `END` line are withheld. What a single line
+//! does not show — a secret only recognisable across lines, other than a PEM key — can
+//! still stream; the `tool_result`, the history and everything stored are redacted as a
+//! whole (docs/security.md).
+
+use parking_lot::Mutex;
+use turnstone_governance::assess_output;
+use turnstone_tools::{ToolOutput, truncate_output};
+
+use crate::config::OutputGuard;
+use crate::event::Event;
+use crate::guard_stats::GuardStats;
+use crate::shared::Shared;
+
+/// Screens one finished call's output (see the module docs): emits `output_warning` when
+/// the guard flags it and returns what everyone gets from now on (uncut: see [`cap`]).
+pub(crate) fn screen(
+    shared: &Shared,
+    settings: OutputGuard,
+    stats: &GuardStats,
+    call_id: &str,
+    func_name: &str,
+    output: ToolOutput,
+) -> ToolOutput {
+    if !settings.scan {
+        return output;
+    }
+    let assessment = assess_output(&output.content, settings.redact);
+    if !assessment.is_flagged() {
+        return output;
+    }
+    let warning = assessment.warning(call_id, func_name);
+    stats.record(&warning.flags, warning.redacted);
+    tracing::warn!(
+        call_id,
+        func_name,
+        flags = ?warning.flags,
+        redacted = warning.redacted,
+        "output guard flagged a tool result"
+    );
+    shared.emit(Event::OutputWarning(warning));
+    match assessment.redacted_text {
+        Some(content) => ToolOutput { content, ..output },
+        None => output,
+    }
+}
+
+/// Applies the tool-output limit `limit` to a screened output. While the guard scans, tools
+/// cut only at [`OutputGuard::RAW_LIMIT`], so the limit is applied here, after the scan;
+/// otherwise the tools applied it themselves.
+pub(crate) fn cap(settings: OutputGuard, limit: usize, output: ToolOutput) -> ToolOutput {
+    if !settings.scan {
+        return output;
+    }
+    ToolOutput {
+        content: truncate_output(&output.content, limit),
+        ..output
+    }
+}
+
+/// Most bytes of a line held back waiting for its newline; a longer line is redacted and
+/// streamed as it is.
+pub(crate) const MAX_HELD: usize = 16 * 1024;
+
+/// What stands in for the lines of a private key while they stream.
+const KEY_MARKER: &str = "[REDACTED:private_key]\n";
+
+/// Redacts streamed output line by line (see the module docs). With redaction off it
+/// passes every chunk unchanged.
+pub(crate) struct ChunkGuard {
+    redact: bool,
+    state: Mutex<Held>,
+}
+
+#[derive(Default)]
+struct Held {
+    /// The start of a line whose newline has not arrived.
+    partial: String,
+    /// Inside a PEM private key: lines are withheld up to its `END` line.
+    in_key: bool,
+}
+
+impl ChunkGuard {
+    pub(crate) fn new(settings: OutputGuard) -> Self {
+        Self {
+            redact: settings.scan && settings.redact,
+            state: Mutex::default(),
+        }
+    }
+
+    /// Takes a chunk; returns what may be streamed now (`None`: nothing yet).
+    pub(crate) fn feed(&self, chunk: &str) -> Option<String> {
+        if !self.redact {
+            return Some(chunk.to_owned());
+        }
+        let mut held = self.state.lock();
+        held.partial.push_str(chunk);
+        let cut = match held.partial.rfind('\n') {
+            Some(i) => i + 1,
+            None if held.partial.len() >= MAX_HELD => held.partial.len(),
+            None => return None,
+        };
+        let rest = held.partial.split_off(cut);
+        let lines = std::mem::replace(&mut held.partial, rest);
+        non_empty(redact_lines(&mut held, &lines))
+    }
+
+    /// What is still held when the call ends (a last line without newline).
+    pub(crate) fn flush(&self) -> Option<String> {
+        let mut held = self.state.lock();
+        let last = std::mem::take(&mut held.partial);
+        non_empty(redact_lines(&mut held, &last))
+    }
+}
+
+fn non_empty(text: String) -> Option<String> {
+    (!text.is_empty()).then_some(text)
+}
+
+fn is_key_line(line: &str, edge: &str) -> bool {
+    line.contains(edge) && line.contains("PRIVATE KEY")
+}
+
+/// Redacts whole lines, withholding the body of a private key.
+fn redact_lines(held: &mut Held, text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut plain = String::new();
+    let flush_plain = |plain: &mut String, out: &mut String| {
+        if !plain.is_empty() {
+            out.push_str(assess_output(plain, true).text(plain));
+            plain.clear();
+        }
+    };
+    for line in text.split_inclusive('\n') {
+        if held.in_key {
+            if is_key_line(line, "-----END") {
+                held.in_key = false;
+            }
+            continue;
+        }
+        if is_key_line(line, "-----BEGIN") {
+            flush_plain(&mut plain, &mut out);
+            // The whole block on one line (escaped newlines): the guard redacts it there.
+            if is_key_line(line, "-----END") {
+                out.push_str(assess_output(line, true).text(line));
+            } else {
+                held.in_key = true;
+                out.push_str(KEY_MARKER);
+            }
+            continue;
+        }
+        plain.push_str(line);
+    }
+    flush_plain(&mut plain, &mut out);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TOKEN: &str = "ghp_0123456789abcdefghijABCDEFGHIJ012345";
+
+    fn stream(guard: &ChunkGuard, chunks: &[&str]) -> String {
+        let mut out: String = chunks.iter().filter_map(|c| guard.feed(c)).collect();
+        out.extend(guard.flush());
+        out
+    }
+
+    #[test]
+    fn ordinary_chunks_pass_byte_identical() {
+        let guard = ChunkGuard::new(OutputGuard::default());
+        let chunks = ["total 8\n", "drwxr-xr-x 2 a a 4096 .\n", "no newline"];
+        assert_eq!(stream(&guard, &chunks), chunks.concat());
+    }
+
+    #[test]
+    fn a_secret_split_across_chunks_is_held_until_its_line_ends() {
+        let guard = ChunkGuard::new(OutputGuard::default());
+        let (a, b) = TOKEN.split_at(12);
+        assert_eq!(guard.feed(&format!("token: {a}")), None);
+        let out = guard.feed(&format!("{b}\nnext\n")).unwrap();
+        assert!(!out.contains(b) && !out.contains(a), "{out}");
+        assert!(
+            out.contains("[REDACTED:") && out.ends_with("next\n"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn the_body_of_a_private_key_is_withheld_line_by_line() {
+        let guard = ChunkGuard::new(OutputGuard::default());
+        let out = stream(
+            &guard,
+            &[
+                "before\n",
+                "-----BEGIN OPENSSH PRIVATE KEY-----\n",
+                "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ\n",
+                "AAAAAAABAAAAMwAAAAtzc2gtZWQyNTUxOQAAACDx\n",
+                "-----END OPENSSH PRIVATE KEY-----\n",
+                "after\n",
+            ],
+        );
+        assert_eq!(out, format!("before\n{KEY_MARKER}after\n"));
+    }
+
+    #[test]
+    fn with_redaction_off_chunks_are_untouched() {
+        let guard = ChunkGuard::new(OutputGuard {
+            scan: true,
+            redact: false,
+        });
+        assert_eq!(guard.feed(TOKEN).as_deref(), Some(TOKEN));
+    }
+
+    #[test]
+    fn a_long_line_without_newline_is_not_held_forever() {
+        let guard = ChunkGuard::new(OutputGuard::default());
+        let long = "x".repeat(MAX_HELD);
+        assert_eq!(guard.feed(&long).map(|s| s.len()), Some(MAX_HELD));
+    }
+}
