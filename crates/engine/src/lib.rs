@@ -38,6 +38,7 @@ mod decision;
 pub mod event;
 pub mod log;
 
+mod receipt;
 mod state;
 
 mod engine;
@@ -74,6 +75,7 @@ pub use state::{
     TitleHook, Verdict,
 };
 pub use subagent::{AgentModel, TaskAgentTool, register_subagent, register_subagent_with};
+pub use turnstone_proto::receipt::{EffectStatus, Receipt};
 pub use workstream::WorkstreamHandle;
 
 // Ids come from the wire contract's one id module (lengths documented there).

@@ -7,6 +7,7 @@ mod ctx;
 mod journal;
 mod manager;
 mod plan;
+mod receipts;
 mod resilience;
 mod skills;
 mod subagent;
