@@ -10,5 +10,6 @@ mod mq_client;
 mod plan_relay;
 pub(crate) mod python_mq;
 mod queued_sends;
+mod receipts;
 mod redis_auth;
 mod tls_roots;
