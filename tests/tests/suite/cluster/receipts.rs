@@ -223,6 +223,47 @@ async fn a_node_killed_while_a_command_runs_resumes_with_an_unknown_receipt() {
 }
 
 #[tokio::test]
+async fn a_partial_receipt_of_a_cancel_survives_a_restart_and_a_resume() {
+    let llm = FakeLlm::start().await;
+    let (mut node, ws) = node_on(&llm, "receipt-cancel").await;
+    let (status, reply) = node
+        .post_as(
+            &approver_token(),
+            "/v1/api/send",
+            json!({"ws_id": ws, "message": "TOOL: echo working; sleep 30", "auto_approve": true,
+                   "correlation_id": "5e1f00000003"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{reply}");
+    eventually("the command prints", Duration::from_secs(20), || {
+        let node = &node;
+        async move {
+            node.node_events()
+                .await
+                .iter()
+                .any(|v| v["type"] == "tool_output_chunk")
+        }
+    })
+    .await;
+    let (status, reply) = node.post("/v1/api/cancel", json!({"ws_id": ws})).await;
+    assert_eq!(status, 200, "{reply}");
+    let done = turn_complete(&node, "5e1f00000003").await;
+    assert_eq!(done["receipts"][0]["status"], "partial", "{done}");
+    assert_eq!(done["receipts"][0]["func_name"], "bash", "{done}");
+
+    node.kill9();
+    let tools = restart_and_resume(&mut node, &ws).await;
+    assert_eq!(tools.len(), 1, "{tools:?}");
+    assert_eq!(tools[0]["receipt"], "partial", "{tools:?}");
+    assert!(
+        tools[0]["content"]
+            .as_str()
+            .is_some_and(|c| c.starts_with("Cancelled by user. Effect: partial")),
+        "{tools:?}"
+    );
+}
+
+#[tokio::test]
 async fn a_queue_producer_sees_the_receipts_of_a_denied_batch_on_turn_complete() {
     let node = NodeProc::start("receipt-mq").await;
     let mut mq = Mq::shared("receipt").await;
