@@ -28,6 +28,14 @@
 
   // ---------------------------------------------------------------- small DOM helpers
 
+  // What each effect receipt means (the badge's tooltip).
+  const EFFECT_HINTS = {
+    none: "It never started: nothing happened.",
+    unknown: "It was running when it was stopped; check before repeating it.",
+    partial: "It was stopped while running, after printing output; part of its work may be done.",
+    rolled_back: "The tool undid its effect.",
+    completed: "It finished before the batch was stopped.",
+  };
   const { el } = window.TurnstoneDom;
 
   const stripAnsi = (s) => String(s ?? "").replace(/\u001b\[[0-9;?]*[A-Za-z]/g, "");
@@ -656,18 +664,27 @@
       }
       const title = stripAnsi(item.header || item.func_name || "tool").replace(/^\s*⚙\s*/, "");
       const badge = el("span", { class: "badge" });
+      // The effect receipt of a call whose batch was interrupted (turn_complete.receipts).
+      const effect = el("span", { class: "badge effect", hidden: true });
       const output = el("pre", { class: "tool-output", hidden: true });
       const previewText = stripAnsi(item.preview || "").trim();
       // The header usually repeats a one-line preview already.
       const preview = previewText && !title.includes(previewText) ? el("pre", { class: "tool-preview", text: previewText }) : null;
       const node = el("div", { class: "tool", dataset: { callId: item.call_id || "" } },
-        el("div", { class: "tool-head" }, el("span", { class: "tool-icon", "aria-hidden": "true", text: "⚙" }), el("span", { class: "tool-title", text: title }), badge),
+        el("div", { class: "tool-head" }, el("span", { class: "tool-icon", "aria-hidden": "true", text: "⚙" }), el("span", { class: "tool-title", text: title }), badge, effect),
         preview, output);
       const block = {
         node, output, done: false, text: "",
         setStatus(s) {
           node.dataset.status = s;
-          badge.textContent = { auto: "auto-approved", pending: "awaiting approval", running: "running", done: "done", error: "error", denied: "denied", blocked: "blocked" }[s] || s;
+          badge.textContent = { auto: "auto-approved", pending: "awaiting approval", running: "running", done: "done", error: "error", denied: "denied", blocked: "blocked", stopped: "stopped" }[s] || s;
+        },
+        setEffect(status) {
+          if (!status) return;
+          node.dataset.effect = status;
+          effect.hidden = false;
+          effect.textContent = "effect: " + String(status).replace("_", " ");
+          effect.title = EFFECT_HINTS[status] || "";
         },
       };
       block.setStatus(status || "running");
@@ -701,6 +718,20 @@
       block.setStatus(ev.is_error ? "error" : "done");
       block.node.classList.toggle("is-error", Boolean(ev.is_error));
       if (isStuck()) scrollToEnd();
+    }
+
+    // The receipts of a turn's interrupted batches: a badge on each call's block; a call
+    // stopped before its result arrived is marked stopped.
+    receipts(list) {
+      for (const r of list || []) {
+        const block = this.tools.get(r.call_id);
+        if (!block) continue;
+        if (!block.done && r.status !== "completed") {
+          block.setStatus("stopped");
+          block.done = true;
+        }
+        block.setEffect(r.status);
+      }
     }
 
     // -- approvals and plans
@@ -886,8 +917,9 @@
             block.output.hidden = false;
             block.output.textContent = stripAnsi(content) || "(no output)";
             block.done = true;
-            block.setStatus(m.denied ? "denied" : m.is_error ? "error" : "done");
+            block.setStatus(m.denied ? "denied" : m.receipt ? "stopped" : m.is_error ? "error" : "done");
             block.node.classList.toggle("is-error", Boolean(m.is_error));
+            block.setEffect(m.receipt);
           }
         }
       }
@@ -974,6 +1006,7 @@
           break;
         case "turn_complete":
           this.endSegment();
+          this.receipts(ev.receipts);
           this.setThinking(false);
           if (current === this.id) refreshQueue();
           break;

@@ -158,6 +158,10 @@ pub enum Event {
         correlation_id: String,
         content: String,
         state: WsState,
+        /// The effect receipts of the turn's interrupted tool batches (our extension;
+        /// absent when empty, see [`crate::receipt`]).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        receipts: Vec<crate::receipt::Receipt>,
     },
     /// Activity line for dashboards (`ws_activity` on the node's global stream). Engine
     /// internal: never on the per-workstream stream.
@@ -301,10 +305,12 @@ impl Event {
                 correlation_id,
                 content,
                 state: _,
+                receipts,
             } => WsEvent::TurnComplete(sse::TurnComplete {
                 ws_id: ws_id.to_owned(),
                 correlation_id: correlation_id.clone(),
                 content: content.clone(),
+                receipts: receipts.clone(),
             }),
             Self::Activity { .. } => return None,
             Self::PlanReview {
@@ -505,6 +511,17 @@ mod tests {
                 correlation_id: s("cid"),
                 content: s("done"),
                 state: WsState::Idle,
+                receipts: Vec::new(),
+            },
+            Event::TurnComplete {
+                correlation_id: s("cid2"),
+                content: s(""),
+                state: WsState::Idle,
+                receipts: vec![crate::receipt::Receipt {
+                    call_id: s("call_1"),
+                    func_name: s("bash"),
+                    status: crate::receipt::EffectStatus::Partial,
+                }],
             },
             Event::Activity {
                 activity: s("bash"),

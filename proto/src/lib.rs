@@ -14,6 +14,7 @@
 //! - [`sse`]: the node's SSE event payloads — per-workstream [`sse::WsEvent`]
 //!   and global [`sse::GlobalEvent`], with `ToolItem`, `Verdict`,
 //!   `HistoryEntry` and `WorkstreamState` (node spec §2);
+//! - [`receipt`]: effect receipts ([`receipt::EffectStatus`]) of interrupted tool batches;
 //! - [`keys`]: the Redis key and channel schema as functions of a prefix
 //!   (cluster spec §2);
 //! - [`api`]: the simple HTTP request/response bodies (node spec §1.3);
@@ -39,6 +40,7 @@ pub mod event;
 pub mod ids;
 pub mod keys;
 pub mod mq;
+pub mod receipt;
 pub mod routes;
 pub mod sse;
 

@@ -21,9 +21,9 @@ use tokio_util::sync::CancellationToken;
 use turnstone_proto::ids::now_timestamp;
 use turnstone_proto::keys::Keys;
 use turnstone_proto::mq::{
-    ACK_ERROR, ACK_OK, AckBody, ClusterStateBody, ContentBody, CreateWorkstreamMessage, EmptyBody,
+    ACK_ERROR, ACK_OK, AckBody, ClusterStateBody, CreateWorkstreamMessage, EmptyBody,
     HealthResponseBody, InboundMessage, NodeHeartbeat, NodeListBody, Outbound, OutboundEvent,
-    SendMessage, StateChangeBody, ToolResultBody, WsCreatedBody, WsListBody,
+    SendMessage, StateChangeBody, ToolResultBody, TurnCompleteBody, WsCreatedBody, WsListBody,
 };
 use turnstone_proto::sse::{Notice, Status, Text};
 use turnstone_queue::conn::{blocking_connection, manager};
@@ -870,7 +870,14 @@ impl Cluster {
         {
             return false;
         }
-        let complete = OutboundEvent::TurnComplete(out(ws_id, cid, ContentBody { content }));
+        let complete = OutboundEvent::TurnComplete(out(
+            ws_id,
+            cid,
+            TurnCompleteBody {
+                content,
+                receipts: Vec::new(),
+            },
+        ));
         if !self.ws_event(node, ws_id, complete).await {
             return false;
         }

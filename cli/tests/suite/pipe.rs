@@ -98,7 +98,9 @@ async fn without_skip_permissions_tool_calls_are_denied_as_non_interactive() {
         "the denial is explained: {out:?}"
     );
     assert!(
-        out.contains(&"done: Denied by user: non-interactive"),
+        out.contains(
+            &"done: Denied by user: non-interactive. Effect: none \u{2014} it never started."
+        ),
         "the model saw the denial feedback: {out:?}"
     );
     assert!(

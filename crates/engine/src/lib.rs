@@ -39,6 +39,7 @@ pub mod event;
 pub mod guard_stats;
 pub mod log;
 
+mod receipt;
 mod state;
 
 mod engine;
@@ -78,6 +79,7 @@ pub use state::{
     TitleHook, Verdict,
 };
 pub use subagent::{AgentModel, TaskAgentTool, register_subagent, register_subagent_with};
+pub use turnstone_proto::receipt::{EffectStatus, Receipt};
 pub use workstream::WorkstreamHandle;
 
 // Ids come from the wire contract's one id module (lengths documented there).

@@ -50,6 +50,8 @@ pub(crate) struct Shared {
     pub title: TitleState,
     /// The loaded-tool set as last handed to the journal.
     loaded_persisted: Mutex<Vec<String>>,
+    /// The open tool batch: which calls started and printed (`receipt.rs`).
+    pub(crate) batch: crate::receipt::Batch,
     /// The read model and the conversation, published by the actor task (see [`View`]).
     view: watch::Sender<View>,
 }
@@ -94,6 +96,7 @@ impl Shared {
             plan: PlanState::default(),
             title: TitleState::default(),
             loaded_persisted: Mutex::new(Vec::new()),
+            batch: crate::receipt::Batch::default(),
             view: watch::Sender::new(View {
                 messages: Arc::new(history),
                 ..View::default()
@@ -229,6 +232,34 @@ impl Shared {
     /// Records the loaded-tool set as persisted (a resumed session's, restored as stored).
     pub fn loaded_tools_persisted(&self) {
         *self.loaded_persisted.lock() = self.loaded_tools.names();
+    }
+
+    /// Opens the tool batch of `call_ids` and hands its `started` marker to the journal.
+    pub(crate) fn batch_opened(&self, call_ids: &[&str]) {
+        if let Some((key, value)) = self.batch.open(call_ids) {
+            self.config_changed(&key, Some(&value));
+        }
+    }
+
+    /// Records that a call of the open batch starts; returns once the journal has made
+    /// the `started` marker durable, so a crash while it runs reads as `unknown`.
+    pub(crate) async fn call_started(&self, call_id: &str) {
+        if let Some((key, value)) = self.batch.start(call_id)
+            && self.journal.is_some()
+        {
+            self.config_changed(&key, Some(&value));
+            self.journal_committed().await;
+        }
+    }
+
+    /// Closes the open batch (its results are being appended): what its calls did, and
+    /// the marker removed.
+    pub(crate) fn batch_closed(&self) -> crate::receipt::Seen {
+        let (seen, key) = self.batch.close();
+        if let Some(key) = key {
+            self.config_changed(&key, None);
+        }
+        seen
     }
 
     pub fn push_message(&self, message: ChatMessage) {

@@ -4,7 +4,8 @@
 //! Cancellation can arrive in any phase. Whatever phase it interrupts, the conversation is
 //! left as a provider accepts it: partial text is kept as an assistant message, an assistant
 //! message with tool calls is always followed by one result per call (real results of calls
-//! that finished, `Cancelled by user.` for the others).
+//! that finished; for the others, the reason and the call's effect receipt — `none`,
+//! `unknown` or `partial`, see `receipt.rs` — which `turn_complete.receipts` carries too).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -23,6 +24,7 @@ use turnstone_tools::{OutputSink, Prepared, Tool, ToolOutput, parse_tool_argumen
 
 use crate::engine::Engine;
 use crate::event::{Event, ToolItem, WsState};
+use crate::receipt::{CANCELLED, Outcome};
 use crate::shared::Shared;
 use crate::state::{Decision, Pending, PreparedTools, TurnEnd, Verdict, human_duration};
 
@@ -38,6 +40,8 @@ struct Turn<'a> {
     /// This turn's tools, frozen at its start (seed 002 §7.4): `tool_search` inside the turn
     /// marks tools loaded, the array changes at the next turn.
     tools: TurnTools,
+    /// The effect receipts of this turn's interrupted batches (`turn_complete.receipts`).
+    receipts: Vec<turnstone_proto::receipt::Receipt>,
 }
 
 /// The frozen tool view of one turn and what every request of the turn sends.
@@ -96,6 +100,7 @@ pub(crate) async fn run(
         correlation_id,
         content: String::new(),
         tools: TurnTools::freeze(engine, shared),
+        receipts: Vec::new(),
     };
     shared.tool_ctx.begin_turn();
     shared.push_turn_message(ChatMessage::user(text), &turn.correlation_id);
@@ -152,6 +157,7 @@ impl Turn<'_> {
             correlation_id: self.correlation_id.clone(),
             content: self.content.clone(),
             state,
+            receipts: self.receipts.clone(),
         });
     }
 
@@ -363,6 +369,8 @@ impl Turn<'_> {
         self.shared
             .publish(|v| v.tool_calls_this_turn += calls.len() as u64);
         let prepared: Vec<Prep> = calls.iter().map(|c| self.prepare(c)).collect();
+        let ids: Vec<&str> = calls.iter().map(|c| c.id.as_str()).collect();
+        self.shared.batch_opened(&ids);
         let items: Vec<ToolItem> = prepared.iter().map(|p| p.item.clone()).collect();
         self.shared.set_state(WsState::Attention);
 
@@ -475,7 +483,7 @@ impl Turn<'_> {
         let runnable: Vec<&Prep> = prepared.iter().filter(|p| p.item.error.is_none()).collect();
         let results = self.execute(&runnable).await;
         let cancelled = self.token.is_cancelled();
-        self.fold(&prepared, results, "Cancelled by user.");
+        self.fold(&prepared, results, CANCELLED);
         if cancelled {
             return Err(Stop::Cancelled);
         }
@@ -644,19 +652,29 @@ impl Turn<'_> {
     }
 
     /// Appends one tool message per call, in call order: the real result, the prepare-time
-    /// error, or `missing` for calls that did not run (denied or cancelled).
-    fn fold(&self, prepared: &[Prep], mut results: HashMap<String, ToolOutput>, missing: &str) {
-        let mut folded = Vec::with_capacity(prepared.len());
-        for p in prepared {
-            let content = if let Some(error) = &p.item.error {
-                error.clone()
-            } else if let Some(out) = results.remove(&p.call.id) {
-                out.content
-            } else {
-                missing.to_string()
-            };
-            folded.push(ChatMessage::tool(p.call.id.clone(), content));
-        }
+    /// error, or for calls without a result (denied, cancelled) `missing` and the call's
+    /// effect receipt. An interrupted batch's receipts join the turn's.
+    fn fold(&mut self, prepared: &[Prep], mut results: HashMap<String, ToolOutput>, missing: &str) {
+        let seen = self.shared.batch_closed();
+        let calls = prepared
+            .iter()
+            .map(|p| {
+                let outcome = if let Some(error) = &p.item.error {
+                    Outcome::NotRun(error.clone())
+                } else if let Some(out) = results.remove(&p.call.id) {
+                    Outcome::Finished(out.content)
+                } else {
+                    Outcome::Missing(missing.to_string())
+                };
+                (p.call.id.clone(), p.call.name.clone(), outcome)
+            })
+            .collect();
+        let (folded, receipts) = crate::receipt::settle(calls, &seen);
+        self.receipts.extend(receipts);
+        let folded = folded
+            .into_iter()
+            .map(|(call_id, content)| ChatMessage::tool(call_id, content))
+            .collect();
         self.shared.append_messages(folded);
     }
 }
@@ -725,6 +743,8 @@ impl ChunkSink<'_> {
 
 impl OutputSink for ChunkSink<'_> {
     fn chunk(&self, text: &str) {
+        // The call printed something (a cancel now leaves a `partial` effect).
+        self.shared.batch.printed(self.call_id);
         if let Some(text) = self.guard.feed(text) {
             self.send(&text);
         }
@@ -760,6 +780,7 @@ async fn run_one<'a>(
             output,
         )
     };
+    shared.call_started(&call.id).await;
     let output = tool.execute(prepared, ctx, &sink).await;
     sink.flush();
     let output = screen(output);

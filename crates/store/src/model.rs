@@ -285,7 +285,8 @@ impl SessionConfig {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ResumedSession {
     pub workstream: Workstream,
-    /// Provider messages, interrupted tail stripped (see [`crate::rebuild_messages`]).
+    /// Provider messages; an interrupted tool batch closed with effect receipts (see
+    /// [`crate::rebuild_messages`]).
     pub messages: Vec<ChatMessage>,
     pub config: SessionConfig,
     /// Every stored config key, including ones [`SessionConfig`] does not type.

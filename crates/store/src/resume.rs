@@ -6,22 +6,29 @@
 //!   response) become ONE assistant message with `tool_calls`;
 //! * the following `tool_result` rows are paired to those calls by `tool_call_id`, in stored
 //!   order; a result that answers no open call is dropped (providers reject orphans);
-//! * a group whose calls did not all get a result is an interrupted turn: the assistant message
-//!   and its partial results are removed, so the model regenerates from the user message;
+//! * a group whose calls did not all get a result is a tool batch the node stopped in (a crash,
+//!   a kill): it is closed with effect receipts (`turnstone_proto::receipt`), never dropped —
+//!   its calls may have had effects, and a model that regenerated it could repeat them. A call
+//!   with a stored result keeps it (`completed`); a call without one is answered
+//!   `Interrupted: the node stopped during this tool batch. Effect: …` — `unknown` when the
+//!   batch's durable marker (the session setting `tools_started:{first call id}`) says it
+//!   started, `none` when the marker says it did not, and `unknown` when there is no readable
+//!   marker (rows written before markers existed);
 //! * a row whose `provider_data` carries [`CONTEXT_RESET_KEY`] starts the conversation afresh
 //!   (a compaction replaced the context): everything rebuilt before it is dropped;
 //! * an assistant's provider blocks (`provider_data` of its first row) come back as
 //!   [`ChatMessage::provider_data`].
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 
 use turnstone_llm::{ChatMessage, ProviderData, Role, ToolCall};
+use turnstone_proto::receipt::{
+    EffectStatus, Interruption, NODE_STOPPED, STARTED_CONFIG_PREFIX, parse_started, receipt_text,
+};
 
 use crate::model::{CONTEXT_RESET_KEY, MessageRole, StoredMessage};
 
 struct OpenGroup {
-    /// Index in the output of the assistant message holding the calls.
-    msg_index: usize,
     expected: Vec<String>,
     answered: HashSet<String>,
 }
@@ -32,16 +39,50 @@ impl OpenGroup {
     }
 }
 
-fn close(group: Option<OpenGroup>, out: &mut Vec<ChatMessage>) {
-    if let Some(g) = group
-        && !g.complete()
-    {
-        tracing::debug!(
-            calls = g.expected.len(),
-            answered = g.answered.len(),
-            "stripping interrupted tool-call turn"
-        );
-        out.truncate(g.msg_index);
+/// The `started` markers of tool batches the node stopped in, by the batch's first call id.
+struct Markers(BTreeMap<String, HashSet<String>>);
+
+impl Markers {
+    fn from_config(config: &BTreeMap<String, String>) -> Self {
+        Self(
+            config
+                .iter()
+                .filter_map(|(key, value)| {
+                    let first = key.strip_prefix(STARTED_CONFIG_PREFIX)?;
+                    Some((first.to_string(), parse_started(value)?))
+                })
+                .collect(),
+        )
+    }
+
+    /// What a call of the batch whose first call is `first` did, having no stored result.
+    fn status(&self, first: &str, call_id: &str) -> EffectStatus {
+        match self.0.get(first) {
+            Some(started) if !started.contains(call_id) => EffectStatus::None,
+            _ => EffectStatus::Unknown,
+        }
+    }
+}
+
+/// Closes an open group: every call without a stored result is answered with its receipt
+/// (see the module docs), after the results it has.
+fn close(group: Option<OpenGroup>, out: &mut Vec<ChatMessage>, markers: &Markers) {
+    let Some(g) = group else { return };
+    if g.complete() {
+        return;
+    }
+    let first = g.expected.first().cloned().unwrap_or_default();
+    tracing::debug!(
+        calls = g.expected.len(),
+        answered = g.answered.len(),
+        "closing a tool batch the node stopped in with effect receipts"
+    );
+    for id in g.expected.iter().filter(|id| !g.answered.contains(*id)) {
+        let status = markers.status(&first, id);
+        out.push(ChatMessage::tool(
+            id.clone(),
+            receipt_text(NODE_STOPPED, status, Interruption::NodeStopped),
+        ));
     }
 }
 
@@ -63,8 +104,13 @@ fn row_data(row: &StoredMessage) -> (bool, Option<ProviderData>) {
     (reset, data)
 }
 
-/// Rebuilds provider messages from rows in stored order (see the module docs).
-pub fn rebuild_messages(rows: &[StoredMessage]) -> Vec<ChatMessage> {
+/// Rebuilds provider messages from rows in stored order; `config` is the session's stored
+/// settings, where the `started` markers of interrupted tool batches are (see the module docs).
+pub fn rebuild_messages(
+    rows: &[StoredMessage],
+    config: &BTreeMap<String, String>,
+) -> Vec<ChatMessage> {
+    let markers = Markers::from_config(config);
     let mut out: Vec<ChatMessage> = Vec::with_capacity(rows.len());
     let mut group: Option<OpenGroup> = None;
     let mut prev: Option<MessageRole> = None;
@@ -82,7 +128,7 @@ pub fn rebuild_messages(rows: &[StoredMessage]) -> Vec<ChatMessage> {
         }
         match role {
             MessageRole::User => {
-                close(group.take(), &mut out);
+                close(group.take(), &mut out, &markers);
                 out.push(ChatMessage {
                     role: Some(Role::User),
                     content: row.content.clone(),
@@ -90,7 +136,7 @@ pub fn rebuild_messages(rows: &[StoredMessage]) -> Vec<ChatMessage> {
                 });
             }
             MessageRole::Assistant => {
-                close(group.take(), &mut out);
+                close(group.take(), &mut out, &markers);
                 let mut message = ChatMessage::assistant(row.content.clone(), Vec::new());
                 message.provider_data = data;
                 out.push(message);
@@ -105,9 +151,7 @@ pub fn rebuild_messages(rows: &[StoredMessage]) -> Vec<ChatMessage> {
                     matches!(prev, Some(MessageRole::Assistant | MessageRole::ToolCall))
                         && out.last().is_some_and(|m| m.role() == Role::Assistant);
                 if extends_previous {
-                    let msg_index = out.len() - 1;
                     let g = group.get_or_insert_with(|| OpenGroup {
-                        msg_index,
                         expected: Vec::new(),
                         answered: HashSet::new(),
                     });
@@ -116,9 +160,8 @@ pub fn rebuild_messages(rows: &[StoredMessage]) -> Vec<ChatMessage> {
                         last.tool_calls.push(call);
                     }
                 } else {
-                    close(group.take(), &mut out);
+                    close(group.take(), &mut out, &markers);
                     group = Some(OpenGroup {
-                        msg_index: out.len(),
                         expected: vec![call.id.clone()],
                         answered: HashSet::new(),
                     });
@@ -150,7 +193,7 @@ pub fn rebuild_messages(rows: &[StoredMessage]) -> Vec<ChatMessage> {
         }
         prev = Some(role);
     }
-    close(group.take(), &mut out);
+    close(group.take(), &mut out, &markers);
     out
 }
 
@@ -188,7 +231,7 @@ mod tests {
             row(6, "tool_result", Some("A"), Some(("a", "bash"))),
             row(7, "assistant", Some("done"), None),
         ];
-        let msgs = rebuild_messages(&rows);
+        let msgs = rebuild_messages(&rows, &BTreeMap::new());
         assert_eq!(msgs.len(), 5);
         assert_eq!(msgs[1].content.as_deref(), Some("checking"));
         let ids: Vec<_> = msgs[1].tool_calls.iter().map(|c| c.id.as_str()).collect();
@@ -198,7 +241,7 @@ mod tests {
     }
 
     #[test]
-    fn strips_incomplete_group_but_keeps_later_turns() {
+    fn closes_an_interrupted_group_with_receipts_and_keeps_later_turns() {
         let rows = vec![
             row(1, "user", Some("one"), None),
             row(2, "tool_call", None, Some(("a", "bash"))),
@@ -209,14 +252,60 @@ mod tests {
             row(7, "tool_result", Some("stray"), Some(("zz", "bash"))),
             row(8, "user", Some("three"), None),
             row(9, "tool_call", None, Some(("c", "bash"))),
+            row(10, "tool_call", None, Some(("d", "bash"))),
         ];
-        let msgs = rebuild_messages(&rows);
+        // The last batch's marker: `c` started, `d` never did. The first batch has none
+        // (written before markers existed, or lost): its unanswered call reads `unknown`.
+        let config =
+            BTreeMap::from([(format!("{STARTED_CONFIG_PREFIX}c"), r#"["c"]"#.to_string())]);
+        let msgs = rebuild_messages(&rows, &config);
         let texts: Vec<_> = msgs
             .iter()
             .map(|m| m.content.clone().unwrap_or_default())
             .collect();
-        assert_eq!(texts, ["one", "two", "ok", "three"]);
-        assert!(msgs.iter().all(|m| m.tool_calls.is_empty()));
+        assert_eq!(texts[0], "one");
+        assert_eq!(msgs[1].tool_calls.len(), 2);
+        assert_eq!(texts[2], "A");
+        assert_eq!(msgs[3].tool_call_id.as_deref(), Some("b"));
+        assert!(
+            texts[3].starts_with(NODE_STOPPED) && texts[3].contains("Effect: unknown"),
+            "{}",
+            texts[3]
+        );
+        assert_eq!(texts[4..7], ["two", "ok", "three"]);
+        assert_eq!(msgs[7].tool_calls.len(), 2);
+        assert_eq!(msgs[8].tool_call_id.as_deref(), Some("c"));
+        assert!(texts[8].contains("Effect: unknown"), "{}", texts[8]);
+        assert_eq!(msgs[9].tool_call_id.as_deref(), Some("d"));
+        assert!(texts[9].contains("Effect: none"), "{}", texts[9]);
+        assert_eq!(msgs.len(), 10);
+    }
+
+    #[test]
+    fn an_unreadable_marker_reads_as_unknown() {
+        let rows = vec![
+            row(1, "user", Some("go"), None),
+            row(2, "tool_call", None, Some(("a", "bash"))),
+        ];
+        let config = BTreeMap::from([(format!("{STARTED_CONFIG_PREFIX}a"), "{".to_string())]);
+        let msgs = rebuild_messages(&rows, &config);
+        assert_eq!(msgs.len(), 3);
+        assert!(
+            msgs[2]
+                .content
+                .as_deref()
+                .is_some_and(|c| c.contains("Effect: unknown")),
+            "{msgs:?}"
+        );
+        let config = BTreeMap::from([(format!("{STARTED_CONFIG_PREFIX}a"), "[]".to_string())]);
+        let msgs = rebuild_messages(&rows, &config);
+        assert!(
+            msgs[2]
+                .content
+                .as_deref()
+                .is_some_and(|c| c.contains("Effect: none")),
+            "{msgs:?}"
+        );
     }
 
     #[test]
@@ -272,7 +361,7 @@ mod tests {
                 provider_data: n.provider_data,
             })
             .collect();
-        let msgs = rebuild_messages(&rows);
+        let msgs = rebuild_messages(&rows, &BTreeMap::new());
         let texts: Vec<_> = msgs.iter().map(|m| m.content.clone()).collect();
         assert_eq!(
             texts,
@@ -298,6 +387,6 @@ mod tests {
             row(1, "weird", Some("x"), None),
             row(2, "user", Some("u"), None),
         ];
-        assert_eq!(rebuild_messages(&rows).len(), 1);
+        assert_eq!(rebuild_messages(&rows, &BTreeMap::new()).len(), 1);
     }
 }

@@ -152,7 +152,7 @@ pub trait Store:
         let raw_config = self.load_config(&ws_id).await?;
         Ok(ResumedSession {
             workstream,
-            messages: rebuild_messages(&rows),
+            messages: rebuild_messages(&rows, &raw_config),
             config: SessionConfig::from_map(&raw_config),
             raw_config,
         })

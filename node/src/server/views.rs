@@ -52,6 +52,10 @@ pub fn history_entries(messages: &[ChatMessage], pending: bool) -> Vec<Value> {
                 if ERROR_PREFIXES.iter().any(|p| content.starts_with(p)) {
                     entry["is_error"] = json!(true);
                 }
+                // A call of an interrupted batch: its effect receipt, for the badge.
+                if let Some(status) = turnstone_proto::receipt::status_of(&content) {
+                    entry["receipt"] = json!(status);
+                }
                 entries.push(entry);
             }
         }

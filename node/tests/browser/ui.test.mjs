@@ -288,6 +288,24 @@ try {
     await page.locator("#ws-state-label[data-state=idle]").waitFor();
   });
 
+  await step("a denied call shows its effect receipt, live and after a reload", async () => {
+    await sendMessage("TOOL: echo never-run");
+    const approval = page.locator(".pane:not([hidden]) .approval:not(.plan)").last();
+    await approval.waitFor();
+    await approval.locator("button[data-action=deny]").click();
+    // turn_complete.receipts puts the badge on the call's block.
+    const badge = page.locator(".pane:not([hidden]) .tool[data-effect=none] .badge.effect").last();
+    await badge.waitFor();
+    assert((await badge.textContent()) === "effect: none", "badge text: " + (await badge.textContent()));
+    await page.locator("#ws-state-label[data-state=idle]").waitFor();
+    await shot("receipt");
+    // The history entry's `receipt` rebuilds it.
+    await page.reload();
+    await page.waitForFunction((d) => document.querySelector(".pane:not([hidden])")?.dataset.wsId === d, wsId);
+    await page.locator(".pane:not([hidden]) .tool[data-effect=none] .badge.effect").last().waitFor();
+    assert((await page.locator(".pane:not([hidden]) .tool[data-effect]").count()) === 1, "one receipted call");
+  });
+
   await step("screenshots in light and dark", async () => {
     await page.locator("#input").fill("");
     await page.locator("#input").blur();
@@ -319,7 +337,7 @@ try {
     assert(loginCalls === 1, "tried the login endpoint first");
     await p2.locator("#global-conn[data-state=open]").waitFor();
     // The event stream authenticated too: the pane was rebuilt from history.
-    await p2.waitForFunction(() => document.querySelectorAll(".pane:not([hidden]) .msg.user").length === 6);
+    await p2.waitForFunction(() => document.querySelectorAll(".pane:not([hidden]) .msg.user").length === 7);
     await p2.locator("#logout").click();
     await p2.locator("#login-overlay").waitFor({ state: "visible" });
     await p2.close();

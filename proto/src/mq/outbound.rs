@@ -175,7 +175,7 @@ outbound_event! {
     /// `plan_review`: a plan awaiting feedback; `correlation_id` is the
     /// `request_id` (cluster spec §1.3, §3.7).
     ///
-    /// The body, one `content` text, is also `turn_complete`'s. It is not the SSE
+    /// The body is one `content` text (`turn_complete`'s has receipts too). It is not the SSE
     /// `plan_review` body: the MQ form carries the `request_id` as the `correlation_id`.
     pub type PlanReviewEvent = ContentBody {
         pub content: String = String::new(),
@@ -197,10 +197,18 @@ outbound_event! {
     }
 }
 
-/// `turn_complete`: the workstream went idle; `correlation_id` is the send
-/// (or create) that started the turn, `content` the full turn text
-/// (cluster spec §1.3, §3.8).
-pub type TurnCompleteEvent = Outbound<ContentBody>;
+outbound_event! {
+    /// `turn_complete`: the workstream went idle; `correlation_id` is the send
+    /// (or create) that started the turn, `content` the full turn text
+    /// (cluster spec §1.3, §3.8). `receipts` (our extension, absent when empty):
+    /// the effect of every call of the turn's interrupted tool batches
+    /// ([`crate::receipt`]), so a producer knows whether a side effect happened.
+    pub type TurnCompleteEvent = TurnCompleteBody {
+        pub content: String = String::new(),
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        pub receipts: Vec<crate::receipt::Receipt> = Vec::new(),
+    }
+}
 
 wire_struct! {
     /// The body of an event with only the common fields.

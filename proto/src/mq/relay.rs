@@ -127,8 +127,9 @@ impl OutboundEvent {
                 correlation_id: t.correlation_id.clone(),
                 ..Outbound::new(
                     ws_id,
-                    ContentBody {
+                    TurnCompleteBody {
                         content: t.content.clone(),
+                        receipts: t.receipts.clone(),
                     },
                 )
             }),

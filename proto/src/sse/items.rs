@@ -224,7 +224,7 @@ fn is_false(b: &bool) -> bool {
 }
 
 /// One conversation message replayed in `history` (node spec §2.2).
-/// `tool_calls`, `denied`, `is_error` and `pending` are omitted when
+/// `tool_calls`, `denied`, `is_error`, `pending` and `receipt` are omitted when
 /// empty/false; `content` is always present (a string, `null` or a list).
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(default)]
@@ -257,4 +257,11 @@ pub struct HistoryEntry {
         deserialize_with = "crate::tolerant::null_as_default"
     )]
     pub pending: bool,
+    /// Tool entries of an interrupted batch: the call's effect receipt (our extension,
+    /// [`crate::receipt`]); absent otherwise.
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::tolerant::null_as_default"
+    )]
+    pub receipt: Option<crate::receipt::EffectStatus>,
 }

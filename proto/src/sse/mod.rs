@@ -206,11 +206,15 @@ wire_struct! {
 
 wire_struct! {
     /// `turn_complete` (our addition on the per-ws stream): the turn started by
-    /// `correlation_id` finished; `content` is its full assistant text.
+    /// `correlation_id` finished; `content` is its full assistant text; `receipts`
+    /// (our extension, absent when empty) the effect of every call of the turn's
+    /// interrupted tool batches (cancelled, denied, timed out; `crate::receipt`).
     pub struct TurnComplete {
         pub ws_id: String = String::new(),
         pub correlation_id: String = String::new(),
         pub content: String = String::new(),
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        pub receipts: Vec<crate::receipt::Receipt> = Vec::new(),
     }
 }
 

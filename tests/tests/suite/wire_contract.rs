@@ -207,12 +207,14 @@ fn assert_same_fields(event: &Event, decoded: &WsEvent, json: &Value) {
             Event::TurnComplete {
                 correlation_id,
                 content,
+                receipts,
                 ..
             },
             WsEvent::TurnComplete(w),
         ) => {
             assert_eq!(&w.correlation_id, correlation_id);
             assert_eq!(&w.content, content);
+            assert_eq!(&w.receipts, receipts);
         }
         (
             Event::PlanReview {

@@ -71,7 +71,10 @@ async fn a_denied_call_never_runs_and_the_model_gets_the_feedback() {
     );
     assert!(!marker.exists(), "a denied command must not run");
     let history = ws.history();
-    assert_eq!(tool_messages(&history), ["Denied by user: not now"]);
+    assert_eq!(
+        tool_messages(&history),
+        ["Denied by user: not now. Effect: none \u{2014} it never started."]
+    );
     assert!(content(&events).starts_with("done: Denied by user: not now"));
     assert_provider_acceptable(&history);
 }

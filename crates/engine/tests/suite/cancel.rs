@@ -58,7 +58,7 @@ async fn cancel_during_approval_denies_and_leaves_a_consistent_history() {
     assert_provider_acceptable(&history);
     assert_eq!(
         tool_messages(&history),
-        ["Denied by user: Cancelled by user"]
+        ["Denied by user: Cancelled by user. Effect: none \u{2014} it never started."]
     );
     assert_eq!(
         h.llm.request_count(),
@@ -96,7 +96,9 @@ async fn cancel_during_tool_execution_kills_the_tool_and_synthesises_results() {
     assert_eq!(results.len(), 2);
     assert!(results.iter().any(|r| r.contains("quick")), "{results:?}");
     assert!(
-        results.iter().any(|r| r == "Cancelled by user."),
+        results
+            .iter()
+            .any(|r| r.starts_with("Cancelled by user. Effect: unknown")),
         "{results:?}"
     );
     assert_eq!(history.last().unwrap().role(), Role::Tool);

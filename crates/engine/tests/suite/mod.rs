@@ -8,6 +8,7 @@ mod journal;
 mod manager;
 mod output_guard;
 mod plan;
+mod receipts;
 mod resilience;
 mod skills;
 mod subagent;

@@ -77,6 +77,7 @@ async fn turn_complete_carries_the_correlation_id_and_full_text() {
             correlation_id,
             content,
             state,
+            ..
         } => Some((correlation_id.clone(), content.clone(), *state)),
         _ => None,
     });

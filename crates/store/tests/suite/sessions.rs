@@ -1,13 +1,14 @@
 //! Round-trip, resume, resolution, listing and pruning.
 
 use turnstone_llm::{ChatMessage, ToolCall};
+use turnstone_proto::receipt;
 use turnstone_store::{NewMessage, NewWorkstream, SessionConfig, StoreError, WriteOp};
 
 use crate::support::TestDb;
 
 both_backends!(
     messages_round_trip_across_restart,
-    resume_strips_interrupted_turn_and_restores_config,
+    resume_closes_an_interrupted_batch_with_receipts_and_restores_config,
     resolve_alias_id_and_prefix,
     list_sessions_newest_first_without_empty,
     prune_rules,
@@ -102,7 +103,7 @@ async fn messages_round_trip_across_restart(db: TestDb) {
     store.close().await;
 }
 
-async fn resume_strips_interrupted_turn_and_restores_config(db: TestDb) {
+async fn resume_closes_an_interrupted_batch_with_receipts_and_restores_config(db: TestDb) {
     let store = db.open().await;
     let ws = store
         .create_workstream(NewWorkstream {
@@ -142,6 +143,12 @@ async fn resume_strips_interrupted_turn_and_restores_config(db: TestDb) {
             ChatMessage::tool("call_10", "src"),
         ],
     ));
+    // The batch's durable marker: both calls had started when the node stopped.
+    ops.push(WriteOp::Config {
+        ws_id: ws.ws_id.clone(),
+        key: receipt::started_config_key("call_9"),
+        value: Some(r#"["call_10","call_9"]"#.into()),
+    });
     store.write_batch(&ops).await.unwrap();
     store.close().await;
     drop(store);
@@ -149,7 +156,27 @@ async fn resume_strips_interrupted_turn_and_restores_config(db: TestDb) {
     let store = db.open().await;
     let resumed = store.resume_session("project-x").await.unwrap();
     let mut expected = complete.clone();
-    expected.push(ChatMessage::user("now delete the build dir"));
+    // Closed, not dropped: the answered call keeps its result, the other says that it
+    // started and its effect is unknown (`rm -rf` may have run).
+    expected.extend([
+        ChatMessage::user("now delete the build dir"),
+        ChatMessage::assistant(
+            None,
+            vec![
+                call("call_9", "bash", r#"{"command":"rm -rf build"}"#),
+                call("call_10", "bash", r#"{"command":"ls"}"#),
+            ],
+        ),
+        ChatMessage::tool("call_10", "src"),
+        ChatMessage::tool(
+            "call_9",
+            receipt::receipt_text(
+                receipt::NODE_STOPPED,
+                receipt::EffectStatus::Unknown,
+                receipt::Interruption::NodeStopped,
+            ),
+        ),
+    ]);
     assert_eq!(resumed.messages, expected);
     assert_eq!(resumed.config, config);
     assert_eq!(
@@ -166,7 +193,7 @@ async fn resume_strips_interrupted_turn_and_restores_config(db: TestDb) {
     assert_eq!(resumed.config.instructions, None);
     assert_eq!(resumed.config.max_tokens, Some(2048));
 
-    // The regenerated turn after the stripped one resumes as a normal conversation.
+    // The turn after the closed batch resumes as a normal conversation.
     store
         .write_batch(&rows(
             &ws.ws_id,

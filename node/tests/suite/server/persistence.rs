@@ -124,7 +124,7 @@ async fn conversations_and_verdicts_survive_a_restart() {
 }
 
 #[tokio::test]
-async fn a_crash_mid_turn_resumes_without_the_interrupted_tail() {
+async fn a_crash_mid_approval_resumes_with_a_none_receipt_for_the_interrupted_call() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("node.db");
     let (ws_id, complete_history) = {
@@ -175,10 +175,19 @@ async fn a_crash_mid_turn_resumes_without_the_interrupted_tail() {
         .await;
     assert_eq!(status, 200);
     let resumed = t.node.workstream(&ws_id).unwrap().history();
-    // The interrupted turn's assistant call has no result: it is stripped so the model can
-    // regenerate; its user message stays.
+    // The interrupted batch is closed, not dropped: its call is answered with a receipt, and
+    // the batch's durable marker says the call never started (it awaited approval).
     let mut expected = complete_history.clone();
     expected.push(turnstone_llm::ChatMessage::user("TOOL: echo interrupted"));
+    let call = resumed[6].tool_calls.clone();
+    assert_eq!(call.len(), 1, "{resumed:#?}");
+    assert!(call[0].arguments.contains("echo interrupted"));
+    expected.push(turnstone_llm::ChatMessage::assistant(None, call.clone()));
+    expected.push(turnstone_llm::ChatMessage::tool(
+        call[0].id.clone(),
+        "Interrupted: the node stopped during this tool batch. Effect: none \u{2014} it never \
+         started.",
+    ));
     assert_eq!(resumed, expected);
 }
 

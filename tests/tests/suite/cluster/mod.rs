@@ -11,5 +11,6 @@ mod output_guard;
 mod plan_relay;
 pub(crate) mod python_mq;
 mod queued_sends;
+mod receipts;
 mod redis_auth;
 mod tls_roots;
