@@ -41,6 +41,13 @@
 //! env_passthrough = ["GOPATH"]  # node env vars children get beyond PATH, HOME, LANG, …
 //! [tools.notify.ops]
 //! url = "https://hooks.example/notify"
+//!
+//! [[policies]]                  # read-only tool policies (the admin API adds stored ones)
+//! name = "no-mcp-deletes"
+//! tool_pattern = "mcp__*__delete*"
+//! action = "deny"               # allow | deny | ask
+//! priority = 100                # highest first; default 0
+//! enabled = true                # default true
 //! ```
 //!
 //! The keys of `[server]` that are flags' names (`node_id`, `max_workstreams`, `cwd`,
@@ -75,6 +82,8 @@ pub struct ServerFile {
     pub registry: Option<RegistryConfig>,
     pub mcp_servers: Vec<turnstone_mcp::McpServerConfig>,
     pub tools: ToolsSection,
+    /// `[[policies]]`: read-only tool policies (see `server::policies`).
+    pub policies: Vec<crate::server::policies::ConfigPolicy>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -198,6 +207,21 @@ impl ServerFile {
             Some(v) => v.try_into().map_err(|e| format!("[model]: {e}"))?,
             None => ModelSection::default(),
         };
+        let policies: Vec<crate::server::policies::ConfigPolicy> = match section("policies")? {
+            Some(v) => v.try_into().map_err(|e| format!("[[policies]]: {e}"))?,
+            None => Vec::new(),
+        };
+        for (i, p) in policies.iter().enumerate() {
+            p.check()
+                .map_err(|e| format!("[[policies]] entry {} ({:?}): {e}", i + 1, p.name))?;
+        }
+        let mut names = std::collections::BTreeSet::new();
+        if let Some(dup) = policies.iter().find(|p| !names.insert(p.name.trim())) {
+            return Err(format!(
+                "[[policies]]: the name {:?} is used twice",
+                dup.name
+            ));
+        }
         check_server(&server)?;
         check_tools(&tools)?;
         let registry = models.map(|models| RegistryConfig { models, model });
@@ -212,6 +236,7 @@ impl ServerFile {
             registry,
             mcp_servers,
             tools,
+            policies,
         })
     }
 

@@ -48,6 +48,7 @@ mod shared;
 mod compact;
 mod review;
 
+mod gate;
 mod turn;
 
 pub mod subagent;

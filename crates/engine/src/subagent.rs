@@ -284,6 +284,8 @@ fn sub_engine(
         routes: Default::default(),
         // Sub-agents get their own prompt only.
         sections: Default::default(),
+        // The parent's tool policies bind its sub-agents too.
+        policies: parking_lot::RwLock::new(parent.policies()),
     }
 }
 

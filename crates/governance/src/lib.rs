@@ -17,13 +17,17 @@
 //! auto-approve settings) and act on what comes back. Wire shapes come from
 //! `turnstone-proto` ([`turnstone_proto::sse::Verdict`], `OutputWarning`, `ToolItem`).
 //!
-//! Not wired yet: the engine does not call this crate (see `docs/security.md`,
-//! "Governance: what exists, what is wired").
+//! * [`posture`] — a workstream's approval posture (`ask`, `auto-review`, `full`) and the
+//!   rule by which `auto-review` lets a heuristic verdict approve a call.
+//!
+//! The engine's approval phase calls [`decide_batch`] and [`classify`]; see
+//! `docs/security.md`, "Governance: what exists, what is wired", for the rest.
 
 pub mod classify;
 pub mod fnmatch;
 pub mod guard;
 pub mod policy;
+pub mod posture;
 pub mod risk;
 
 pub use classify::{Classification, GatedCall, Workspace, classify};
@@ -33,4 +37,5 @@ pub use policy::{
     ApprovalSettings, BLOCKED_BY_TOOL_POLICY, BatchDecision, BatchItem, BatchOutcome, ItemDecision,
     PolicyAction, PolicySet, ToolPolicy, decide_batch,
 };
+pub use posture::{Posture, qualifies_for_auto_review};
 pub use risk::{Recommendation, RiskLevel};
