@@ -7,6 +7,7 @@ mod ctx;
 mod journal;
 mod manager;
 mod plan;
+mod policies;
 mod resilience;
 mod skills;
 mod subagent;
