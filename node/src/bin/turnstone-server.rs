@@ -10,7 +10,7 @@ use turnstone_engine::{AgentModel, CreateOptions, EngineConfig, ManagerConfig};
 use turnstone_node::backend::{Backend, resolve_cwd};
 use turnstone_node::config_file::{EngineFlags, HOME_CONFIG, SERVER_OWN_KEYS, ServerFile};
 use turnstone_node::persist::Persistence;
-use turnstone_node::server::policies::{POLICY_REFRESH_INTERVAL, PolicyRegistry};
+use turnstone_node::server::policies::PolicyRegistry;
 use turnstone_node::server::{self, Node, NodeOptions};
 use turnstone_runtime::auth::{
     AUDIENCE_SERVER, AuthConfig, AuthEnv, Authenticator, ConfigToken, TokenRole, check_bind_policy,
@@ -370,13 +370,9 @@ async fn main() -> anyhow::Result<()> {
     };
     // Tool policies: the config file's and the stored ones, before any turn runs (a store
     // that cannot be read stops the start rather than running without its denials).
-    node.policies.set_config(file.policies.clone());
-    PolicyRegistry::refresh(&node)
+    PolicyRegistry::install(&node, file.policies.clone())
         .await
         .map_err(|e| anyhow::anyhow!("tool policies not loaded: {e:?}"))?;
-    if node.store().is_some() {
-        PolicyRegistry::follow_store(&node, POLICY_REFRESH_INTERVAL);
-    }
     // The tools that need storage (memory, recall, skill) join the live registry.
     turnstone_node::store_tools::register_for(&node)?;
     server::previews::register(&node, &tool_options.web)?;

@@ -131,6 +131,19 @@ impl PolicyRegistry {
 }
 
 impl PolicyRegistry {
+    /// At start, before any turn: the config file's policies and the stored ones go to the
+    /// engine, and with storage the node follows later changes made elsewhere
+    /// ([`POLICY_REFRESH_INTERVAL`]). A store that cannot be read is an error: better no
+    /// start than a start without the operator's denials.
+    pub async fn install(node: &Arc<Node>, config: Vec<ConfigPolicy>) -> Result<(), ApiError> {
+        node.policies.set_config(config);
+        Self::refresh(node).await?;
+        if node.store().is_some() {
+            Self::follow_store(node, POLICY_REFRESH_INTERVAL);
+        }
+        Ok(())
+    }
+
     /// Refreshes the engine's policies every `interval` for as long as the node lives.
     pub fn follow_store(node: &Arc<Node>, interval: std::time::Duration) {
         let weak = Arc::downgrade(node);

@@ -121,7 +121,10 @@ async fn an_ask_policy_still_asks_even_under_a_lower_allow() {
 #[tokio::test]
 async fn a_denial_beside_an_undecided_call_asks_about_the_rest_only() {
     let h = Harness::start().await;
-    set_policies(&h, vec![policy("no-writes", "write_file", PolicyAction::Deny, 0)]);
+    set_policies(
+        &h,
+        vec![policy("no-writes", "write_file", PolicyAction::Deny, 0)],
+    );
     let ws = h.workstream();
     let target = h.path("w.txt");
     let mut sub = send(
