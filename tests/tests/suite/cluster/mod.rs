@@ -8,6 +8,7 @@ mod bridge_faults;
 mod drain;
 mod mq_client;
 mod plan_relay;
+mod policies;
 pub(crate) mod python_mq;
 mod queued_sends;
 mod redis_auth;
