@@ -369,7 +369,7 @@ fn check_fields(
         ));
     }
     if let Some(priority) = priority
-        && priority.abs() > MAX_PRIORITY
+        && !(-MAX_PRIORITY..=MAX_PRIORITY).contains(&priority)
     {
         return Err(format!(
             "priority must be between -{MAX_PRIORITY} and {MAX_PRIORITY}, not {priority}"
@@ -586,6 +586,8 @@ mod tests {
         assert!(err(None, Some("a\nb"), None, None).contains("control characters"));
         assert!(err(None, None, Some("block"), None).contains("action must be"));
         assert!(err(None, None, None, Some(MAX_PRIORITY + 1)).contains("priority must be"));
+        // (`abs` of the smallest i64 overflows: found by schemathesis.)
+        assert!(err(None, None, None, Some(i64::MIN)).contains("priority must be"));
         let long = "x".repeat(MAX_TEXT + 1);
         assert!(err(Some(&long), None, None, None).contains("longer than"));
     }

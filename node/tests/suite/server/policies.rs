@@ -154,6 +154,10 @@ async fn admin_policy_routes_crud_scopes_and_validation() {
             "priority must be between",
         ),
         (
+            json!({"name": "n", "tool_pattern": "*", "action": "deny", "priority": i64::MIN}),
+            "priority must be between",
+        ),
+        (
             json!({"name": "n", "tool_pattern": "*", "action": "deny", "priority": "high"}),
             "priority",
         ),
