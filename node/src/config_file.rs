@@ -459,4 +459,40 @@ web_search_backend = "mcp:brave:brave_web_search"
         assert!(err.contains("a__b"), "{err}");
         assert!(ServerFile::parse("not toml [").is_err());
     }
+
+    #[test]
+    fn policies_are_read_and_bad_entries_are_named() {
+        let file = ServerFile::parse(
+            "[[policies]]\nname = \"no-mcp\"\ntool_pattern = \"mcp__*\"\naction = \"deny\"\npriority = 7\n\
+             [[policies]]\nname = \"reads\"\ntool_pattern = \"read_file\"\naction = \"allow\"\nenabled = false\n",
+        )
+        .unwrap();
+        assert_eq!(file.policies.len(), 2);
+        assert_eq!(
+            (file.policies[0].priority, file.policies[0].enabled),
+            (7, true)
+        );
+        assert!(!file.policies[1].enabled);
+        assert!(ServerFile::parse("").unwrap().policies.is_empty());
+
+        let err = ServerFile::parse(
+            "[[policies]]\nname = \"x\"\ntool_pattern = \"bash\"\naction = \"block\"\n",
+        )
+        .unwrap_err();
+        assert!(
+            err.contains("entry 1") && err.contains("action must be"),
+            "{err}"
+        );
+        let err =
+            ServerFile::parse("[[policies]]\nname = \"x\"\ntool_pattern = \"bash\"\n").unwrap_err();
+        assert!(err.contains("action"), "{err}");
+        let twice = "[[policies]]\nname = \"x\"\ntool_pattern = \"a\"\naction = \"ask\"\n";
+        let err = ServerFile::parse(&format!("{twice}{twice}")).unwrap_err();
+        assert!(err.contains("used twice"), "{err}");
+        let err = ServerFile::parse(
+            "[[policies]]\nname = \"x\"\ntool_pattern = \"a\"\naction = \"ask\"\ncolour = 1\n",
+        )
+        .unwrap_err();
+        assert!(err.contains("colour"), "{err}");
+    }
 }
