@@ -45,6 +45,13 @@
 //! [judge]                       # governance (node spec §7.2 `judge.*`)
 //! output_guard = true           # scan every tool result; flagged ones emit output_warning
 //! redact_secrets = true         # replace detected secrets before anyone sees the result
+//!
+//! [[policies]]                  # read-only tool policies (the admin API adds stored ones)
+//! name = "no-mcp-deletes"
+//! tool_pattern = "mcp__*__delete*"
+//! action = "deny"               # allow | deny | ask
+//! priority = 100                # highest first; default 0
+//! enabled = true                # default true
 //! ```
 //!
 //! The keys of `[server]` that are flags' names (`node_id`, `max_workstreams`, `cwd`,
@@ -80,6 +87,8 @@ pub struct ServerFile {
     pub mcp_servers: Vec<turnstone_mcp::McpServerConfig>,
     pub tools: ToolsSection,
     pub judge: JudgeSection,
+    /// `[[policies]]`: read-only tool policies (see `server::policies`).
+    pub policies: Vec<crate::server::policies::ConfigPolicy>,
 }
 
 /// `[judge]`: the governance settings the node reads (node spec §7.2 `judge.*`).
@@ -217,6 +226,21 @@ impl ServerFile {
             Some(v) => v.try_into().map_err(|e| format!("[model]: {e}"))?,
             None => ModelSection::default(),
         };
+        let policies: Vec<crate::server::policies::ConfigPolicy> = match section("policies")? {
+            Some(v) => v.try_into().map_err(|e| format!("[[policies]]: {e}"))?,
+            None => Vec::new(),
+        };
+        for (i, p) in policies.iter().enumerate() {
+            p.check()
+                .map_err(|e| format!("[[policies]] entry {} ({:?}): {e}", i + 1, p.name))?;
+        }
+        let mut names = std::collections::BTreeSet::new();
+        if let Some(dup) = policies.iter().find(|p| !names.insert(p.name.trim())) {
+            return Err(format!(
+                "[[policies]]: the name {:?} is used twice",
+                dup.name
+            ));
+        }
         check_server(&server)?;
         check_tools(&tools)?;
         let registry = models.map(|models| RegistryConfig { models, model });
@@ -232,6 +256,7 @@ impl ServerFile {
             mcp_servers,
             tools,
             judge,
+            policies,
         })
     }
 
@@ -475,5 +500,41 @@ web_search_backend = "mcp:brave:brave_web_search"
         let err = ServerFile::parse("[mcp.servers.\"a__b\"]\ncommand = \"x\"\n").unwrap_err();
         assert!(err.contains("a__b"), "{err}");
         assert!(ServerFile::parse("not toml [").is_err());
+    }
+
+    #[test]
+    fn policies_are_read_and_bad_entries_are_named() {
+        let file = ServerFile::parse(
+            "[[policies]]\nname = \"no-mcp\"\ntool_pattern = \"mcp__*\"\naction = \"deny\"\npriority = 7\n\
+             [[policies]]\nname = \"reads\"\ntool_pattern = \"read_file\"\naction = \"allow\"\nenabled = false\n",
+        )
+        .unwrap();
+        assert_eq!(file.policies.len(), 2);
+        assert_eq!(
+            (file.policies[0].priority, file.policies[0].enabled),
+            (7, true)
+        );
+        assert!(!file.policies[1].enabled);
+        assert!(ServerFile::parse("").unwrap().policies.is_empty());
+
+        let err = ServerFile::parse(
+            "[[policies]]\nname = \"x\"\ntool_pattern = \"bash\"\naction = \"block\"\n",
+        )
+        .unwrap_err();
+        assert!(
+            err.contains("entry 1") && err.contains("action must be"),
+            "{err}"
+        );
+        let err =
+            ServerFile::parse("[[policies]]\nname = \"x\"\ntool_pattern = \"bash\"\n").unwrap_err();
+        assert!(err.contains("action"), "{err}");
+        let twice = "[[policies]]\nname = \"x\"\ntool_pattern = \"a\"\naction = \"ask\"\n";
+        let err = ServerFile::parse(&format!("{twice}{twice}")).unwrap_err();
+        assert!(err.contains("used twice"), "{err}");
+        let err = ServerFile::parse(
+            "[[policies]]\nname = \"x\"\ntool_pattern = \"a\"\naction = \"ask\"\ncolour = 1\n",
+        )
+        .unwrap_err();
+        assert!(err.contains("colour"), "{err}");
     }
 }

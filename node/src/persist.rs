@@ -9,8 +9,8 @@ use std::sync::Arc;
 use turnstone_engine::{Envelope, Event, EventLog, Item, Journal, PlanDecision};
 use turnstone_llm::ChatMessage;
 use turnstone_store::{
-    ApprovalDecision, ApprovalRecord, ApprovalState, NewMessage, NewWorkstream, Store, StoreConfig,
-    WriteOp, Writer, WriterConfig,
+    ApprovalDecision, ApprovalRecord, ApprovalState, NewIntentVerdict, NewMessage, NewWorkstream,
+    Store, StoreConfig, WriteOp, Writer, WriterConfig,
 };
 
 use crate::error::NodeError;
@@ -144,6 +144,8 @@ impl Persistence {
         let mut sub = log.subscribe(None);
         tokio::spawn(async move {
             let mut pending: HashMap<String, String> = HashMap::new();
+            // The verdicts of each workstream's pending approval, stamped when it is decided.
+            let mut judged: HashMap<String, Vec<String>> = HashMap::new();
             while let Some(item) = sub.next().await {
                 let Item::Event(entry) = item else {
                     tracing::error!(
@@ -155,12 +157,17 @@ impl Persistence {
                     continue;
                 };
                 match &env.event {
-                    Event::ApproveRequest { request_id, .. } => {
+                    Event::ApproveRequest {
+                        request_id, items, ..
+                    } => {
                         this.record_request(request_id, env, "approval request")
                             .await;
                         pending.insert(env.ws_id.to_string(), request_id.clone());
+                        let ids = this.record_verdicts(&env.ws_id, items).await;
+                        judged.insert(env.ws_id.to_string(), ids);
                     }
                     Event::ApprovalResolved { approved, feedback } => {
+                        let verdicts = judged.remove(&*env.ws_id).unwrap_or_default();
                         let Some(request_id) = pending.remove(&*env.ws_id) else {
                             continue;
                         };
@@ -182,6 +189,9 @@ impl Persistence {
                             feedback: feedback.clone(),
                             decided_by: decided_by.to_string(),
                         };
+                        if decided_by == "user" {
+                            this.stamp_verdicts(&verdicts, *approved).await;
+                        }
                         if let Err(e) = this.store.decide_approval(&request_id, decision).await {
                             tracing::error!(error = %e, %request_id, "approval verdict not recorded");
                         }
@@ -214,6 +224,51 @@ impl Persistence {
                 }
             }
         })
+    }
+
+    /// Records the judge verdicts of an approval request's items (`intent_verdicts`);
+    /// returns their ids.
+    async fn record_verdicts(
+        &self,
+        ws_id: &str,
+        items: &[turnstone_engine::ToolItem],
+    ) -> Vec<String> {
+        let mut ids = Vec::new();
+        for v in items.iter().filter_map(|i| i.verdict.as_ref()) {
+            let new = NewIntentVerdict {
+                verdict_id: v.verdict_id.clone(),
+                ws_id: ws_id.to_string(),
+                call_id: v.call_id.clone(),
+                func_name: v.func_name.clone(),
+                func_args: v.func_args.clone(),
+                intent_summary: v.intent_summary.clone(),
+                risk_level: v.risk_level.clone(),
+                confidence: v.confidence,
+                recommendation: v.recommendation.clone(),
+                reasoning: v.reasoning.clone(),
+                evidence: v.evidence.clone(),
+                tier: v.tier.clone(),
+                judge_model: v.judge_model.clone(),
+                latency_ms: v.latency_ms as i64,
+            };
+            match self.store.record_intent_verdict(new).await {
+                Ok(_) => ids.push(v.verdict_id.clone()),
+                Err(e) => {
+                    tracing::error!(error = %e, verdict_id = %v.verdict_id, "verdict not recorded")
+                }
+            }
+        }
+        ids
+    }
+
+    /// Stamps a human's decision on the verdicts of the batch they decided.
+    async fn stamp_verdicts(&self, verdict_ids: &[String], approved: bool) {
+        let decision = if approved { "approved" } else { "denied" };
+        for id in verdict_ids {
+            if let Err(e) = self.store.set_verdict_decision(id, decision).await {
+                tracing::error!(error = %e, verdict_id = %id, "verdict decision not recorded");
+            }
+        }
     }
 
     /// Records the approval row of a request event (`what` names it in the log).

@@ -752,7 +752,10 @@
         el("button", { type: "button", class: "btn", dataset: { action: "always" }, title: "Approve now and from now on for " + (labels.join(", ") || "these tools"), text: "Always allow" }),
         el("button", { type: "button", class: "btn danger", dataset: { action: "deny" }, text: "Deny" }),
       ];
-      const list = el("ul", { class: "approval-items" }, ...needing.map((i) => el("li", {}, el("code", { text: stripAnsi(i.header || i.func_name).replace(/^\s*⚙\s*/, "") }))));
+      const risk = (i) => i.verdict && i.verdict.risk_level
+        ? el("span", { class: "risk", dataset: { risk: i.verdict.risk_level }, title: i.verdict.reasoning || "", text: i.verdict.risk_level + " risk" })
+        : "";
+      const list = el("ul", { class: "approval-items" }, ...needing.map((i) => el("li", {}, el("code", { text: stripAnsi(i.header || i.func_name).replace(/^\s*⚙\s*/, "") }), " ", risk(i))));
       const icon = el("span", { class: "approval-icon", "aria-hidden": "true", text: "!" });
       const node = el("div", { class: "approval", role: "group", "aria-label": "Approval" },
         el("div", { class: "approval-title" }, icon, "Approval needed" + (labels.length ? " — " + labels.join(", ") : "")),
@@ -934,6 +937,7 @@
           if (this.fresh) this.clear();
           this.model = ev.model_alias || ev.model || "";
           if (this.model) nodeModel = this.model;
+          this.posture = ev.posture || "ask";
           renderHeader();
           break;
         case "history":
@@ -1188,6 +1192,8 @@
     $("ws-state-label").dataset.state = ws ? ws.state : "idle";
     $("cancel-btn").disabled = !ws || ws.state === "idle";
     $("close-btn").disabled = !ws;
+    $("posture-select").disabled = !ws;
+    $("posture-select").value = (view && view.posture) || "ask";
     $("input").disabled = !ws;
     $("send-btn").disabled = !ws;
     $("empty-state").hidden = Boolean(ws);
@@ -1266,6 +1272,20 @@
     } catch (e) {
       if (e.status !== 401) toast(e.message, "error");
     }
+  }
+
+  // The posture applies from the workstream's next tool batch; `full` needs the approve scope.
+  async function setPosture() {
+    if (!current) return;
+    const view = views.get(current);
+    const select = $("posture-select");
+    try {
+      const reply = await api("/v1/api/workstreams/" + encodeURIComponent(current) + "/posture", { posture: select.value });
+      if (view) view.posture = reply.posture;
+    } catch (e) {
+      if (e.status !== 401) toast("Posture not changed: " + e.message, "error");
+    }
+    renderHeader();
   }
 
   async function cancelTurn() {
@@ -1381,6 +1401,7 @@
     $("new-ws").addEventListener("click", createWorkstream);
     $("close-btn").addEventListener("click", closeWorkstream);
     $("cancel-btn").addEventListener("click", cancelTurn);
+    $("posture-select").addEventListener("change", setPosture);
     $("theme-toggle").addEventListener("click", toggleTheme);
     $("logout").addEventListener("click", logout);
     $("reconnect-now").addEventListener("click", () => {

@@ -235,6 +235,10 @@ wire_struct! {
         /// Ours: tool labels approved without asking (the MQ `auto_approve_tools`).
         #[serde(skip_serializing_if = "Vec::is_empty")]
         pub auto_approve_tools: Vec<String> = Vec::new(),
+        /// Ours: the approval posture, `ask` (the default), `auto-review` or `full`
+        /// (`full` needs what `auto_approve: true` needs).
+        #[serde(skip_serializing_if = "is_empty")]
+        pub posture: String = String::new(),
     }
 }
 

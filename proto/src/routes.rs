@@ -146,6 +146,7 @@ pub const NODE_ROUTES: &RouteTable<Needs> = &[
     ("POST", "/v1/api/send", WRITE),
     ("POST", "/v1/api/cancel", WRITE),
     ("GET", "/v1/api/workstreams/{ws_id}/queue", READ),
+    ("POST", "/v1/api/workstreams/{ws_id}/posture", WRITE),
     (
         "DELETE",
         "/v1/api/workstreams/{ws_id}/queue/{correlation_id}",
@@ -197,6 +198,31 @@ pub const NODE_ROUTES: &RouteTable<Needs> = &[
         "DELETE",
         "/v1/api/admin/tokens/{token_id}",
         Permission(Scope::Approve, "admin.users"),
+    ),
+    (
+        "GET",
+        "/v1/api/admin/policies",
+        Permission(Scope::Approve, "admin.policies"),
+    ),
+    (
+        "POST",
+        "/v1/api/admin/policies",
+        Permission(Scope::Approve, "admin.policies"),
+    ),
+    (
+        "PUT",
+        "/v1/api/admin/policies/{policy_id}",
+        Permission(Scope::Approve, "admin.policies"),
+    ),
+    (
+        "DELETE",
+        "/v1/api/admin/policies/{policy_id}",
+        Permission(Scope::Approve, "admin.policies"),
+    ),
+    (
+        "GET",
+        "/v1/api/admin/verdicts",
+        Permission(Scope::Approve, "admin.judge"),
     ),
     (
         "GET",

@@ -68,6 +68,14 @@ def approve_via_event_stream(client: TurnstoneServer, ws_id: str) -> None:
         if isinstance(event, ApproveRequestEvent):
             names = [item.get("func_name") for item in event.items]
             check("stream_events.approve_request", names == ["bash"], event.items)
+            verdict_of = (event.items[0] or {}).get("verdict") or {}
+            check(
+                "stream_events.approve_request.verdict",
+                verdict_of.get("tier") == "heuristic"
+                and verdict_of.get("risk_level") == "low"
+                and isinstance(verdict_of.get("func_args"), str),
+                event.items,
+            )
             verdict = client.approve(ws_id=ws_id)
             check("approve", verdict.status == "ok", verdict.status)
         elif isinstance(event, ApprovalResolvedEvent):

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use parking_lot::{Mutex, RwLock};
+use turnstone_governance::PolicySet;
 use turnstone_llm::{Resilient, ToolSpec};
 use turnstone_tools::ToolRegistry;
 use turnstone_tools::toolset::{LoadedTools, ToolIntent, ToolSurface};
@@ -26,6 +27,9 @@ pub struct Engine {
     pub(crate) sections: RwLock<Vec<Arc<dyn SystemSection>>>,
     /// The output guard's counters, shared with the engines of sub-agents.
     pub(crate) guard_stats: Arc<GuardStats>,
+    /// The embedder's tool policies (an immutable snapshot, replaced whole on every change;
+    /// each tool batch reads the one current at its start).
+    pub(crate) policies: RwLock<Arc<PolicySet>>,
 }
 
 /// A section the embedder adds to every workstream's system prompt, after the engine's
@@ -75,12 +79,25 @@ impl Engine {
             routes: Mutex::default(),
             sections: RwLock::default(),
             guard_stats: Arc::default(),
+            policies: RwLock::default(),
         })
     }
 
     /// Adds a section to every workstream's system prompt from the next turn on.
     pub fn add_system_section(&self, section: Arc<dyn SystemSection>) {
         self.sections.write().push(section);
+    }
+
+    /// Replaces the tool policies every workstream (and sub-agent) applies from its next
+    /// tool batch on. The engine never reads storage: the embedder calls this whenever its
+    /// policies change.
+    pub fn set_policies(&self, policies: Arc<PolicySet>) {
+        *self.policies.write() = policies;
+    }
+
+    /// The tool policies as of now.
+    pub fn policies(&self) -> Arc<PolicySet> {
+        self.policies.read().clone()
     }
 
     /// The embedder's sections as of now, joined by blank lines (`None` when all are empty).

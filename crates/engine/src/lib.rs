@@ -52,6 +52,7 @@ mod guard;
 mod compact;
 mod review;
 
+mod gate;
 mod turn;
 
 pub mod subagent;

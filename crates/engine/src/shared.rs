@@ -87,6 +87,7 @@ impl Shared {
                 name,
                 skip_permissions: config.skip_permissions,
                 always: config.auto_approve_labels.clone(),
+                posture: Default::default(),
                 tool_intent: config.default_tool_intent.clone(),
                 skill: None,
                 model: None,

@@ -249,6 +249,8 @@ pub(crate) struct Settings {
     pub skip_permissions: bool,
     /// Per-tool auto-approve labels ("always" decisions).
     pub always: BTreeSet<String>,
+    /// How gated tool calls are decided (`ask`, `auto-review`, `full`; see `gate.rs`).
+    pub posture: turnstone_governance::Posture,
     /// Tool toggles (intent, never a list of all tools); read at each turn boundary.
     pub tool_intent: ToolIntent,
     /// The active skill (content rendered); read at every model request.

@@ -286,6 +286,8 @@ fn sub_engine(
         sections: Default::default(),
         // What the guard finds inside a sub-agent counts as the node's.
         guard_stats: parent.guard_stats.clone(),
+        // The parent's tool policies bind its sub-agents too.
+        policies: parking_lot::RwLock::new(parent.policies()),
     }
 }
 

@@ -24,6 +24,7 @@ use turnstone_tools::{OutputSink, Prepared, Tool, ToolOutput, parse_tool_argumen
 
 use crate::engine::Engine;
 use crate::event::{Event, ToolItem, WsState};
+use crate::gate::{self, GateCall, GateOutcome, GateSettings};
 use crate::receipt::{CANCELLED, Outcome};
 use crate::shared::Shared;
 use crate::state::{Decision, Pending, PreparedTools, TurnEnd, Verdict, human_duration};
@@ -368,77 +369,99 @@ impl Turn<'_> {
         self.shared.set_state(WsState::Running);
         self.shared
             .publish(|v| v.tool_calls_this_turn += calls.len() as u64);
-        let prepared: Vec<Prep> = calls.iter().map(|c| self.prepare(c)).collect();
+        let mut prepared: Vec<Prep> = calls.iter().map(|c| self.prepare(c)).collect();
         let ids: Vec<&str> = calls.iter().map(|c| c.id.as_str()).collect();
         self.shared.batch_opened(&ids);
-        let items: Vec<ToolItem> = prepared.iter().map(|p| p.item.clone()).collect();
         self.shared.set_state(WsState::Attention);
 
-        let unattended = self.engine.config().unattended;
-        let needs_decision: Vec<&Prep> = {
-            // One snapshot for the batch: a change of the approval settings applies from
-            // the next batch.
+        // One snapshot of the approval settings and policies for the batch: a change
+        // applies from the next batch.
+        let mut items: Vec<ToolItem> = prepared.iter().map(|p| p.item.clone()).collect();
+        let gate = {
             let settings = self.shared.settings();
-            let (always, skip) = (&settings.always, settings.skip_permissions);
-            prepared
+            let policies = self.engine.policies();
+            let gate_calls: Vec<GateCall<'_>> = prepared
                 .iter()
-                .filter(|p| p.item.error.is_none() && p.item.needs_approval)
-                .filter(|p| !skip && !always.contains(&p.item.approval_label))
-                .filter(|p| !(unattended && p.auto_approve_meta()))
-                .collect()
+                .map(|p| GateCall {
+                    arguments: &p.call.arguments,
+                    auto_approve_meta: p.auto_approve_meta(),
+                })
+                .collect();
+            gate::decide(
+                &mut items,
+                &gate_calls,
+                &GateSettings {
+                    policies: &policies,
+                    always: &settings.always,
+                    skip_permissions: settings.skip_permissions,
+                    posture: settings.posture,
+                    unattended: self.engine.config().unattended,
+                    cwd: &self.shared.tool_ctx.cwd,
+                },
+            )
         };
+        // A policy's denial is the item's error from here on (shown, folded as its result).
+        for (p, item) in prepared.iter_mut().zip(&items) {
+            p.item.error.clone_from(&item.error);
+        }
 
-        let decision = if needs_decision.is_empty() {
-            if let Some(first) = prepared.iter().find(|p| p.item.error.is_none()) {
+        let decision = match &gate.outcome {
+            GateOutcome::Run => {
+                if let Some(first) = prepared.iter().find(|p| p.item.error.is_none()) {
+                    self.activity(
+                        format!(
+                            "\u{2699} {}: {}",
+                            first.item.func_name,
+                            clip(&first.item.preview, 80)
+                        ),
+                        "tool",
+                    );
+                }
+                self.emit(Event::ToolInfo { items });
+                Decision {
+                    approved: true,
+                    feedback: String::new(),
+                    always: false,
+                }
+            }
+            GateOutcome::Deny(feedback) => {
+                // Nobody is asked (policies, or an unattended sub-agent): the gated calls
+                // do not run, the rest does.
+                self.emit(Event::ToolInfo { items });
+                Decision {
+                    approved: false,
+                    feedback: feedback.clone(),
+                    always: false,
+                }
+            }
+            GateOutcome::Ask => {
+                let labels = gate
+                    .pending
+                    .iter()
+                    .map(|&i| prepared[i].item.approval_label.clone())
+                    .collect();
+                let first = &prepared[gate.pending[0]].item;
                 self.activity(
                     format!(
-                        "\u{2699} {}: {}",
-                        first.item.func_name,
-                        clip(&first.item.preview, 80)
+                        "\u{23f3} Awaiting approval: {} \u{2014} {}",
+                        first.func_name,
+                        clip(&first.preview, 60)
                     ),
-                    "tool",
+                    "approval",
                 );
-            }
-            self.emit(Event::ToolInfo { items });
-            Decision {
-                approved: true,
-                feedback: String::new(),
-                always: false,
-            }
-        } else if unattended {
-            // Nobody to ask (a sub-agent): deny what needs a human, run the rest.
-            self.emit(Event::ToolInfo { items });
-            Decision {
-                approved: false,
-                feedback: UNATTENDED_DENIAL.to_string(),
-                always: false,
-            }
-        } else {
-            let labels = needs_decision
-                .iter()
-                .map(|p| p.item.approval_label.clone())
-                .collect();
-            let first = &needs_decision[0].item;
-            self.activity(
-                format!(
-                    "\u{23f3} Awaiting approval: {} \u{2014} {}",
-                    first.func_name,
-                    clip(&first.preview, 60)
-                ),
-                "approval",
-            );
-            match self.wait_for_decision(items, labels).await {
-                Ok(d) => d,
-                Err(Stop::Cancelled) => {
-                    self.shared.set_state(WsState::Running);
-                    self.fold(
-                        &prepared,
-                        HashMap::new(),
-                        "Denied by user: Cancelled by user",
-                    );
-                    return Err(Stop::Cancelled);
+                match self.wait_for_decision(items, labels).await {
+                    Ok(d) => d,
+                    Err(Stop::Cancelled) => {
+                        self.shared.set_state(WsState::Running);
+                        self.fold(
+                            &prepared,
+                            HashMap::new(),
+                            "Denied by user: Cancelled by user",
+                        );
+                        return Err(Stop::Cancelled);
+                    }
+                    Err(e) => return Err(e),
                 }
-                Err(e) => return Err(e),
             }
         };
         self.shared.set_state(WsState::Running);
@@ -454,21 +477,17 @@ impl Turn<'_> {
         }
 
         if !decision.approved {
-            let denial = if unattended {
-                decision.feedback.clone()
-            } else if decision.feedback.is_empty() {
-                "Denied by user".to_string()
-            } else {
-                format!("Denied by user: {}", decision.feedback)
+            let denial = match &gate.outcome {
+                GateOutcome::Deny(feedback) => feedback.clone(),
+                _ if decision.feedback.is_empty() => "Denied by user".to_string(),
+                _ => format!("Denied by user: {}", decision.feedback),
             };
-            // Calls that needed no approval still run; the denial covers the rest.
-            let needing: Vec<&str> = needs_decision
-                .iter()
-                .map(|p| p.item.call_id.as_str())
-                .collect();
+            // Calls the decision was not about still run; the denial covers the rest.
             let runnable: Vec<&Prep> = prepared
                 .iter()
-                .filter(|p| p.item.error.is_none() && !needing.contains(&p.item.call_id.as_str()))
+                .enumerate()
+                .filter(|(i, p)| p.item.error.is_none() && !gate.pending.contains(i))
+                .map(|(_, p)| p)
                 .collect();
             let results = self.execute(&runnable).await;
             let cancelled = self.token.is_cancelled();
@@ -697,11 +716,6 @@ impl Prep {
         })
     }
 }
-
-/// The tool result of a call an unattended turn (a sub-agent) could not ask about.
-const UNATTENDED_DENIAL: &str = "Error: not run: this tool needs approval and this sub-agent \
-runs unattended (subagent_auto_approve_all = false). Only tools marked auto-approve run here; \
-finish without it, or say in your final answer what is left for the parent to do.";
 
 /// Most `tool_output_chunk` events one call may emit: a command printing thousands of
 /// lines must not flush every subscriber's resume window. The full (truncated) output still

@@ -10,6 +10,8 @@
 //! * [`policy`] — tool policies (`allow` / `deny` / `ask` on [`fnmatch`] patterns, highest
 //!   priority first, first match wins) and [`policy::decide_batch`], the approval order of a
 //!   batch (node spec §4.10).
+//! * [`posture`] — a workstream's approval posture (`ask`, `auto-review`, `full`) and the
+//!   rule by which `auto-review` lets a heuristic verdict approve a call.
 //!
 //! # What it must not know
 //! The engine's turn loop, storage, HTTP, Redis, the clock and the LLM judge: callers pass
@@ -17,14 +19,15 @@
 //! auto-approve settings) and act on what comes back. Wire shapes come from
 //! `turnstone-proto` ([`turnstone_proto::sse::Verdict`], `OutputWarning`, `ToolItem`).
 //!
-//! Wired so far: the engine's output guard (`turnstone-engine`'s `guard.rs`) calls
-//! [`assess_output`] on every tool result; the classifier and the policies are not called
-//! yet (see `docs/security.md`, "Governance: what exists, what is wired").
+//! The engine's approval phase calls [`decide_batch`] and [`classify`], its output guard
+//! (`turnstone-engine`'s `guard.rs`) calls [`assess_output`] on every tool result; see
+//! `docs/security.md`, "Governance: what exists, what is wired", for the rest.
 
 pub mod classify;
 pub mod fnmatch;
 pub mod guard;
 pub mod policy;
+pub mod posture;
 pub mod risk;
 
 pub use classify::{Classification, GatedCall, Workspace, classify};
@@ -34,4 +37,5 @@ pub use policy::{
     ApprovalSettings, BLOCKED_BY_TOOL_POLICY, BatchDecision, BatchItem, BatchOutcome, ItemDecision,
     PolicyAction, PolicySet, ToolPolicy, decide_batch,
 };
+pub use posture::{Posture, qualifies_for_auto_review};
 pub use risk::{Recommendation, RiskLevel};

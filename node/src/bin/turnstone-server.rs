@@ -10,6 +10,7 @@ use turnstone_engine::{AgentModel, CreateOptions, EngineConfig, ManagerConfig};
 use turnstone_node::backend::{Backend, resolve_cwd};
 use turnstone_node::config_file::{EngineFlags, HOME_CONFIG, SERVER_OWN_KEYS, ServerFile};
 use turnstone_node::persist::Persistence;
+use turnstone_node::server::policies::PolicyRegistry;
 use turnstone_node::server::{self, Node, NodeOptions};
 use turnstone_runtime::auth::{
     AUDIENCE_SERVER, AuthConfig, AuthEnv, Authenticator, ConfigToken, TokenRole, check_bind_policy,
@@ -367,6 +368,11 @@ async fn main() -> anyhow::Result<()> {
         Some(p) => Node::with_persistence(engine, manager_config, auth, options, p),
         None => Node::new(engine, manager_config, auth, options),
     };
+    // Tool policies: the config file's and the stored ones, before any turn runs (a store
+    // that cannot be read stops the start rather than running without its denials).
+    PolicyRegistry::install(&node, file.policies.clone())
+        .await
+        .map_err(|e| anyhow::anyhow!("tool policies not loaded: {e:?}"))?;
     // The tools that need storage (memory, recall, skill) join the live registry.
     turnstone_node::store_tools::register_for(&node)?;
     server::previews::register(&node, &tool_options.web)?;

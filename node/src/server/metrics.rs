@@ -102,6 +102,8 @@ struct Folded {
     first_byte: Histogram,
     last_turn_completed: Option<Instant>,
     per_ws: HashMap<String, WsTally>,
+    /// Judge verdicts by `(tier, risk_level)`, both from closed sets ([`verdict_labels`]).
+    verdicts: BTreeMap<(&'static str, &'static str), u64>,
 }
 
 impl Default for Folded {
@@ -117,8 +119,23 @@ impl Default for Folded {
             first_byte: Histogram::new(LATENCY_BUCKETS),
             last_turn_completed: None,
             per_ws: HashMap::new(),
+            verdicts: BTreeMap::new(),
         }
     }
+}
+
+/// The labels of a verdict, from closed sets (anything unexpected is `other`), so a
+/// verdict cannot grow the series.
+fn verdict_labels(v: &turnstone_proto::sse::Verdict) -> (&'static str, &'static str) {
+    let tier = match v.tier.as_str() {
+        "heuristic" => "heuristic",
+        "llm" => "llm",
+        _ => "other",
+    };
+    let risk = turnstone_governance::RiskLevel::parse(&v.risk_level)
+        .map(turnstone_governance::RiskLevel::as_str)
+        .unwrap_or("other");
+    (tier, risk)
 }
 
 /// Truncations reported by logs, kept monotonic across closed workstreams.
@@ -297,6 +314,13 @@ impl Metrics {
                 }
             }
             Event::Error { .. } => f.errors += 1,
+            // Every verdict is on the first event that carries its item: the approval request
+            // (asked), or `tool_info` (a batch auto-review ran unasked).
+            Event::ApproveRequest { items, .. } | Event::ToolInfo { items } => {
+                for verdict in items.iter().filter_map(|i| i.verdict.as_ref()) {
+                    *f.verdicts.entry(verdict_labels(verdict)).or_insert(0) += 1;
+                }
+            }
             Event::TurnComplete { .. } => {
                 ws.thinking_since = None;
                 if let Some(started) = ws.turn_started.take() {
@@ -489,9 +513,23 @@ impl Metrics {
         x.family(
             "turnstone_judge_enabled",
             "gauge",
-            "1 when the intent judge is on (this node has none).",
+            "1 when the intent judge is on (the heuristic tier always is; no LLM tier).",
         );
-        x.sample("turnstone_judge_enabled", &[], "0");
+        x.sample("turnstone_judge_enabled", &[], "1");
+        if !f.verdicts.is_empty() {
+            x.family(
+                "turnstone_judge_verdicts_total",
+                "counter",
+                "Intent judge verdicts by tier and risk level.",
+            );
+            for ((tier, risk), n) in &f.verdicts {
+                x.sample(
+                    "turnstone_judge_verdicts_total",
+                    &[("tier", tier), ("risk_level", risk)],
+                    n,
+                );
+            }
+        }
 
         if !workstreams.is_empty() {
             // Names only behind `--metrics-auth`: a public scrape shows ids alone.

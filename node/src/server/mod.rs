@@ -16,6 +16,8 @@ pub mod login;
 pub mod memories;
 pub mod metrics;
 pub mod openapi;
+pub mod policies;
+pub mod posture;
 pub mod previews;
 pub mod queue;
 pub mod ratelimit;
@@ -61,6 +63,7 @@ pub fn router(node: Arc<Node>) -> Router {
         .route("/api/workstreams/close", post(workstreams::close))
         .route("/api/approvals", get(workstreams::pending_approvals))
         .route("/api/workstreams/{ws_id}/queue", get(queue::list))
+        .route("/api/workstreams/{ws_id}/posture", post(posture::set))
         .route(
             "/api/workstreams/{ws_id}/queue/{correlation_id}",
             axum::routing::delete(queue::remove),
@@ -82,6 +85,7 @@ pub fn router(node: Arc<Node>) -> Router {
         .merge(users::admin_routes())
         .merge(memories::routes())
         .merge(skills::routes())
+        .merge(policies::routes())
         .merge(watches::routes());
     Router::new()
         .route("/health", get(health::health))

@@ -33,6 +33,8 @@ use super::login::{AuthStatusReply, LoginBody, LoginReply, WhoamiReply};
 use super::memories::{
     DeleteMemoryReply, MemoryList, MemoryRow, ModelList, SaveMemoryBody, SearchMemoriesBody,
 };
+use super::policies::{DeletePolicyReply, PolicyBody, PolicyList, PolicyRow, VerdictList};
+use super::posture::{PostureBody, PostureReply};
 use super::skills::{AdminSkillList, DeleteSkillReply, SkillBody, SkillList, SkillRow};
 use super::state::Node;
 
@@ -361,6 +363,33 @@ const MEMORY_DELETE_PARAMS: [Param; 3] = [
     MEMORY_SCOPE_ID_QUERY,
 ];
 
+const POLICY_ID_PATH: [Param; 1] = [Param {
+    name: "policy_id",
+    location: ParamIn::Path,
+    required: true,
+    count: false,
+    description: "The policy id (`config:<name>` for a config-file policy).",
+}];
+const fn query(name: &'static str, description: &'static str) -> Param {
+    Param {
+        name,
+        location: ParamIn::Query,
+        required: false,
+        count: false,
+        description,
+    }
+}
+const VERDICT_LIST_PARAMS: [Param; 6] = [
+    query("ws_id", "Only this workstream's verdicts."),
+    query(
+        "risk_level",
+        "`none`, `low`, `medium`, `high` or `critical`.",
+    ),
+    query("since", "Inclusive ISO timestamp."),
+    query("until", "Inclusive ISO timestamp."),
+    query("limit", "1–1000, default 100."),
+    query("offset", "Rows to skip, default 0."),
+];
 const SKILL_NAME_PATH: [Param; 1] = [Param {
     name: "name",
     location: ParamIn::Path,
@@ -447,6 +476,12 @@ pub const ROUTES: &[ApiRoute] = &[
         .summary("Cancel the current generation (`\"all\": true`: and empty the queue)")
         .body::<CancelRequest>()
         .errors(&[404, 503]),
+    ApiRoute::post("/v1/api/workstreams/{ws_id}/posture", "workstreams")
+        .summary("Set the approval posture: ask, auto-review or full (full needs the approve scope)")
+        .params(&[WS_ID_PATH])
+        .body::<PostureBody>()
+        .json::<PostureReply>()
+        .errors(&[400, 403, 404]),
     ApiRoute::get("/v1/api/workstreams/{ws_id}/queue", "turns")
         .summary("The workstream's queued messages, next first")
         .params(&[WS_ID_PATH])
@@ -541,6 +576,31 @@ pub const ROUTES: &[ApiRoute] = &[
         .summary("Enabled skills (summary), highest priority first")
         .json::<SkillList>()
         .errors(&[503]),
+    ApiRoute::get("/v1/api/admin/policies", "policies")
+        .summary("Tool policies (config file and stored), in evaluation order (admin)")
+        .json::<PolicyList>()
+        .errors(&[500]),
+    ApiRoute::post("/v1/api/admin/policies", "policies")
+        .summary("Create a tool policy (`name`, `tool_pattern`, `action` required): 201 with the row (admin)")
+        .body::<PolicyBody>()
+        .json::<PolicyRow>()
+        .errors(&[201, 400, 500, 503]),
+    ApiRoute::put("/v1/api/admin/policies/{policy_id}", "policies")
+        .summary("Change the given fields of a tool policy; config-file policies are read-only (admin)")
+        .params(&POLICY_ID_PATH)
+        .body::<PolicyBody>()
+        .json::<PolicyRow>()
+        .errors(&[400, 403, 404, 500, 503]),
+    ApiRoute::delete("/v1/api/admin/policies/{policy_id}", "policies")
+        .summary("Delete a tool policy; config-file policies are read-only (admin)")
+        .params(&POLICY_ID_PATH)
+        .json::<DeletePolicyReply>()
+        .errors(&[403, 404, 500, 503]),
+    ApiRoute::get("/v1/api/admin/verdicts", "policies")
+        .summary("Recorded judge verdicts, newest first, with the human decision (admin)")
+        .params(&VERDICT_LIST_PARAMS)
+        .json::<VerdictList>()
+        .errors(&[400, 500, 503]),
     ApiRoute::get("/v1/api/admin/skills", "skills")
         .summary("Every skill with every column, enabled or not (admin)")
         .json::<AdminSkillList>()

@@ -224,6 +224,8 @@ pub struct Node {
     pub drain: turnstone_runtime::Drain,
     /// Queued user turns, per workstream (`crate::send_queue`).
     pub queues: crate::send_queue::SendQueues,
+    /// The tool policies the engine applies (config file + store).
+    pub policies: super::policies::PolicyRegistry,
 }
 
 impl std::fmt::Debug for Node {
@@ -315,6 +317,7 @@ impl Node {
             stream_slots: Arc::default(),
             drain: turnstone_runtime::Drain::new(),
             queues,
+            policies: Default::default(),
         });
         crate::send_queue::SendQueues::start_dispatcher(&node);
         node

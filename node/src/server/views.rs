@@ -107,6 +107,7 @@ pub fn attach_preamble(node: &Node, ws: &WorkstreamHandle) -> Vec<Value> {
         "model": model,
         "model_alias": model_alias,
         "skip_permissions": ws.skip_permissions(),
+        "posture": ws.posture().as_str(),
     })];
     let status = ws.status();
     if status.total_tokens > 0 {

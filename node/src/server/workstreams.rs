@@ -97,9 +97,10 @@ pub async fn create(
         body.auto_approve,
         &body.auto_approve_tools,
     )?;
+    let posture = super::posture::requested(identity.as_deref(), &body.posture)?;
     let key = super::state::idempotency_key(Some(&body.correlation_id), &headers)?;
     let Some(key) = key else {
-        return Ok(Json(create_now(&node, &body).await?).into_response());
+        return Ok(Json(create_now(&node, &body, posture).await?).into_response());
     };
     let mut memo = node.create_memo.lock().await;
     let now = SystemTime::now();
@@ -113,15 +114,24 @@ pub async fn create(
         );
         return Ok(response);
     }
-    let reply = create_now(&node, &body).await?;
+    let reply = create_now(&node, &body, posture).await?;
     if memo.len() < node.options.idempotency_capacity {
         memo.insert(key, (reply.clone(), now));
     }
     Ok(Json(reply).into_response())
 }
 
-async fn create_now(node: &Node, body: &CreateWorkstreamBody) -> Result<Value, ApiError> {
+async fn create_now(
+    node: &Node,
+    body: &CreateWorkstreamBody,
+    posture: Option<turnstone_governance::Posture>,
+) -> Result<Value, ApiError> {
     let reply = create_inner(node, body).await?;
+    if let Some(posture) = posture
+        && let Some(ws) = reply["ws_id"].as_str().and_then(|id| node.workstream(id))
+    {
+        ws.set_posture(posture);
+    }
     if !body.auto_approve_tools.is_empty()
         && let Some(ws) = reply["ws_id"].as_str().and_then(|id| node.workstream(id))
     {

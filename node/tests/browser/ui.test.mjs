@@ -142,6 +142,8 @@ try {
     await page.locator(".tab.active .state-dot[data-state=attention]").waitFor();
     await page.locator(".pane:not([hidden]) .tool[data-status=pending]").waitFor();
     await shot("approval");
+    const risk = approval.locator(".approval-items .risk[data-risk=low]");
+    assert((await risk.textContent()) === "low risk", "the heuristic verdict is shown on the item");
     await approval.locator("button[data-action=approve]").click();
     await page.locator(".pane:not([hidden]) .approval.approved").waitFor();
     assert(await approval.locator("button[data-action=deny]").isDisabled(), "buttons disabled after the decision");
@@ -306,6 +308,23 @@ try {
     assert((await page.locator(".pane:not([hidden]) .tool[data-effect]").count()) === 1, "one receipted call");
   });
 
+  await step("the posture selector lets auto-review run a low-risk call unasked", async () => {
+    const select = page.locator("#posture-select");
+    assert((await select.inputValue()) === "ask", "a new workstream asks");
+    const asked = await page.locator(".pane:not([hidden]) .approval").count();
+    const posted = page.waitForResponse((r) => r.url().endsWith("/posture") && r.status() === 200);
+    await select.selectOption("auto-review");
+    await posted;
+    await sendMessage("TOOL: echo unasked");
+    await page.waitForFunction(() =>
+      [...document.querySelectorAll(".pane:not([hidden]) .msg.assistant[data-final] .md")]
+        .some((e) => e.textContent.startsWith("done: unasked")));
+    assert((await page.locator(".pane:not([hidden]) .approval").count()) === asked, "no approval was asked");
+    const back = page.waitForResponse((r) => r.url().endsWith("/posture") && r.status() === 200);
+    await select.selectOption("ask");
+    await back;
+  });
+
   await step("screenshots in light and dark", async () => {
     await page.locator("#input").fill("");
     await page.locator("#input").blur();
@@ -337,7 +356,7 @@ try {
     assert(loginCalls === 1, "tried the login endpoint first");
     await p2.locator("#global-conn[data-state=open]").waitFor();
     // The event stream authenticated too: the pane was rebuilt from history.
-    await p2.waitForFunction(() => document.querySelectorAll(".pane:not([hidden]) .msg.user").length === 7);
+    await p2.waitForFunction(() => document.querySelectorAll(".pane:not([hidden]) .msg.user").length === 8); // six, plus the receipt and posture steps'
     await p2.locator("#logout").click();
     await p2.locator("#login-overlay").waitFor({ state: "visible" });
     await p2.close();

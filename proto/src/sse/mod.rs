@@ -36,6 +36,9 @@ wire_struct! {
         pub model_alias: String = String::new(),
         /// The workstream's blanket auto-approve flag.
         pub skip_permissions: bool = false,
+        /// Ours: the approval posture (`ask`, `auto-review`, `full`); omitted when empty.
+        #[serde(skip_serializing_if = "String::is_empty")]
+        pub posture: String = String::new(),
     }
 }
 

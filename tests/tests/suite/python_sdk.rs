@@ -30,6 +30,7 @@ const CHECKS: &[&str] = &[
     "stream_events.connected",
     "send.tool",
     "stream_events.approve_request",
+    "stream_events.approve_request.verdict",
     "approve",
     "stream_events.approval_resolved",
     "stream_events.tool_result",

@@ -109,6 +109,17 @@ impl WorkstreamHandle {
         self.shared.configure(|s| s.skip_permissions = on);
     }
 
+    /// The approval posture (`ask`, `auto-review`, `full`).
+    pub fn posture(&self) -> turnstone_governance::Posture {
+        self.shared.settings().posture
+    }
+
+    /// Sets the approval posture; it applies from the next tool batch. Who may set `full`
+    /// is the embedder's decision.
+    pub fn set_posture(&self, posture: turnstone_governance::Posture) {
+        self.shared.configure(|s| s.posture = posture);
+    }
+
     /// The per-tool auto-approve labels ("always" decisions).
     pub fn always_approved(&self) -> BTreeSet<String> {
         self.shared.settings().always.clone()

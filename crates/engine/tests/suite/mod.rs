@@ -8,6 +8,7 @@ mod journal;
 mod manager;
 mod output_guard;
 mod plan;
+mod policies;
 mod receipts;
 mod resilience;
 mod skills;

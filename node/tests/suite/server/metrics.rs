@@ -509,3 +509,53 @@ async fn evictions_are_counted() {
     );
     assert!(!text.contains(&format!("ws_id=\"{}\"", t.default_ws)));
 }
+
+#[tokio::test]
+async fn judge_verdicts_are_counted_by_tier_and_risk_level() {
+    let t = TestNode::start().await;
+    let text = scrape(&t).await;
+    assert_eq!(sample(&text, "turnstone_judge_enabled"), Some(1.0));
+    assert!(
+        !text.contains("turnstone_judge_verdicts_total"),
+        "only once a verdict exists"
+    );
+    let ws = t.default_ws.clone();
+    let mut sse = t.sse(&format!("/v1/api/events?ws_id={ws}"), None).await;
+    t.post(
+        "/v1/api/send",
+        json!({"ws_id": ws, "message": "TOOL: sudo rm -rf /etc\nTOOL: ls"}),
+    )
+    .await;
+    sse.until("approve_request").await;
+    t.post("/v1/api/approve", json!({"ws_id": ws, "approved": false}))
+        .await;
+    sse.until("turn_complete").await;
+    let text = wait_for(
+        &t,
+        "turnstone_judge_verdicts_total{tier=\"heuristic\",risk_level=\"critical\"}",
+        1.0,
+    )
+    .await;
+    assert_eq!(
+        sample(
+            &text,
+            "turnstone_judge_verdicts_total{tier=\"heuristic\",risk_level=\"low\"}"
+        ),
+        Some(1.0)
+    );
+    // The spec's place: right after `turnstone_judge_enabled`.
+    let families: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .collect();
+    let at = families
+        .iter()
+        .position(|f| f.starts_with("turnstone_judge_enabled "))
+        .unwrap();
+    assert_eq!(
+        families[at + 1],
+        "turnstone_judge_verdicts_total counter",
+        "{families:?}"
+    );
+    promtool_check(&text);
+}

@@ -15,6 +15,7 @@ mod openapi;
 mod permissions;
 mod persistence;
 mod plan;
+mod policies;
 mod previews;
 mod ratelimit;
 mod skills;
@@ -188,6 +189,10 @@ impl TestNode {
                 node
             }
         };
+        // As the server binary: the stored tool policies apply before any turn.
+        server::policies::PolicyRegistry::install(&node, Vec::new())
+            .await
+            .unwrap();
         // open_preview fetches from test servers on 127.0.0.1: private space allowed.
         let web = turnstone_tools::WebOptions {
             allow_private_network: true,

@@ -9,6 +9,7 @@ mod drain;
 mod mq_client;
 mod output_guard;
 mod plan_relay;
+mod policies;
 pub(crate) mod python_mq;
 mod queued_sends;
 mod receipts;

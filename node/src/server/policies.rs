@@ -1,0 +1,610 @@
+//! Tool policies and judge verdicts over HTTP, and the policies the engine applies.
+//!
+//! * `/v1/api/admin/policies` — operators' CRUD of tool policies (GET list, POST create,
+//!   PUT `/{policy_id}` update, DELETE `/{policy_id}`), permission `admin.policies` (approve
+//!   scope). Stored in `tool_policies` (both backends); 503 without storage.
+//! * `GET /v1/api/admin/verdicts` — the recorded heuristic verdicts, newest first, with the
+//!   human decision once made (permission `admin.judge`).
+//! * `[[policies]]` of `config.toml` ([`ConfigPolicy`]): read-only policies the file owns.
+//!   They are not copied into the database (the file stays their one source: editing the
+//!   file and restarting changes them, nothing else does); they are listed with
+//!   `source: "config"` and refused (403) by PUT and DELETE. They work without storage.
+//! * [`PolicyRegistry::refresh`] builds one [`PolicySet`] from the config-file policies and
+//!   the stored ones and hands it to the engine, at start and after every change through
+//!   these routes, and every [`POLICY_REFRESH_INTERVAL`] (a change made through another node
+//!   sharing the database). Equal priorities keep config-file policies first.
+//!
+//! It must not know SQL; storage is the store's `ToolPolicyStore` and `VerdictStore`.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, put};
+use axum::{Extension, Json, Router};
+use parking_lot::RwLock;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use turnstone_governance::{PolicyAction, PolicySet, RiskLevel, ToolPolicy};
+use turnstone_runtime::auth::Identity;
+use turnstone_store::{
+    IntentVerdictRecord, NewToolPolicy, StoreError, ToolPolicyRecord, ToolPolicyUpdate,
+    VerdictFilter,
+};
+
+use super::body::WireJson;
+use super::error::ApiError;
+use super::state::Node;
+
+/// How often a node re-reads the stored policies, so a change made through another node
+/// sharing the database applies here too (a change through this node applies at once).
+pub const POLICY_REFRESH_INTERVAL: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The id prefix of config-file policies (`config:<name>`).
+pub const CONFIG_POLICY_PREFIX: &str = "config:";
+/// Priorities are bounded so that an order is always expressible and nothing overflows.
+pub const MAX_PRIORITY: i64 = 1_000_000;
+/// Longest accepted name or pattern.
+const MAX_TEXT: usize = 256;
+
+/// One `[[policies]]` entry of `config.toml`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigPolicy {
+    pub name: String,
+    pub tool_pattern: String,
+    /// `allow`, `deny` or `ask`.
+    pub action: String,
+    #[serde(default)]
+    pub priority: i64,
+    #[serde(default = "enabled_default")]
+    pub enabled: bool,
+}
+
+fn enabled_default() -> bool {
+    true
+}
+
+impl ConfigPolicy {
+    /// Checks the entry as the admin API checks a body (same messages).
+    pub fn check(&self) -> Result<(), String> {
+        check_fields(
+            Some(&self.name),
+            Some(&self.tool_pattern),
+            Some(&self.action),
+            Some(self.priority),
+        )
+    }
+
+    fn to_policy(&self) -> ToolPolicy {
+        ToolPolicy {
+            policy_id: format!("{CONFIG_POLICY_PREFIX}{}", self.name.trim()),
+            name: self.name.trim().to_owned(),
+            tool_pattern: self.tool_pattern.trim().to_owned(),
+            action: PolicyAction::parse_lenient(&self.action),
+            priority: self.priority,
+            enabled: self.enabled,
+        }
+    }
+}
+
+/// The node's policies: the config file's (fixed at start) and, through the store, the
+/// admin's; the owner of the engine's policy snapshot.
+#[derive(Debug, Default)]
+pub struct PolicyRegistry {
+    config: RwLock<Vec<ConfigPolicy>>,
+    /// Serialises refreshes, so two changes in a row cannot install their snapshots out of
+    /// order.
+    refreshing: tokio::sync::Mutex<()>,
+}
+
+impl PolicyRegistry {
+    /// Sets the config-file policies (at start); call [`PolicyRegistry::refresh`] after.
+    pub fn set_config(&self, policies: Vec<ConfigPolicy>) {
+        *self.config.write() = policies;
+    }
+
+    /// Rebuilds the engine's policy set from the config file and the store. A store that
+    /// cannot be read keeps the previous set (and says so), rather than dropping every deny.
+    pub async fn refresh(node: &Node) -> Result<(), ApiError> {
+        let _one_at_a_time = node.policies.refreshing.lock().await;
+        let mut policies: Vec<ToolPolicy> = node
+            .policies
+            .config
+            .read()
+            .iter()
+            .map(ConfigPolicy::to_policy)
+            .collect();
+        if let Some(store) = node.store() {
+            let stored = store.list_tool_policies(None).await.map_err(|e| {
+                tracing::error!(error = %e, "tool policies not read; the previous set stays");
+                storage_failed(e)
+            })?;
+            policies.extend(stored.iter().map(record_policy));
+        }
+        let set = PolicySet::new(policies);
+        node.manager.engine().set_policies(Arc::new(set));
+        Ok(())
+    }
+}
+
+impl PolicyRegistry {
+    /// At start, before any turn: the config file's policies and the stored ones go to the
+    /// engine, and with storage the node follows later changes made elsewhere
+    /// ([`POLICY_REFRESH_INTERVAL`]). A store that cannot be read is an error: better no
+    /// start than a start without the operator's denials.
+    pub async fn install(node: &Arc<Node>, config: Vec<ConfigPolicy>) -> Result<(), ApiError> {
+        node.policies.set_config(config);
+        Self::refresh(node).await?;
+        if node.store().is_some() {
+            Self::follow_store(node, POLICY_REFRESH_INTERVAL);
+        }
+        Ok(())
+    }
+
+    /// Refreshes the engine's policies every `interval` for as long as the node lives.
+    pub fn follow_store(node: &Arc<Node>, interval: std::time::Duration) {
+        let weak = Arc::downgrade(node);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(interval);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            tick.tick().await;
+            loop {
+                tick.tick().await;
+                let Some(node) = weak.upgrade() else { return };
+                // A failure keeps the previous set and is logged by `refresh`.
+                let _ = Self::refresh(&node).await;
+            }
+        });
+    }
+}
+
+fn record_policy(r: &ToolPolicyRecord) -> ToolPolicy {
+    ToolPolicy {
+        policy_id: r.policy_id.clone(),
+        name: r.name.clone(),
+        tool_pattern: r.tool_pattern.clone(),
+        action: PolicyAction::parse_lenient(&r.action),
+        priority: r.priority,
+        enabled: r.enabled,
+    }
+}
+
+/// One policy as the admin API returns it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct PolicyRow {
+    /// 32 hex digits; `config:<name>` for a config-file policy.
+    pub policy_id: String,
+    pub name: String,
+    /// An fnmatch pattern on the approval label (`allow`) or the label or function name
+    /// (`deny`, `ask`).
+    pub tool_pattern: String,
+    /// `allow`, `deny` or `ask`.
+    pub action: String,
+    /// Highest first; equal priorities keep creation order (config-file policies first).
+    pub priority: i64,
+    /// `""` = every org.
+    pub org_id: String,
+    pub enabled: bool,
+    pub created_by: String,
+    /// ISO timestamps (`""` for config-file policies).
+    pub created: String,
+    pub updated: String,
+    /// `admin` (stored, editable here) or `config` (`config.toml`, read-only).
+    pub source: String,
+}
+
+impl From<ToolPolicyRecord> for PolicyRow {
+    fn from(r: ToolPolicyRecord) -> Self {
+        Self {
+            policy_id: r.policy_id,
+            name: r.name,
+            tool_pattern: r.tool_pattern,
+            action: r.action,
+            priority: r.priority,
+            org_id: r.org_id,
+            enabled: r.enabled,
+            created_by: r.created_by,
+            created: r.created,
+            updated: r.updated,
+            source: "admin".into(),
+        }
+    }
+}
+
+impl From<&ConfigPolicy> for PolicyRow {
+    fn from(c: &ConfigPolicy) -> Self {
+        let p = c.to_policy();
+        Self {
+            policy_id: p.policy_id,
+            name: p.name,
+            tool_pattern: p.tool_pattern,
+            action: p.action.as_str().into(),
+            priority: p.priority,
+            org_id: String::new(),
+            enabled: p.enabled,
+            created_by: "config".into(),
+            created: String::new(),
+            updated: String::new(),
+            source: "config".into(),
+        }
+    }
+}
+
+/// `GET /v1/api/admin/policies`: every policy in evaluation order.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct PolicyList {
+    pub policies: Vec<PolicyRow>,
+}
+
+/// The body of the create (`name`, `tool_pattern`, `action` required) and of the update
+/// (any subset). Unknown keys are refused.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct PolicyBody {
+    pub name: Option<String>,
+    pub tool_pattern: Option<String>,
+    /// `allow`, `deny` or `ask`.
+    pub action: Option<String>,
+    /// An integer in ±1 000 000; default 0.
+    pub priority: Option<i64>,
+    /// Default `true`.
+    pub enabled: Option<bool>,
+    /// Create only; default `""` (every org).
+    pub org_id: Option<String>,
+}
+
+/// `DELETE /v1/api/admin/policies/{policy_id}`.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct DeletePolicyReply {
+    /// `"ok"`.
+    pub status: String,
+    pub policy_id: String,
+}
+
+/// `GET /v1/api/admin/verdicts`.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct VerdictList {
+    pub verdicts: Vec<VerdictRow>,
+}
+
+/// One row of `intent_verdicts`.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct VerdictRow {
+    pub verdict_id: String,
+    pub ws_id: String,
+    pub call_id: String,
+    pub func_name: String,
+    /// The call's arguments as a JSON string.
+    pub func_args: String,
+    pub intent_summary: String,
+    /// `none`, `low`, `medium`, `high` or `critical`.
+    pub risk_level: String,
+    pub confidence: f64,
+    /// `approve`, `review` or `deny`.
+    pub recommendation: String,
+    pub reasoning: String,
+    pub evidence: Vec<String>,
+    /// `heuristic` (the LLM tier is not built).
+    pub tier: String,
+    pub judge_model: String,
+    /// `""` until decided, then `approved` or `denied`.
+    pub user_decision: String,
+    pub latency_ms: i64,
+    pub created: String,
+}
+
+impl From<IntentVerdictRecord> for VerdictRow {
+    fn from(r: IntentVerdictRecord) -> Self {
+        Self {
+            verdict_id: r.verdict_id,
+            ws_id: r.ws_id,
+            call_id: r.call_id,
+            func_name: r.func_name,
+            func_args: r.func_args,
+            intent_summary: r.intent_summary,
+            risk_level: r.risk_level,
+            confidence: r.confidence,
+            recommendation: r.recommendation,
+            reasoning: r.reasoning,
+            evidence: r.evidence,
+            tier: r.tier,
+            judge_model: r.judge_model,
+            user_decision: r.user_decision,
+            latency_ms: r.latency_ms,
+            created: r.created,
+        }
+    }
+}
+
+/// The routes of this module (under `/v1`).
+pub fn routes() -> Router<Arc<Node>> {
+    Router::new()
+        .route("/api/admin/policies", get(list).post(create))
+        .route(
+            "/api/admin/policies/{policy_id}",
+            put(update).delete(delete),
+        )
+        .route("/api/admin/verdicts", get(verdicts))
+}
+
+fn storage_failed(e: StoreError) -> ApiError {
+    tracing::warn!(error = %e, "policy storage failed");
+    ApiError::Internal("Storage error".to_string())
+}
+
+fn store_error(e: StoreError) -> ApiError {
+    match e {
+        StoreError::InvalidInput(m) => ApiError::BadRequest(format!("Invalid policy: {m}")),
+        other => storage_failed(other),
+    }
+}
+
+/// The admin API's checks of a policy's fields (`None`: not given).
+fn check_fields(
+    name: Option<&str>,
+    tool_pattern: Option<&str>,
+    action: Option<&str>,
+    priority: Option<i64>,
+) -> Result<(), String> {
+    for (field, value) in [("name", name), ("tool_pattern", tool_pattern)] {
+        let Some(value) = value else { continue };
+        if value.trim().is_empty() {
+            return Err(format!("{field} must not be empty"));
+        }
+        if value.chars().count() > MAX_TEXT {
+            return Err(format!("{field} is longer than {MAX_TEXT} characters"));
+        }
+        if value.chars().any(char::is_control) {
+            return Err(format!("{field} must not contain control characters"));
+        }
+    }
+    if let Some(action) = action
+        && PolicyAction::parse(action.trim()).is_none()
+    {
+        return Err(format!(
+            "action must be \"allow\", \"deny\" or \"ask\", not {action:?}"
+        ));
+    }
+    if let Some(priority) = priority
+        && !(-MAX_PRIORITY..=MAX_PRIORITY).contains(&priority)
+    {
+        return Err(format!(
+            "priority must be between -{MAX_PRIORITY} and {MAX_PRIORITY}, not {priority}"
+        ));
+    }
+    Ok(())
+}
+
+fn checked(body: &PolicyBody) -> Result<(), ApiError> {
+    check_fields(
+        body.name.as_deref(),
+        body.tool_pattern.as_deref(),
+        body.action.as_deref(),
+        body.priority,
+    )
+    .map_err(ApiError::BadRequest)
+}
+
+fn trimmed(s: &Option<String>) -> Option<String> {
+    s.as_deref().map(|s| s.trim().to_owned())
+}
+
+/// `GET /v1/api/admin/policies`: config-file and stored policies, in evaluation order.
+pub async fn list(State(node): State<Arc<Node>>) -> Result<Json<PolicyList>, ApiError> {
+    let mut rows: Vec<PolicyRow> = node
+        .policies
+        .config
+        .read()
+        .iter()
+        .map(PolicyRow::from)
+        .collect();
+    if let Some(store) = node.store() {
+        let stored = store
+            .list_tool_policies(None)
+            .await
+            .map_err(storage_failed)?;
+        rows.extend(stored.into_iter().map(PolicyRow::from));
+    }
+    // The engine's order: priority descending, stable.
+    rows.sort_by_key(|r| std::cmp::Reverse(r.priority));
+    Ok(Json(PolicyList { policies: rows }))
+}
+
+/// `POST /v1/api/admin/policies`: 201 with the row.
+pub async fn create(
+    State(node): State<Arc<Node>>,
+    identity: Option<Extension<Identity>>,
+    WireJson(body): WireJson<PolicyBody>,
+) -> Result<Response, ApiError> {
+    checked(&body)?;
+    let store = super::memories::store(&node)?;
+    let (Some(name), Some(tool_pattern), Some(action)) = (
+        trimmed(&body.name),
+        trimmed(&body.tool_pattern),
+        trimmed(&body.action),
+    ) else {
+        return Err(ApiError::BadRequest(
+            "name, tool_pattern and action are required".into(),
+        ));
+    };
+    let created_by = identity.map(|Extension(i)| i.user_id).unwrap_or_default();
+    let record = store
+        .create_tool_policy(NewToolPolicy {
+            policy_id: None,
+            name,
+            tool_pattern,
+            action,
+            priority: body.priority.unwrap_or(0),
+            org_id: body.org_id.clone().unwrap_or_default(),
+            enabled: body.enabled.unwrap_or(true),
+            created_by,
+        })
+        .await
+        .map_err(store_error)?;
+    PolicyRegistry::refresh(&node).await?;
+    tracing::info!(policy_id = %record.policy_id, pattern = %record.tool_pattern, action = %record.action, "tool policy created");
+    Ok((StatusCode::CREATED, Json(PolicyRow::from(record))).into_response())
+}
+
+fn read_only(policy_id: &str) -> Result<(), ApiError> {
+    if policy_id.starts_with(CONFIG_POLICY_PREFIX) {
+        return Err(ApiError::Auth {
+            status: 403,
+            message: format!("Policy '{policy_id}' comes from config.toml and is read-only here"),
+        });
+    }
+    Ok(())
+}
+
+fn not_found(policy_id: &str) -> ApiError {
+    ApiError::NotFound(format!("Policy '{policy_id}' not found"))
+}
+
+/// `PUT /v1/api/admin/policies/{policy_id}`: changes the given fields; 404 unknown, 403
+/// for a config-file policy.
+pub async fn update(
+    State(node): State<Arc<Node>>,
+    Path(policy_id): Path<String>,
+    WireJson(body): WireJson<PolicyBody>,
+) -> Result<Json<PolicyRow>, ApiError> {
+    read_only(&policy_id)?;
+    checked(&body)?;
+    if body.org_id.is_some() {
+        return Err(ApiError::BadRequest(
+            "org_id cannot be changed (delete the policy and create it again)".into(),
+        ));
+    }
+    let store = super::memories::store(&node)?;
+    let update = ToolPolicyUpdate {
+        name: trimmed(&body.name),
+        tool_pattern: trimmed(&body.tool_pattern),
+        action: trimmed(&body.action),
+        priority: body.priority,
+        enabled: body.enabled,
+    };
+    let record = store
+        .update_tool_policy(&policy_id, update)
+        .await
+        .map_err(store_error)?
+        .ok_or_else(|| not_found(&policy_id))?;
+    PolicyRegistry::refresh(&node).await?;
+    tracing::info!(%policy_id, "tool policy updated");
+    Ok(Json(PolicyRow::from(record)))
+}
+
+/// `DELETE /v1/api/admin/policies/{policy_id}`: 404 unknown, 403 for a config-file policy.
+pub async fn delete(
+    State(node): State<Arc<Node>>,
+    Path(policy_id): Path<String>,
+) -> Result<Json<DeletePolicyReply>, ApiError> {
+    read_only(&policy_id)?;
+    let store = super::memories::store(&node)?;
+    if !store
+        .delete_tool_policy(&policy_id)
+        .await
+        .map_err(storage_failed)?
+    {
+        return Err(not_found(&policy_id));
+    }
+    PolicyRegistry::refresh(&node).await?;
+    tracing::info!(%policy_id, "tool policy deleted");
+    Ok(Json(DeletePolicyReply {
+        status: "ok".into(),
+        policy_id,
+    }))
+}
+
+/// Largest `limit` of the verdict list.
+const MAX_VERDICTS: usize = 1000;
+
+/// `GET /v1/api/admin/verdicts?ws_id=&risk_level=&since=&until=&limit=&offset=`.
+pub async fn verdicts(
+    State(node): State<Arc<Node>>,
+    Query(query): Query<HashMap<String, String>>,
+) -> Result<Json<VerdictList>, ApiError> {
+    let mut filter = VerdictFilter::default();
+    for (key, value) in &query {
+        let number = |what: &str| -> Result<usize, ApiError> {
+            value.trim().parse::<usize>().map_err(|_| {
+                ApiError::BadRequest(format!(
+                    "{what} must be a non-negative integer, not {value:?}"
+                ))
+            })
+        };
+        match key.as_str() {
+            "ws_id" => filter.ws_id = Some(value.clone()).filter(|v| !v.is_empty()),
+            "risk_level" => {
+                if RiskLevel::parse(value).is_none() {
+                    return Err(ApiError::BadRequest(format!(
+                        "risk_level must be none, low, medium, high or critical, not {value:?}"
+                    )));
+                }
+                filter.risk_level = Some(value.clone());
+            }
+            "since" => filter.since = Some(value.clone()),
+            "until" => filter.until = Some(value.clone()),
+            "limit" => {
+                let limit = number("limit")?;
+                if !(1..=MAX_VERDICTS).contains(&limit) {
+                    return Err(ApiError::BadRequest(format!(
+                        "limit must be between 1 and {MAX_VERDICTS}, not {limit}"
+                    )));
+                }
+                filter.limit = limit;
+            }
+            "offset" => filter.offset = number("offset")?,
+            other => {
+                return Err(ApiError::BadRequest(format!(
+                    "unknown query parameter {other:?}"
+                )));
+            }
+        }
+    }
+    let store = super::memories::store(&node)?;
+    let rows = store
+        .list_intent_verdicts(&filter)
+        .await
+        .map_err(storage_failed)?;
+    Ok(Json(VerdictList {
+        verdicts: rows.into_iter().map(VerdictRow::from).collect(),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn field_checks_name_what_is_wrong() {
+        assert!(check_fields(Some("n"), Some("bash"), Some("deny"), Some(5)).is_ok());
+        let err = |n, p, a, pr| check_fields(n, p, a, pr).unwrap_err();
+        assert!(err(Some(" "), None, None, None).contains("name must not be empty"));
+        assert!(err(None, Some(""), None, None).contains("tool_pattern must not be empty"));
+        assert!(err(None, Some("a\nb"), None, None).contains("control characters"));
+        assert!(err(None, None, Some("block"), None).contains("action must be"));
+        assert!(err(None, None, None, Some(MAX_PRIORITY + 1)).contains("priority must be"));
+        // (`abs` of the smallest i64 overflows: found by schemathesis.)
+        assert!(err(None, None, None, Some(i64::MIN)).contains("priority must be"));
+        let long = "x".repeat(MAX_TEXT + 1);
+        assert!(err(Some(&long), None, None, None).contains("longer than"));
+    }
+
+    #[test]
+    fn config_policies_get_stable_read_only_ids() {
+        let c = ConfigPolicy {
+            name: " no-mcp ".into(),
+            tool_pattern: "mcp__*".into(),
+            action: "deny".into(),
+            priority: 3,
+            enabled: true,
+        };
+        let row = PolicyRow::from(&c);
+        assert_eq!(row.policy_id, "config:no-mcp");
+        assert_eq!(row.source, "config");
+        assert!(read_only(&row.policy_id).is_err());
+        assert!(read_only("0123abcd").is_ok());
+    }
+}
