@@ -593,6 +593,21 @@ impl Metrics {
             "How late the last 100 ms lag probe woke up.",
             self.event_loop_lag().as_secs_f64(),
         );
+        x.gauge(
+            "turnstone_workstreams_hibernated",
+            "Hibernated workstreams (out of memory, rehydrated on use).",
+            node.manager.hibernated_len() as f64,
+        );
+        x.counter(
+            "turnstone_workstream_hibernations_total",
+            "Workstreams that went to hibernation.",
+            node.hibernation.hibernations(),
+        );
+        x.counter(
+            "turnstone_workstream_rehydrations_total",
+            "Hibernated workstreams brought back into memory.",
+            node.hibernation.rehydrations(),
+        );
         x.finish()
     }
 }
