@@ -39,6 +39,9 @@ const ORDER: &[(&str, &str)] = &[
     ("turnstone_provider_first_byte_seconds", "histogram"),
     ("turnstone_sse_events_dropped_total", "counter"),
     ("turnstone_event_loop_lag_seconds", "gauge"),
+    ("turnstone_workstreams_hibernated", "gauge"),
+    ("turnstone_workstream_hibernations_total", "counter"),
+    ("turnstone_workstream_rehydrations_total", "counter"),
 ];
 
 /// The lint complaint about the original's own gauge name (`..._active_total`), which the
