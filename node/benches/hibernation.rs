@@ -4,7 +4,7 @@
 //!
 //! `cargo bench -p turnstone-node --bench hibernation` runs the full measurement (release);
 //! without the `--bench` argument (`cargo test --benches`) it runs tiny sizes so the bench
-//! never rots.
+//! never rots; `-- --total N` draws the curve up to N workstreams instead.
 //!
 //! Method (recorded in `docs/benchmarks.md`): one process runs the node as `turnstone-server`
 //! does — SQLite persistence in a temp dir, auth on, the zero-latency in-process
@@ -32,7 +32,9 @@ use turnstone_testkit::ScriptedProvider;
 use turnstone_tools::ToolRegistry;
 
 const TOKEN: &str = "bench-hibernation-token";
-/// Requests in flight while workstreams are created.
+/// Workstreams populated at once (each batch finishes before the next starts). Well below
+/// `max_workstreams`: a workstream being created or sent to is held, and one running its
+/// turn is busy; neither may hibernate to make room.
 const CONCURRENCY: usize = 16;
 
 struct Sizes {
@@ -45,8 +47,20 @@ struct Sizes {
 }
 
 fn main() {
-    let full = std::env::args().any(|a| a == "--bench");
-    let sizes = if full {
+    let args: Vec<String> = std::env::args().collect();
+    let full = args.iter().any(|a| a == "--bench");
+    // `--total N`: another curve (e.g. a quick shape in a debug build), 1,000 live.
+    let total = args
+        .iter()
+        .position(|a| a == "--total")
+        .and_then(|i| args.get(i + 1)?.parse::<usize>().ok());
+    let sizes = if let Some(total) = total {
+        Sizes {
+            live: 1_000.min(total / 2).max(1),
+            checkpoints: vec![0, total / 10, total / 4, total / 2, total],
+            rehydrations: 500.min(total / 2),
+        }
+    } else if full {
         Sizes {
             live: 1_000,
             checkpoints: vec![0, 1_000, 10_000, 25_000, 50_000, 75_000, 100_000],
@@ -54,8 +68,8 @@ fn main() {
         }
     } else {
         Sizes {
-            live: 20,
-            checkpoints: vec![0, 50, 200],
+            live: 50,
+            checkpoints: vec![0, 100, 300],
             rehydrations: 40,
         }
     };
@@ -235,7 +249,7 @@ async fn run(sizes: &Sizes) -> Result<()> {
         let started = Instant::now();
         let before = ids.len();
         while ids.len() < target {
-            let batch = (target - ids.len()).min(CONCURRENCY * 8);
+            let batch = (target - ids.len()).min(CONCURRENCY);
             let first = ids.len();
             let made = futures::future::try_join_all((first..first + batch).map(|n| {
                 let c = client.clone();

@@ -230,16 +230,18 @@ impl Manager {
         let woken = entries.hibernated.remove(id.as_str());
         if entries.live.len() >= self.config.max_workstreams.max(1) {
             // With hibernation on, the oldest workstream that may hibernate makes room and
-            // stays listed; otherwise (or when none may) the oldest idle one is closed.
-            let sleeper = self
-                .config
-                .hibernate_after
-                .and_then(|_| oldest(&entries.live, can_hibernate));
+            // stays listed, and none is ever closed for room (one that cannot hibernate is
+            // busy, waits for a decision, or is held by a request or an event stream);
+            // without, the oldest idle one is closed.
+            let (sleeper, victim) = match self.config.hibernate_after {
+                Some(_) => (oldest(&entries.live, can_hibernate), None),
+                None => (None, oldest(&entries.live, is_idle)),
+            };
             match sleeper {
                 Some(victim) => {
                     self.hibernate_entry(&mut entries, &victim);
                 }
-                None => match oldest(&entries.live, is_idle) {
+                None => match victim {
                     Some(victim) => {
                         if let Some(entry) = entries.live.remove(victim.as_str()) {
                             entry.handle.shutdown();
