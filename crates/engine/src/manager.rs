@@ -218,7 +218,8 @@ impl Manager {
         self.len() == 0
     }
 
-    /// Creates a workstream, evicting the oldest idle one when at the maximum.
+    /// Creates a workstream, making room when `max_workstreams` are live: with hibernation
+    /// on by hibernating the oldest that may, else by evicting the oldest idle one.
     pub fn create(
         &self,
         options: CreateOptions,
