@@ -148,6 +148,7 @@ async fn start_node(persist: Option<&std::path::Path>) -> Result<Served> {
     let manager = ManagerConfig {
         max_workstreams: 20_000,
         idle_timeout: None,
+        hibernate_after: None,
     };
     let options = NodeOptions {
         node_id: "bench".into(),

@@ -15,6 +15,7 @@
 //! auto_title = true             # title new workstreams after their first exchange
 //! watch_tick_secs = 15          # seconds between looks for due watches
 //! max_queued_sends = 1000       # messages one workstream's queue holds (then `busy`)
+//! hibernate_after_secs = 600    # idle workstreams leave memory after this (0: never)
 //!
 //! [models.local]                # the model registry (turnstone-llm): aliases, fallback
 //! provider = "openai"
@@ -55,7 +56,8 @@
 //! ```
 //!
 //! The keys of `[server]` that are flags' names (`node_id`, `max_workstreams`, `cwd`,
-//! `approval_timeout`, `watch_tick_secs`, `max_queued_sends`) are one layer of the binary's
+//! `approval_timeout`, `watch_tick_secs`, `max_queued_sends`, `hibernate_after_secs`) are
+//! one layer of the binary's
 //! settings (`turnstone_runtime::Settings`): *flag > env > file > default*, and
 //! `--check-config` names the source of each. They are also parsed here, so an unknown key or
 //! an out-of-range value is an error naming it. The engine keys of `[tools]` that also exist
@@ -120,6 +122,9 @@ pub struct ServerSection {
     /// Messages one workstream's queue holds (1 or more); `--max-queued-sends` wins.
     /// Default 1000.
     pub max_queued_sends: Option<usize>,
+    /// Seconds a workstream stays idle before it hibernates (leaves memory; its state is in
+    /// the store); `--hibernate-after-secs` wins. Default 0: never.
+    pub hibernate_after_secs: Option<u64>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]

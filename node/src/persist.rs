@@ -21,6 +21,8 @@ pub struct Persistence {
     pub store: Arc<dyn Store>,
     pub writer: Writer,
     pub node_id: String,
+    /// Workstream state changes to store, in order (`record_state`).
+    states: tokio::sync::mpsc::UnboundedSender<(String, &'static str)>,
 }
 
 impl std::fmt::Debug for Persistence {
@@ -38,11 +40,27 @@ impl Persistence {
             .await
             .map_err(|e| NodeError::Persistence(e.to_string()))?;
         let writer = Writer::spawn(store.clone(), WriterConfig::default());
+        let (states, mut pending) = tokio::sync::mpsc::unbounded_channel::<(String, &str)>();
+        let state_store = store.clone();
+        tokio::spawn(async move {
+            while let Some((ws_id, state)) = pending.recv().await {
+                if let Err(e) = state_store.set_state(&ws_id, state).await {
+                    tracing::debug!(error = %e, %ws_id, state, "workstream state not stored (no row yet)");
+                }
+            }
+        });
         Ok(Arc::new(Self {
             store,
             writer,
             node_id: node_id.to_string(),
+            states,
         }))
+    }
+
+    /// Stores a workstream's lifecycle state (`hibernated`, `idle` when rehydrated,
+    /// `closed`) in the background; changes are applied in the order they are recorded.
+    pub fn record_state(&self, ws_id: &str, state: &'static str) {
+        let _ = self.states.send((ws_id.to_string(), state));
     }
 
     /// Records a new live workstream (ignored when the row exists: a resumed one).

@@ -579,6 +579,13 @@ impl Runner {
         if let Some(handle) = self.node.workstream(ws_id) {
             return Ok(handle);
         }
+        if self.node.manager.hibernated(ws_id).is_some() {
+            return self
+                .node
+                .resolve(ws_id)
+                .await
+                .map_err(|e| Delivery::Later(format!("rehydration failed: {e:?}")));
+        }
         let session = match self.store.resume_session(ws_id).await {
             Ok(session) if session.workstream.ws_id == ws_id => session,
             Ok(_) | Err(StoreError::NotFound(_) | StoreError::Ambiguous { .. }) => {

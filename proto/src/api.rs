@@ -272,6 +272,10 @@ wire_struct! {
         /// Ours: how many sends wait in the workstream's queue (the node always says).
         #[serde(skip_serializing_if = "Option::is_none")]
         pub queued: Option<u64> = None,
+        /// Ours: `true` when the workstream is hibernated (out of memory, state `idle`; the
+        /// next request to it rehydrates it). Absent for a live one.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub hibernated: Option<bool> = None,
     }
 }
 
@@ -318,6 +322,9 @@ wire_struct! {
         pub running: u64 = 0,
         pub attention: u64 = 0,
         pub error: u64 = 0,
+        /// Ours: hibernated workstreams (in `total`, in none of the states above).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub hibernated: Option<u64> = None,
     }
 }
 
@@ -410,6 +417,9 @@ wire_struct! {
         /// always sends it).
         #[serde(skip_serializing_if = "Option::is_none")]
         pub queue: Option<Vec<QueuedSend>> = None,
+        /// Ours: `true` when the workstream is hibernated (see [`WorkstreamSummary`]).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub hibernated: Option<bool> = None,
     }
 }
 

@@ -87,6 +87,7 @@ async fn engine(max_workstreams: usize) -> (Arc<ScriptedProvider>, Manager) {
         ManagerConfig {
             max_workstreams,
             idle_timeout: None,
+            hibernate_after: None,
         },
     );
     (provider, manager)

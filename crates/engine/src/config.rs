@@ -180,6 +180,11 @@ pub struct ManagerConfig {
     /// Idle workstreams older than this are closed by [`crate::Manager::close_idle`];
     /// `None` disables.
     pub idle_timeout: Option<Duration>,
+    /// Idle workstreams older than this leave memory by [`crate::Manager::hibernate_idle`]
+    /// (their state is in the store), and the oldest of them makes room when
+    /// `max_workstreams` live ones exist; `None` (the default) disables hibernation. Only
+    /// for a manager whose journal stores everything a workstream needs to come back.
+    pub hibernate_after: Option<Duration>,
 }
 
 impl Default for ManagerConfig {
@@ -187,6 +192,7 @@ impl Default for ManagerConfig {
         Self {
             max_workstreams: 50,
             idle_timeout: Some(Duration::from_secs(120 * 60)),
+            hibernate_after: None,
         }
     }
 }

@@ -71,7 +71,9 @@ pub use engine::{Engine, SystemSection};
 pub use event::{Envelope, Event, StatusInfo, ToolItem, WsState};
 pub use guard_stats::{GUARD_FLAGS, OTHER_FLAG, OutputGuardCounts};
 pub use log::{EventLog, Item, Sequenced, Subscription};
-pub use manager::{Closed, CreateOptions, Manager, ManagerError};
+pub use manager::{
+    Closed, CreateOptions, HibernateHook, Hibernated, Listed, Manager, ManagerError,
+};
 pub use models::{MODEL_CONFIG_KEY, ModelError};
 pub use plan::{MAX_REFINEMENTS, PLAN_AGENT, PlanAgentTool, register_plan_agent};
 pub use state::{

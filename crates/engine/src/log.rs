@@ -76,6 +76,16 @@ impl<T: Sequenced> EventLog<T> {
         }
     }
 
+    /// Makes an empty log continue a numbering that ended at `last_seq` (a workstream
+    /// rehydrated from hibernation keeps its `seq`s, so a client's `Last-Event-ID` from
+    /// before still means what it meant). A no-op once an entry was pushed.
+    pub fn continue_after(&self, last_seq: u64) {
+        let mut ring = self.ring();
+        if ring.events.is_empty() && ring.next_seq == 1 {
+            ring.next_seq = last_seq + 1;
+        }
+    }
+
     fn ring(&self) -> MutexGuard<'_, Ring<T>> {
         self.ring.lock()
     }
@@ -275,6 +285,20 @@ mod tests {
             Some(Item::Event(e)) => assert_eq!(e.seq, 6),
             other => panic!("unexpected {other:?}"),
         }
+    }
+
+    #[tokio::test]
+    async fn a_continued_log_resumes_exactly_or_reports_the_gap() {
+        let log = log(100, 16);
+        log.continue_after(7);
+        log.push(info(8));
+        assert_eq!(log.last_seq(), 8);
+        // A client that saw everything up to 7 gets exactly what followed.
+        assert_eq!(seqs(&log.subscribe(Some(7)).backlog()), ["8"]);
+        // One that saw less is told what is gone (it was in the earlier incarnation).
+        assert_eq!(seqs(&log.subscribe(Some(5)).backlog()), ["gap6-7", "8"]);
+        log.continue_after(100);
+        assert_eq!(log.last_seq(), 8, "ignored once entries exist");
     }
 
     #[tokio::test]

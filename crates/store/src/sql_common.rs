@@ -339,6 +339,24 @@ macro_rules! impl_store {
                 Ok(())
             }
 
+            async fn workstreams_in_state(
+                &self,
+                node_id: &str,
+                state: &str,
+            ) -> $crate::error::Result<Vec<$crate::model::Workstream>> {
+                const SQL: &str = concat!(
+                    "SELECT ",
+                    $crate::sql_common::ws_columns!(),
+                    " FROM workstreams WHERE node_id = $1 AND state = $2 ORDER BY created, ws_id"
+                );
+                let rows = sqlx::query(SQL)
+                    .bind(node_id)
+                    .bind(state)
+                    .fetch_all(&self.pool)
+                    .await?;
+                rows.iter().map(Self::workstream_from_row).collect()
+            }
+
             async fn delete_workstream(&self, ws_id: &str) -> $crate::error::Result<bool> {
                 let mut tx = self.pool.begin().await?;
                 let mut existed = false;

@@ -108,6 +108,9 @@ pub trait Store:
     async fn set_alias(&self, ws_id: &str, alias: Option<&str>) -> Result<()>;
     async fn set_title(&self, ws_id: &str, title: &str) -> Result<()>;
     async fn set_state(&self, ws_id: &str, state: &str) -> Result<()>;
+    /// The workstreams of `node_id` whose `state` is `state` (a node's hibernated ones at
+    /// start), oldest first.
+    async fn workstreams_in_state(&self, node_id: &str, state: &str) -> Result<Vec<Workstream>>;
     /// Deletes the workstream and everything keyed by it. `false` if it did not exist.
     async fn delete_workstream(&self, ws_id: &str) -> Result<bool>;
 

@@ -56,9 +56,15 @@ struct Args {
     /// Node id (default: the host name).
     #[arg(long, env = "TURNSTONE_NODE_ID")]
     node_id: Option<String>,
-    /// Most live workstreams; creating one more evicts the oldest idle one.
+    /// Most live (in-memory) workstreams; creating one more evicts the oldest idle one, or
+    /// with hibernation on hibernates it. Hibernated workstreams do not count.
     #[arg(long, default_value_t = 50)]
     max_workstreams: usize,
+    /// Seconds a workstream stays idle before it hibernates: it leaves memory (its state is
+    /// in the store) and comes back on its next use. 0 = never. Needs persistence. Default:
+    /// `[server] hibernate_after_secs`, else 0.
+    #[arg(long, env = "TURNSTONE_HIBERNATE_AFTER_SECS")]
+    hibernate_after_secs: Option<u64>,
     /// Approve every tool call without asking.
     #[arg(long)]
     skip_permissions: bool,
@@ -317,8 +323,17 @@ async fn main() -> anyhow::Result<()> {
     let engine = backend.engine_with(config, &tool_options).await?;
     turnstone_engine::register_subagent_with(&engine, agent_model.clone())?;
     turnstone_engine::register_plan_agent(&engine, agent_model)?;
+    let hibernate_after = args
+        .hibernate_after_secs
+        .or(file.server.hibernate_after_secs)
+        .filter(|secs| *secs > 0)
+        .map(std::time::Duration::from_secs);
+    if hibernate_after.is_some() && store_config.is_none() {
+        tracing::warn!("hibernate_after_secs needs persistence; workstreams stay in memory");
+    }
     let manager_config = ManagerConfig {
         max_workstreams: args.max_workstreams,
+        hibernate_after: hibernate_after.filter(|_| store_config.is_some()),
         ..ManagerConfig::default()
     };
     let options = NodeOptions {
@@ -380,6 +395,12 @@ async fn main() -> anyhow::Result<()> {
         name: Some("default".into()),
         ..CreateOptions::default()
     })?;
+    // Workstreams a previous run hibernated are listed again (they rehydrate on use).
+    match server::hibernation::restore_index(&node).await {
+        Ok(n) if n > 0 => tracing::info!(hibernated = n, "hibernated workstreams indexed"),
+        Ok(_) => {}
+        Err(e) => tracing::warn!(error = ?e, "hibernated workstreams not indexed"),
+    }
     // Messages a previous run accepted into a workstream's queue run now, once each.
     turnstone_node::send_queue::recover(&node)
         .await

@@ -142,9 +142,7 @@ pub async fn workstream_events(
     Query(q): Query<WsQuery>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let ws = node
-        .workstream(&q.ws_id)
-        .ok_or_else(ApiError::unknown_workstream)?;
+    let ws = node.resolve(&q.ws_id).await?;
     let resume = sse::last_event_id(&headers).or_else(|| {
         q.last_event_id
             .as_deref()

@@ -15,8 +15,11 @@ use super::state::Node;
 
 pub async fn health(State(node): State<Arc<Node>>) -> Json<Health> {
     let list = node.manager.list();
+    let hibernated = node.manager.hibernated_len() as u64;
     let mut workstreams = HealthWorkstreams {
-        total: list.len() as u64,
+        total: list.len() as u64 + hibernated,
+        // Only when hibernation is on: the original's shape otherwise.
+        hibernated: node.manager.config().hibernate_after.map(|_| hibernated),
         ..HealthWorkstreams::default()
     };
     for w in &list {

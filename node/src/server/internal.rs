@@ -51,9 +51,7 @@ pub async fn prepared_tools(
     State(node): State<Arc<Node>>,
     axum::extract::Query(q): axum::extract::Query<WsIdQuery>,
 ) -> Result<Json<Value>, ApiError> {
-    let ws = node
-        .workstream(&q.ws_id)
-        .ok_or_else(ApiError::unknown_workstream)?;
+    let ws = node.resolve(&q.ws_id).await?;
     let prepared = ws
         .prepared_tools()
         .map(|p| serde_json::to_value(p).unwrap_or(Value::Null))
@@ -87,9 +85,7 @@ pub async fn set_tools(
         .get("ws_id")
         .and_then(Value::as_str)
         .unwrap_or_default();
-    let ws = node
-        .workstream(ws_id)
-        .ok_or_else(ApiError::unknown_workstream)?;
+    let ws = node.resolve(ws_id).await?;
     let change = body
         .get("intent")
         .filter(|c| c.is_object())

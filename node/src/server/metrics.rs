@@ -651,6 +651,21 @@ impl Metrics {
             "Tool results (and sub-agent answers) whose secrets were redacted.",
             guard.redactions,
         );
+        x.gauge(
+            "turnstone_workstreams_hibernated",
+            "Hibernated workstreams (out of memory, rehydrated on use).",
+            node.manager.hibernated_len() as f64,
+        );
+        x.counter(
+            "turnstone_workstream_hibernations_total",
+            "Workstreams that went to hibernation.",
+            node.hibernation.hibernations(),
+        );
+        x.counter(
+            "turnstone_workstream_rehydrations_total",
+            "Hibernated workstreams brought back into memory.",
+            node.hibernation.rehydrations(),
+        );
         x.finish()
     }
 }

@@ -11,6 +11,7 @@ pub mod drain;
 pub mod error;
 pub mod events;
 pub mod health;
+pub mod hibernation;
 pub mod internal;
 pub mod login;
 pub mod memories;

@@ -17,9 +17,7 @@ pub async fn list(
     State(node): State<Arc<Node>>,
     Path(ws_id): Path<String>,
 ) -> Result<Json<QueueList>, ApiError> {
-    let ws = node
-        .workstream(&ws_id)
-        .ok_or_else(ApiError::unknown_workstream)?;
+    let ws = node.resolve(&ws_id).await?;
     Ok(Json(QueueList {
         ws_id: ws.id().to_string(),
         busy: ws.is_busy(),
@@ -39,8 +37,7 @@ pub async fn remove(
     State(node): State<Arc<Node>>,
     Path((ws_id, correlation_id)): Path<(String, String)>,
 ) -> Result<Json<Value>, ApiError> {
-    node.workstream(&ws_id)
-        .ok_or_else(ApiError::unknown_workstream)?;
+    node.resolve(&ws_id).await?;
     if send_queue::remove(&node, &ws_id, &correlation_id).await? {
         Ok(Json(json!({"status": "ok", "removed": correlation_id})))
     } else {

@@ -226,6 +226,8 @@ pub struct Node {
     pub queues: crate::send_queue::SendQueues,
     /// The tool policies the engine applies (config file + store).
     pub policies: super::policies::PolicyRegistry,
+    /// Hibernation: rehydrations in flight, counters (`super::hibernation`).
+    pub hibernation: Arc<super::hibernation::Hibernation>,
 }
 
 impl std::fmt::Debug for Node {
@@ -276,10 +278,21 @@ impl Node {
                     kind: NodeEventKind::Ws(env.clone()),
                 });
             }));
+        let hibernation = Arc::new(super::hibernation::Hibernation::default());
         if let Some(p) = &persistence {
             manager = manager.with_journal(Arc::new(StoreJournal(p.clone())));
             p.spawn_approval_recorder(&node_log);
         }
+        // A workstream that hibernates is marked so in the store (a restart lists it again).
+        let (sleep_store, sleep_count) = (persistence.clone(), hibernation.clone());
+        manager = manager.with_hibernate_hook(Arc::new(move |h: &turnstone_engine::Hibernated| {
+            if let Some(p) = &sleep_store {
+                p.record_state(&h.ws_id, super::hibernation::HIBERNATED_STATE);
+            }
+            sleep_count
+                .hibernations
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }));
         // Auto-titles are stored as the workstream's title and announced as `ws_rename`.
         let (title_log, title_store) = (node_log.clone(), persistence.clone());
         manager = manager.with_title_hook(Arc::new(move |ws_id: &str, title: &str| {
@@ -318,8 +331,10 @@ impl Node {
             drain: turnstone_runtime::Drain::new(),
             queues,
             policies: Default::default(),
+            hibernation,
         });
         crate::send_queue::SendQueues::start_dispatcher(&node);
+        super::hibernation::start_sweeper(&node);
         node
     }
 
@@ -371,12 +386,18 @@ impl Node {
     /// `closed`: the bridge drops its ownership key, metrics forget the workstream); the
     /// global stream does not, as the original emits nothing for an explicit close.
     pub fn close_workstream(&self, ws_id: &str) -> Result<(), ManagerError> {
-        let name = self
-            .manager
-            .get(ws_id)
-            .map(|w| w.name())
-            .unwrap_or_default();
+        let name = match self.manager.get(ws_id) {
+            Some(w) => w.name(),
+            None => self
+                .manager
+                .hibernated(ws_id)
+                .map(|h| h.name)
+                .unwrap_or_default(),
+        };
         self.manager.close(ws_id)?;
+        if let Some(p) = &self.persistence {
+            p.record_state(ws_id, "closed");
+        }
         self.announce_closed(&Closed {
             ws_id: ws_id.to_string(),
             name,

@@ -40,9 +40,7 @@ pub async fn send(
     if message.is_empty() {
         return Err(ApiError::BadRequest("Empty message".into()));
     }
-    let ws = node
-        .workstream(&body.ws_id)
-        .ok_or_else(ApiError::unknown_workstream)?;
+    let ws = node.resolve(&body.ws_id).await?;
     let request = SendRequest {
         message: message.to_string(),
         key,
@@ -74,9 +72,7 @@ pub async fn approve(
     WireJson(body): WireJson<ApproveBody>,
 ) -> Result<Json<StatusReply>, ApiError> {
     let request_id = body.request_id.as_str();
-    let ws = node
-        .workstream(&body.ws_id)
-        .ok_or_else(ApiError::unknown_workstream)?;
+    let ws = node.resolve(&body.ws_id).await?;
     // A decision naming a request that is not the pending one: answer from the durable
     // record (it may have been decided before a restart).
     let names_other = |env: Arc<turnstone_engine::Envelope>| !matches!(&env.event, turnstone_engine::Event::ApproveRequest { request_id: r, .. } if r == request_id);
@@ -119,9 +115,7 @@ pub async fn cancel(
     State(node): State<Arc<Node>>,
     WireJson(body): WireJson<CancelBody>,
 ) -> Result<Json<CancelReply>, ApiError> {
-    let ws = node
-        .workstream(&body.ws_id)
-        .ok_or_else(ApiError::unknown_workstream)?;
+    let ws = node.resolve(&body.ws_id).await?;
     let mut reply = CancelReply::default();
     if body.all {
         reply.removed = Some(send_queue::clear(&node, ws.id()).await? as u64);
@@ -140,9 +134,7 @@ pub async fn plan(
     WireJson(body): WireJson<PlanBody>,
 ) -> Result<Json<StatusReply>, ApiError> {
     let request_id = body.request_id.as_str();
-    let ws = node
-        .workstream(&body.ws_id)
-        .ok_or_else(ApiError::unknown_workstream)?;
+    let ws = node.resolve(&body.ws_id).await?;
     let names_other = |env: Arc<turnstone_engine::Envelope>| !matches!(&env.event, turnstone_engine::Event::PlanReview { request_id: r, .. } if r == request_id);
     let names_decided = !request_id.is_empty() && ws.pending_plan_review().is_none_or(names_other);
     // A reply to an earlier round never answers the current one.
@@ -205,9 +197,7 @@ pub async fn command(
     if text.is_empty() {
         return Err(ApiError::BadRequest("Empty command".into()));
     }
-    let ws = node
-        .workstream(&body.ws_id)
-        .ok_or_else(ApiError::unknown_workstream)?;
+    let ws = node.resolve(&body.ws_id).await?;
     let (word, rest) = text.split_once(char::is_whitespace).unwrap_or((text, ""));
     let rest = rest.trim();
     match word {

@@ -8,7 +8,7 @@ use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use serde_json::{Value, json};
-use turnstone_engine::{CreateOptions, ManagerError, WsState};
+use turnstone_engine::{CreateOptions, Hibernated, Listed, ManagerError, WsState};
 use turnstone_proto::api::{
     CloseWorkstreamBody, CreateWorkstreamBody, Dashboard, DashboardAggregate, DashboardWorkstream,
     WorkstreamList, WorkstreamSummary,
@@ -20,25 +20,38 @@ use super::error::ApiError;
 use super::state::Node;
 use super::views;
 
-/// `GET /v1/api/workstreams` — live workstreams in creation order.
+/// `GET /v1/api/workstreams` — live and hibernated workstreams in creation order (a
+/// hibernated one is `idle` with `"hibernated": true`).
 pub async fn list(State(node): State<Arc<Node>>) -> Json<WorkstreamList> {
     let workstreams = node
         .manager
-        .list()
+        .list_all()
         .iter()
-        .map(|w| WorkstreamSummary {
-            id: w.id().to_string(),
-            name: w.name(),
-            state: w.state(),
-            queued: Some(node.queues.len(w.id()) as u64),
+        .map(|row| match row {
+            Listed::Live(w) => WorkstreamSummary {
+                id: w.id().to_string(),
+                name: w.name(),
+                state: w.state(),
+                queued: Some(node.queues.len(w.id()) as u64),
+                hibernated: None,
+            },
+            Listed::Hibernated(h) => WorkstreamSummary {
+                id: h.ws_id.to_string(),
+                name: h.name.clone(),
+                state: WsState::Idle,
+                queued: Some(0),
+                hibernated: Some(true),
+            },
         })
         .collect();
     Json(WorkstreamList { workstreams })
 }
 
-/// `GET /v1/api/dashboard` — enriched rows and aggregates (node spec §1.3.4).
+/// `GET /v1/api/dashboard` — enriched rows and aggregates (node spec §1.3.4); hibernated
+/// workstreams as `idle` rows with `"hibernated": true` and the totals they went to sleep
+/// with.
 pub async fn dashboard(State(node): State<Arc<Node>>) -> Json<Dashboard> {
-    let list = node.manager.list();
+    let list = node.manager.list_all();
     let mut aggregate = DashboardAggregate {
         total_count: list.len() as u64,
         uptime_seconds: node.uptime().as_secs(),
@@ -46,7 +59,15 @@ pub async fn dashboard(State(node): State<Arc<Node>>) -> Json<Dashboard> {
     };
     let workstreams = list
         .iter()
-        .map(|w| {
+        .map(|row| {
+            let w = match row {
+                Listed::Live(w) => w,
+                Listed::Hibernated(h) => {
+                    aggregate.total_tokens += h.tokens;
+                    aggregate.total_tool_calls += h.tool_calls;
+                    return hibernated_row(&node, h);
+                }
+            };
             let (activity, activity_state) = w.activity();
             let (model, model_alias) = views::model_of(&node, w);
             aggregate.total_tokens += w.tokens_total();
@@ -74,6 +95,7 @@ pub async fn dashboard(State(node): State<Arc<Node>>) -> Json<Dashboard> {
                         .map(|m| m.wire())
                         .collect(),
                 ),
+                hibernated: None,
             }
         })
         .collect();
@@ -81,6 +103,25 @@ pub async fn dashboard(State(node): State<Arc<Node>>) -> Json<Dashboard> {
         workstreams,
         aggregate,
     })
+}
+
+/// The dashboard row of a hibernated workstream: what its index entry keeps; the model is
+/// the node's (a per-workstream model choice is in the store until it wakes).
+fn hibernated_row(node: &Node, h: &Hibernated) -> DashboardWorkstream {
+    DashboardWorkstream {
+        id: h.ws_id.to_string(),
+        name: h.name.clone(),
+        state: WsState::Idle,
+        title: h.title.clone().unwrap_or_default(),
+        tokens: h.tokens,
+        tool_calls: h.tool_calls,
+        node: "local".to_string(),
+        model: node.options.model.clone(),
+        model_alias: node.options.model_alias.clone(),
+        queue: Some(Vec::new()),
+        hibernated: Some(true),
+        ..DashboardWorkstream::default()
+    }
 }
 
 /// `POST /v1/api/workstreams/new`. With a `correlation_id` (or an `Idempotency-Key`
@@ -149,7 +190,10 @@ async fn create_inner(node: &Node, body: &CreateWorkstreamBody) -> Result<Value,
             "ws_id must be 1-64 characters of [A-Za-z0-9_-]".into(),
         ));
     }
-    if !body.ws_id.is_empty() && node.workstream(&body.ws_id).is_some() {
+    if !body.ws_id.is_empty()
+        && (node.workstream(&body.ws_id).is_some()
+            || node.manager.hibernated(&body.ws_id).is_some())
+    {
         return Err(ApiError::Conflict {
             message: format!("Workstream {} already exists", body.ws_id),
             detail: json!({"ws_id": body.ws_id}),
@@ -276,6 +320,9 @@ async fn resume(node: &Node, body: &CreateWorkstreamBody) -> Result<Value, ApiEr
         })?;
     let ws_id = session.workstream.ws_id.clone();
     let count = session.messages.len();
+    if node.manager.hibernated(&ws_id).is_some() {
+        node.resolve(&ws_id).await?;
+    }
     if let Some(live) = node.workstream(&ws_id) {
         return Ok(
             json!({"ws_id": live.id(), "name": live.name(), "resumed": true, "message_count": live.history().len()}),

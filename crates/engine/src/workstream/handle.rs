@@ -35,6 +35,10 @@ pub struct WorkstreamHandle {
     pub(crate) shared: Arc<Shared>,
     pub(crate) engine: Arc<Engine>,
     inbox: mpsc::Sender<Command>,
+    /// Shared by every clone of this handle (and by nothing else): more than one holder
+    /// means a frontend holds the workstream (a request in flight, an open event stream),
+    /// so the manager does not hibernate it.
+    lease: Arc<()>,
 }
 
 impl std::fmt::Debug for WorkstreamHandle {
@@ -55,6 +59,7 @@ impl WorkstreamHandle {
         hook: Option<EventHook>,
         journal: Option<Arc<dyn Journal>>,
         history: Vec<ChatMessage>,
+        after_seq: u64,
     ) -> Self {
         let shared = Arc::new(Shared::new(
             &engine,
@@ -64,6 +69,7 @@ impl WorkstreamHandle {
             journal,
             history,
         ));
+        shared.log.continue_after(after_seq);
         let (inbox, rx) = mpsc::channel(INBOX_CAPACITY);
         let span = tracing::info_span!("workstream", ws_id = %shared.id);
         tokio::spawn(actor::run(engine.clone(), shared.clone(), rx).instrument(span));
@@ -71,7 +77,13 @@ impl WorkstreamHandle {
             shared,
             engine,
             inbox,
+            lease: Arc::new(()),
         }
+    }
+
+    /// Whether a clone of this handle exists besides `self` (someone works with it).
+    pub(crate) fn is_held_elsewhere(&self) -> bool {
+        Arc::strong_count(&self.lease) > 1
     }
 
     pub fn id(&self) -> &str {

@@ -104,3 +104,96 @@ async fn idle_cleanup_closes_old_idle_workstreams_but_never_the_last() {
     );
     assert_eq!(h.manager.len(), 1);
 }
+
+#[tokio::test]
+async fn only_idle_unheld_workstreams_hibernate_and_they_come_back_numbered_on() {
+    let h = Harness::with(|o| {
+        o.manager.hibernate_after = Some(std::time::Duration::from_millis(1));
+    })
+    .await;
+    let (held, _) = h.manager.create(CreateOptions::default()).unwrap();
+    let (free, _) = h.manager.create(CreateOptions::default()).unwrap();
+    let (waiting, _) = h.manager.create(CreateOptions::default()).unwrap();
+    let mut sub = send(&free, "touch");
+    read_turn(&mut sub).await;
+    drop(sub);
+    let last_seq = free.log().last_seq();
+    let free_id = free.id().to_string();
+    drop(free);
+    let mut waits = send(&waiting, "TOOL: echo hold");
+    read_until(&mut waits, |e| matches!(e, Event::ApproveRequest { .. })).await;
+    let waiting_id = waiting.id().to_string();
+    drop(waiting);
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+
+    // `held` is held by this test, `waiting` has an approval pending: only `free` sleeps.
+    let slept = h.manager.hibernate_idle(|_| false);
+    let ids: Vec<&str> = slept.iter().map(|s| &*s.ws_id).collect();
+    assert_eq!(ids, [free_id.as_str()]);
+    assert_eq!(slept[0].last_seq, last_seq);
+    assert!(h.manager.get(&free_id).is_none());
+    assert!(h.manager.get(held.id()).is_some());
+    assert!(h.manager.get(&waiting_id).is_some());
+    assert_eq!((h.manager.len(), h.manager.hibernated_len()), (2, 1));
+    // Listed in creation order, live or not.
+    let order: Vec<String> = h
+        .manager
+        .list_all()
+        .iter()
+        .map(|l| l.id().to_string())
+        .collect();
+    assert_eq!(order, [held.id(), free_id.as_str(), waiting_id.as_str()]);
+    // `keep` holds one back (the node's queued sends).
+    assert!(h.manager.hibernate_idle(|_| true).is_empty());
+
+    // Created again under its id: out of the index, its log continues.
+    let (back, _) = h
+        .manager
+        .create(CreateOptions {
+            id: Some(free_id.clone()),
+            ..CreateOptions::default()
+        })
+        .unwrap();
+    assert!(h.manager.hibernated(&free_id).is_none());
+    let mut sub = send(&back, "again");
+    let events = read_turn(&mut sub).await;
+    assert!(!events.is_empty());
+    assert!(back.log().last_seq() > last_seq);
+    assert_eq!(
+        back.subscribe(Some(last_seq)).backlog().len() as u64,
+        back.log().last_seq() - last_seq
+    );
+    h.manager.get(&waiting_id).unwrap().cancel();
+    read_turn(&mut waits).await;
+}
+
+#[tokio::test]
+async fn with_hibernation_a_full_manager_hibernates_instead_of_evicting() {
+    let h = Harness::with(|o| {
+        o.manager.max_workstreams = 2;
+        o.manager.hibernate_after = Some(std::time::Duration::from_secs(3600));
+    })
+    .await;
+    let first = h
+        .manager
+        .create(CreateOptions::default())
+        .unwrap()
+        .0
+        .id()
+        .to_string();
+    let second = h
+        .manager
+        .create(CreateOptions::default())
+        .unwrap()
+        .0
+        .id()
+        .to_string();
+    let (_third, evicted) = h.manager.create(CreateOptions::default()).unwrap();
+    assert!(evicted.is_none(), "nothing closed");
+    assert_eq!((h.manager.len(), h.manager.hibernated_len()), (2, 1));
+    assert!(h.manager.hibernated(&first).is_some());
+    assert!(h.manager.get(&second).is_some());
+    // A hibernated one can be closed without waking it; the last one never.
+    assert_eq!(h.manager.close(&first), Ok(()));
+    assert_eq!(h.manager.hibernated_len(), 0);
+}

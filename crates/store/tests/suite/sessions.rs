@@ -13,6 +13,7 @@ both_backends!(
     list_sessions_newest_first_without_empty,
     prune_rules,
     delete_workstream_removes_everything,
+    workstreams_in_state_lists_one_nodes_rows,
 );
 
 fn call(id: &str, name: &str, args: &str) -> ToolCall {
@@ -405,5 +406,37 @@ async fn delete_workstream_removes_everything(db: TestDb) {
     let hits = store.search("platypus", 10).await.unwrap();
     assert_eq!(hits.len(), 1);
     assert_eq!(hits[0].ws_id, "stays");
+    store.close().await;
+}
+
+async fn workstreams_in_state_lists_one_nodes_rows(db: TestDb) {
+    let store = db.open().await;
+    for (ws_id, node_id) in [("a1", "node-a"), ("a2", "node-a"), ("b1", "node-b")] {
+        store
+            .create_workstream(NewWorkstream {
+                ws_id: Some(ws_id.into()),
+                node_id: Some(node_id.into()),
+                name: format!("name-{ws_id}"),
+                ..NewWorkstream::default()
+            })
+            .await
+            .unwrap();
+        store.set_state(ws_id, "hibernated").await.unwrap();
+    }
+    store.set_state("a2", "closed").await.unwrap();
+    let rows = store
+        .workstreams_in_state("node-a", "hibernated")
+        .await
+        .unwrap();
+    let ids: Vec<&str> = rows.iter().map(|w| w.ws_id.as_str()).collect();
+    assert_eq!(ids, ["a1"]);
+    assert_eq!(rows[0].name, "name-a1");
+    assert!(
+        store
+            .workstreams_in_state("node-c", "hibernated")
+            .await
+            .unwrap()
+            .is_empty()
+    );
     store.close().await;
 }

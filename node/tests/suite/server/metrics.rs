@@ -42,6 +42,9 @@ const ORDER: &[(&str, &str)] = &[
     ("turnstone_output_guard_flags_total", "counter"),
     ("turnstone_output_guard_warnings_total", "counter"),
     ("turnstone_output_guard_redactions_total", "counter"),
+    ("turnstone_workstreams_hibernated", "gauge"),
+    ("turnstone_workstream_hibernations_total", "counter"),
+    ("turnstone_workstream_rehydrations_total", "counter"),
 ];
 
 /// The lint complaint about the original's own gauge name (`..._active_total`), which the

@@ -5,6 +5,7 @@ mod api;
 mod browser;
 mod caps;
 mod ctx;
+mod hibernation;
 mod login;
 mod mcp_resources;
 mod mcp_search;
@@ -207,6 +208,8 @@ impl TestNode {
             .unwrap()
             .id()
             .to_string();
+        // As the server binary: what an earlier run hibernated is listed again.
+        server::hibernation::restore_index(&node).await.unwrap();
         let watch_runner = match watches {
             Some(config) => {
                 turnstone_node::watch_runner::WatchRunner::install(&node, config).unwrap()
