@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use turnstone_engine::{Event, ToolItem};
 use turnstone_governance::{PolicyAction, PolicySet, Posture, ToolPolicy};
+use turnstone_proto::receipt::{EffectStatus, Interruption, receipt_text};
 
 use super::harness::*;
 
@@ -179,9 +180,15 @@ async fn a_batch_policies_resolve_with_a_denial_runs_nothing_gated() {
     let events = read_turn(&mut sub).await;
     assert!(approve_items(&events).is_none(), "{:?}", types(&events));
     assert!(!target.exists(), "a denial applies to the whole batch");
+    // The allowed call's result is the batch's denial with its receipt: it never started.
+    let not_run = receipt_text(
+        "Blocked by tool policy",
+        EffectStatus::None,
+        Interruption::Stopped,
+    );
     assert_eq!(
         tool_messages(&ws.history()),
-        [BASH_BLOCKED, "Blocked by tool policy"]
+        [BASH_BLOCKED, not_run.as_str()]
     );
     assert_provider_acceptable(&ws.history());
 }
