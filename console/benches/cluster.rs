@@ -408,7 +408,10 @@ async fn fanout(
         assert_eq!(resp.status(), 200);
         readers.push(tokio::spawn(async move {
             let mut stream = resp.bytes_stream();
-            let mut buf = String::new();
+            // Bytes read and not yet framed; the snapshot frame alone is megabytes at 1,000
+            // nodes, so each chunk is searched only where no frame end was looked for yet.
+            let mut buf: Vec<u8> = Vec::new();
+            let mut searched = 0;
             let mut out = Vec::with_capacity(expected);
             let reading = async {
                 while out.len() < expected {
@@ -416,9 +419,11 @@ async fn fanout(
                         break;
                     };
                     let now = start().elapsed().as_nanos();
-                    buf.push_str(&String::from_utf8_lossy(&chunk));
-                    while let Some(end) = buf.find("\r\n\r\n") {
-                        let frame: String = buf.drain(..end + 4).collect();
+                    buf.extend_from_slice(&chunk);
+                    while let Some(at) = buf[searched..].windows(4).position(|w| w == b"\r\n\r\n") {
+                        let frame: Vec<u8> = buf.drain(..searched + at + 4).collect();
+                        searched = 0;
+                        let frame = String::from_utf8_lossy(&frame);
                         if let Some(t) = frame.split("\"bench_t\":").nth(1).and_then(|r| {
                             r.trim_end_matches(|c: char| !c.is_ascii_digit())
                                 .parse::<u128>()
@@ -429,6 +434,7 @@ async fn fanout(
                             ));
                         }
                     }
+                    searched = buf.len().saturating_sub(3);
                 }
             };
             // Events still missing 5 s after the last one was published were dropped.

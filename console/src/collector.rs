@@ -396,7 +396,7 @@ impl Collector {
                         n.apply_poll_failure(error, auth_failed);
                         // A node that answers /health is still worth showing as such.
                         if health.as_object().is_some_and(|o| !o.is_empty()) {
-                            n.health = health;
+                            n.set_health(health);
                         }
                     }
                     Vec::new()

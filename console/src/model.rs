@@ -50,9 +50,12 @@ pub struct NodeRecord {
     /// The last poll succeeded (true until a poll fails, as the original).
     pub reachable: bool,
     /// The node's `/health` JSON (`{}` until polled), kept as received: the listings relay
-    /// it whole (cluster spec §6.2), keys the console does not know included. The console's
-    /// own reads go through [`Self::health_reading`].
-    pub health: Value,
+    /// it whole (cluster spec §6.2), keys the console does not know included. Set only with
+    /// [`Self::set_health`], which also decodes it into `reading`.
+    health: Value,
+    /// `health` as the wire contract types it, decoded once when it is set: the overview and
+    /// the listings read it for every node on every request.
+    reading: Health,
     /// The dashboard `aggregate` (`{}` until polled), relayed whole like `health`. Read
     /// key by key: other producers' aggregates carry floats where [`api::DashboardAggregate`]
     /// has integers, and one odd key must not zero the node's totals.
@@ -92,6 +95,7 @@ impl NodeRecord {
             last_seen: None,
             reachable: true,
             health: json!({}),
+            reading: Health::default(),
             aggregate: json!({}),
             workstreams: Map::new(),
             last_error: None,
@@ -113,21 +117,32 @@ impl NodeRecord {
         (self.is_http() && self.untrusted.is_none()).then_some(self.server_url.as_str())
     }
 
-    /// The node's `/health` as the wire contract types it; a reading that does not decode
-    /// (`{}` before the first poll or after a failed one, a foreign node) reads as the
-    /// defaults, i.e. no information.
-    pub fn health_reading(&self) -> Health {
-        match &self.health {
+    /// The node's `/health` as received (relayed whole by the listings).
+    pub fn health(&self) -> &Value {
+        &self.health
+    }
+
+    /// Replaces the node's `/health` and decodes its typed reading; a health that does not
+    /// decode (`{}` before the first poll or after a failed one, a foreign node) reads as
+    /// the defaults, i.e. no information.
+    pub fn set_health(&mut self, health: Value) {
+        self.reading = match &health {
             Value::Object(o) if !o.is_empty() => {
-                api::decode_value("health", &self.health).unwrap_or_default()
+                api::decode_value("health", &health).unwrap_or_default()
             }
             _ => Health::default(),
-        }
+        };
+        self.health = health;
+    }
+
+    /// The node's `/health` as the wire contract types it (see [`Self::set_health`]).
+    pub fn health_reading(&self) -> &Health {
+        &self.reading
     }
 
     /// `health.version`, `""` when unknown.
     pub fn version(&self) -> String {
-        self.health_reading().version
+        self.health_reading().version.clone()
     }
 
     /// Why this node is a zombie: its heartbeat is fresh (it is in the model at all) but its
@@ -185,9 +200,8 @@ impl NodeRecord {
         self.last_error = None;
         self.auth_failed = false;
         self.last_seen = Some(now_epoch);
-        self.health = health;
-        let reading = self.health_reading();
-        self.stalled = stall_reason(&mut self.progress, &reading, now, rules);
+        self.set_health(health);
+        self.stalled = stall_reason(&mut self.progress, &self.reading, now, rules);
         self.aggregate = dashboard.get("aggregate").cloned().unwrap_or(json!({}));
         let mut fresh = Map::new();
         if let Some(list) = dashboard.get("workstreams").and_then(Value::as_array) {
@@ -442,7 +456,7 @@ impl Cluster {
             }
             tokens += num(n.aggregate.get("total_tokens"));
             calls += num(n.aggregate.get("total_tool_calls"));
-            if let Some(mcp) = n.health_reading().mcp {
+            if let Some(mcp) = &n.health_reading().mcp {
                 mcp_servers += mcp.servers;
                 mcp_resources += mcp.resources;
                 mcp_prompts += mcp.prompts;
@@ -533,7 +547,7 @@ impl Cluster {
         m.insert("started".into(), json!(n.started));
         m.insert("last_seen".into(), json!(n.last_seen));
         m.insert("reachable".into(), json!(n.reachable));
-        m.insert("health".into(), n.health.clone());
+        m.insert("health".into(), n.health().clone());
         m.insert("version".into(), json!(n.version()));
         m.extend(self.node_flags(n, majority));
         Value::Object(m)
@@ -607,7 +621,7 @@ impl Cluster {
         let mut m = Map::new();
         m.insert("node_id".into(), json!(n.node_id));
         m.insert("server_url".into(), json!(n.server_url));
-        m.insert("health".into(), n.health.clone());
+        m.insert("health".into(), n.health().clone());
         m.insert(
             "workstreams".into(),
             Value::Array(n.workstreams.values().cloned().collect()),
@@ -633,7 +647,7 @@ impl Cluster {
                 m.insert("max_ws".into(), json!(n.max_ws));
                 m.insert("reachable".into(), json!(n.reachable));
                 m.insert("version".into(), json!(n.version()));
-                m.insert("health".into(), n.health.clone());
+                m.insert("health".into(), n.health().clone());
                 m.insert("aggregate".into(), n.aggregate.clone());
                 m.insert(
                     "workstreams".into(),
@@ -938,8 +952,10 @@ mod tests {
     fn mcp_sums_appear_only_when_there_are_servers() {
         let mut c = cluster(vec![node("a", "1", 10, 0)]);
         assert!(c.overview().get("mcp_servers").is_none());
-        c.nodes.get_mut("a").unwrap().health =
-            json!({"mcp": {"servers": 2, "resources": 3, "prompts": 4}});
+        c.nodes
+            .get_mut("a")
+            .unwrap()
+            .set_health(json!({"mcp": {"servers": 2, "resources": 3, "prompts": 4}}));
         let o = c.overview();
         assert_eq!(
             (
