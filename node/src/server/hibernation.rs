@@ -147,17 +147,10 @@ pub(crate) fn start_sweeper(node: &Arc<Node>) {
         tracing::warn!("hibernation needs persistence; workstreams stay in memory");
         return;
     }
-    let weak = Arc::downgrade(node);
-    tokio::spawn(async move {
-        let mut tick = tokio::time::interval(sweep_period(after));
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tick.tick().await;
-            let Some(node) = weak.upgrade() else { return };
-            let n = sweep(&node);
-            if n > 0 {
-                tracing::debug!(hibernated = n, "idle workstreams hibernated");
-            }
+    node.every(sweep_period(after), |node| async move {
+        let n = sweep(&node);
+        if n > 0 {
+            tracing::debug!(hibernated = n, "idle workstreams hibernated");
         }
     });
 }

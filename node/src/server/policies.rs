@@ -146,17 +146,9 @@ impl PolicyRegistry {
 
     /// Refreshes the engine's policies every `interval` for as long as the node lives.
     pub fn follow_store(node: &Arc<Node>, interval: std::time::Duration) {
-        let weak = Arc::downgrade(node);
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(interval);
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            tick.tick().await;
-            loop {
-                tick.tick().await;
-                let Some(node) = weak.upgrade() else { return };
-                // A failure keeps the previous set and is logged by `refresh`.
-                let _ = Self::refresh(&node).await;
-            }
+        node.every(interval, |node| async move {
+            // A failure keeps the previous set and is logged by `refresh`.
+            let _ = Self::refresh(&node).await;
         });
     }
 }

@@ -239,6 +239,26 @@ impl std::fmt::Debug for Node {
 }
 
 impl Node {
+    /// Runs `job` every `period` — the first time one period from now — for as long as the
+    /// node lives (the task holds only a weak reference). A late tick waits, it does not
+    /// burst.
+    pub(crate) fn every<F, Fut>(self: &Arc<Self>, period: Duration, job: F)
+    where
+        F: Fn(Arc<Node>) -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = ()> + Send + 'static,
+    {
+        let weak = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                let Some(node) = weak.upgrade() else { return };
+                job(node).await;
+            }
+        });
+    }
+
     /// Builds a node around an engine manager; every workstream event is forwarded, in order,
     /// into the node-wide log.
     pub fn new(
