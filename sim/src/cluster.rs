@@ -961,6 +961,7 @@ impl Cluster {
             event_type,
             event: stored.unwrap_or_default(),
             channels,
+            settles: None,
         };
         let mut backoff = Backoff::default();
         for _ in 0..5 {

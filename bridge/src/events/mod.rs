@@ -23,7 +23,7 @@ use turnstone_proto::mq::{
     WsRenameEvent,
 };
 use turnstone_proto::sse::{ToolInfo, WsEvent};
-use turnstone_queue::{Backoff, Publication, Publisher};
+use turnstone_queue::{Backoff, Publication, Publisher, Settle};
 
 pub use frame::{NodeEvent, NodeEventKind, NodeFrame};
 
@@ -79,6 +79,8 @@ enum Effect {
 
 pub async fn run(ctx: Arc<Ctx>) {
     let mut backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(2));
+    // The run of the node whose missed turn_completes were asked for (`crate::awaiting`).
+    let mut reconciled: Option<u64> = None;
     while !ctx.cancel.is_cancelled() {
         let cursor = load_cursor(&ctx).await;
         let resp = match ctx.node.node_events(cursor).await {
@@ -130,6 +132,15 @@ pub async fn run(ctx: Arc<Ctx>) {
                             boot = new_boot;
                             last_seq = 0;
                         }
+                        // A new run of the node (the cursor is of another one): before any
+                        // event of this run is published, what the previous run completed
+                        // and this bridge never saw.
+                        if cursor.is_some_and(|c| c.0 != new_boot)
+                            && reconciled != Some(new_boot)
+                            && crate::awaiting::reconcile(&ctx, new_boot).await
+                        {
+                            reconciled = Some(new_boot);
+                        }
                         continue;
                     }
                     NodeFrame::Truncated {
@@ -177,7 +188,7 @@ pub async fn run(ctx: Arc<Ctx>) {
     }
 }
 
-async fn publish_all(ctx: &Ctx, batch: &[Publication]) {
+pub(crate) async fn publish_all(ctx: &Ctx, batch: &[Publication]) {
     if batch.is_empty() {
         return;
     }
@@ -260,7 +271,7 @@ async fn save_cursor(ctx: &Ctx, boot: u64, seq: u64) {
 
 /// The publication (and follow-up) of one node event; pure apart from the derived facts.
 /// Each distinct MQ event is encoded once.
-fn publication(
+pub(crate) fn publication(
     events: &Events,
     k: &Keys,
     node_id: &str,
@@ -270,6 +281,17 @@ fn publication(
 ) -> (Option<Publication>, Option<Effect>) {
     let NodeEvent { ws_id, kind } = event;
     let event_type = kind.type_name().to_string();
+    // A turn_complete settles the send this bridge awaited (`crate::awaiting`).
+    let settles = match &kind {
+        NodeEventKind::Ws(WsEvent::TurnComplete(t)) if !t.correlation_id.is_empty() => {
+            Some(Settle {
+                hash: k.bridge_awaiting(node_id),
+                field: t.correlation_id.clone(),
+                only_if_awaited: false,
+            })
+        }
+        _ => None,
+    };
     let ws_channel = k.events_ws(&ws_id);
     let mut effect = None;
     // (channels, event): the event goes to each channel of its group.
@@ -380,6 +402,7 @@ fn publication(
         event_type,
         event: stored,
         channels,
+        settles,
     };
     (Some(publication), effect)
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde_json::Value;
 use turnstone_proto::api::{
     CancelBody, CloseWorkstreamBody, CommandBody, CreateWorkstreamBody, CreateWorkstreamReply,
-    STATUS_BUSY, SendBody,
+    STATUS_BUSY, STATUS_OK, STATUS_QUEUED, SendBody,
 };
 use turnstone_proto::mq::{
     AckBody, AckEvent, CreateWorkstreamMessage, InboundMessage, OutboundEvent, SendMessage,
@@ -203,8 +203,22 @@ async fn send(
         };
         reply = again;
     }
+    if starts_turn(&reply) {
+        ctx.await_turn(&body.correlation_id, &ws_id).await?;
+    }
     ack_reply(ctx, &m, &reply, raw).await;
     Some(())
+}
+
+/// The node took the send: its turn runs now or later, and ends in a `turn_complete`.
+fn starts_turn(reply: &Reply) -> bool {
+    match reply {
+        Reply::Accepted(b) => matches!(
+            command_reply(b).status.as_str(),
+            STATUS_OK | STATUS_QUEUED
+        ),
+        _ => false,
+    }
 }
 
 /// A `create_workstream`, then its `initial_message` (unless it resumed a workstream).
@@ -232,13 +246,17 @@ async fn create_with_message(
         && !c.initial_message.is_empty()
     {
         let body = SendBody {
-            ws_id,
+            ws_id: ws_id.clone(),
             message: c.initial_message.clone(),
             correlation_id: cid.to_string(),
             queue: true,
             ..SendBody::default()
         };
-        if let Reply::Rejected { error, .. } = retried(ctx, epoch, || ctx.node.send(&body)).await? {
+        let reply = retried(ctx, epoch, || ctx.node.send(&body)).await?;
+        if starts_turn(&reply) {
+            ctx.await_turn(cid, &ws_id).await?;
+        }
+        if let Reply::Rejected { error, .. } = reply {
             ctx.dead_letter(&format!("initial message refused: {error}"), raw, cid)
                 .await;
         }
