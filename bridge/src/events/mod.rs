@@ -70,7 +70,7 @@ struct WsFacts {
 
 /// What the bridge must do besides publishing, after the publication went out.
 #[derive(Debug, Clone, PartialEq)]
-enum Effect {
+pub(crate) enum Effect {
     AwaitApproval { request_id: String, ws_id: String },
     ApprovalResolved { ws_id: String },
     Closed { ws_id: String },
