@@ -1,8 +1,9 @@
 //! Turns this bridge handed to its node and has not seen end.
 //!
-//! `{p}:bridge:{node}:awaiting` (HASH correlation id → ws_id): a send the node accepted is
-//! added before its message is acknowledged, and the publication of its `turn_complete`
-//! removes it (in the same script, `turnstone_queue::Settle`). The node's event stream lives
+//! `{p}:bridge:{node}:awaiting` (HASH, correlation id → 1): a send is added before the
+//! node is called (with the message's handed mark, in one round trip), removed again when
+//! the node does not take it, and removed by the publication of its `turn_complete` (in the
+//! same script, `turnstone_queue::Settle`). The node's event stream lives
 //! in memory, so a `turn_complete` the node emitted just before it stopped may never have
 //! reached this bridge. When the node comes back as a new run, the bridge asks it what
 //! became of every send still awaited (`POST /v1/api/sends/outcomes`) and publishes the
@@ -14,7 +15,7 @@ use std::time::Duration;
 
 use turnstone_proto::api::{MAX_OUTCOME_QUERY, SendOutcomes, SendOutcomesBody};
 use turnstone_proto::sse::WsEvent;
-use turnstone_queue::{Publication, Settle};
+use turnstone_queue::{Publication, ReliableQueue, Settle};
 
 use crate::events::{NodeEvent, NodeEventKind};
 use crate::node::decode_reply;
@@ -24,25 +25,47 @@ use crate::{Ctx, Reply};
 const AWAITING_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
 
 impl Ctx {
-    /// Records that the node accepted the send `correlation_id` for `ws_id` (before the
-    /// message is acknowledged). `None` when Redis did not take it: the message stays held
-    /// and is delivered again (the node answers a repeat without running it twice).
-    pub(crate) async fn await_turn(&self, correlation_id: &str, ws_id: &str) -> Option<()> {
-        let key = self.keys.bridge_awaiting(&self.node_id);
+    /// Marks a held message handed to the node (`turnstone_queue::ReliableQueue`: from
+    /// now on only this node may apply it) and, for a message that starts a turn, its
+    /// correlation id awaited — one round trip, before the node is called, so a
+    /// `turn_complete` can never be published before its send is awaited. `None` when Redis
+    /// did not take them: the message stays held and is delivered later.
+    pub(crate) async fn hand_over(
+        &self,
+        q: &ReliableQueue,
+        raw: &str,
+        awaited: Option<&str>,
+    ) -> Option<()> {
+        let mut pipe = redis::pipe();
+        pipe.hset(&q.handed, raw, 1).ignore();
+        if let Some(cid) = awaited.filter(|c| !c.is_empty()) {
+            let key = self.keys.bridge_awaiting(&self.node_id);
+            pipe.hset(&key, cid, 1)
+                .ignore()
+                .expire(&key, AWAITING_TTL.as_secs() as i64)
+                .ignore();
+        }
         let mut conn = self.redis.clone();
-        let r: Result<(), _> = redis::pipe()
-            .hset(&key, correlation_id, ws_id)
-            .ignore()
-            .expire(&key, AWAITING_TTL.as_secs() as i64)
-            .ignore()
-            .query_async(&mut conn)
-            .await;
-        match r {
+        match pipe.query_async::<()>(&mut conn).await {
             Ok(()) => Some(()),
             Err(e) => {
-                tracing::warn!(error = %e, correlation_id, "awaited turn not recorded; the message stays held");
+                tracing::warn!(error = %e, "handed mark not written; the message stays held");
                 None
             }
+        }
+    }
+
+    /// The node did not take the send: no `turn_complete` will come for it (best effort; a
+    /// leftover is forgotten at the next reconciliation, the node not knowing it).
+    pub(crate) async fn not_awaited(&self, correlation_id: &str) {
+        let mut conn = self.redis.clone();
+        let r: Result<(), _> = redis::cmd("HDEL")
+            .arg(self.keys.bridge_awaiting(&self.node_id))
+            .arg(correlation_id)
+            .query_async(&mut conn)
+            .await;
+        if let Err(e) = r {
+            tracing::debug!(error = %e, correlation_id, "awaited entry not removed");
         }
     }
 

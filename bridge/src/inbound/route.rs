@@ -122,15 +122,7 @@ pub(super) async fn route(
             None => {}
         }
     }
-    // From here the node may apply it: marked handed first, so that if this bridge dies
-    // before the acknowledgement the message waits for this node (which applies it once per
-    // correlation id) instead of being run again on another.
-    let mut m = ctx.redis.clone();
-    if let Err(e) = ctx.inbound.queue(source).mark_handed(&mut m, raw).await {
-        tracing::warn!(error = %e, "handed mark not written; the message stays held");
-        return None;
-    }
-    deliver::local(ctx, msg, value, raw, epoch).await
+    deliver::local(ctx, ctx.inbound.queue(source), msg, value, raw, epoch).await
 }
 
 /// Makes `ws_id` live on this node after its owner died: resumed from the store when the

@@ -6,9 +6,9 @@
 //! [`ReliableQueue::pending`] returns what is still in the processing list, to be re-driven.
 //! The processing list shares the queue's hash slot (see `Keys::processing`).
 //!
-//! A held message the consumer has begun to hand to its node is **marked handed**
-//! ([`ReliableQueue::mark_handed`], a hash beside the processing list) until it is
-//! acknowledged: its outcome is unknown (the node may have applied it and died before
+//! A held message the consumer has begun to hand to its node is **marked handed** (the
+//! consumer sets its field in [`ReliableQueue::handed`], a hash beside the processing list)
+//! until it is acknowledged: its outcome is unknown (the node may have applied it and died before
 //! answering), so it may only go back to the same node, which applies it once per
 //! correlation id. [`ReliableQueue::hand_back`] and [`ReliableQueue::release_unhanded`] move
 //! every other held message and leave the handed ones where they are.
@@ -135,33 +135,6 @@ impl ReliableQueue {
             .query_async(conn)
             .await?;
         Ok(removed > 0)
-    }
-
-    /// Marks a held message as handed to the node: from now on only this consumer's node
-    /// may apply it (see the module docs). Idempotent.
-    pub async fn mark_handed<C: ConnectionLike + Send>(
-        &self,
-        conn: &mut C,
-        payload: &str,
-    ) -> Result<(), QueueError> {
-        let _: i64 = redis::cmd("HSET")
-            .arg(&self.handed)
-            .arg(payload)
-            .arg(1)
-            .query_async(conn)
-            .await?;
-        Ok(())
-    }
-
-    /// How many held messages are marked handed.
-    pub async fn handed_count<C: ConnectionLike + Send>(
-        &self,
-        conn: &mut C,
-    ) -> Result<u64, QueueError> {
-        Ok(redis::cmd("HLEN")
-            .arg(&self.handed)
-            .query_async(conn)
-            .await?)
     }
 
     /// Moves up to `max` held messages that were never handed to the node to the back of

@@ -122,7 +122,9 @@ async fn chaos_seeded_kills_of_every_process_type_lose_and_duplicate_no_send() {
     let bridges: Vec<BridgeProc> = {
         let mut v = Vec::new();
         for n in &nodes {
-            v.push(BridgeProc::start(n, &redis.url(), &prefix).await);
+            // Leases as long as in production (the harness's 6 s would run out while a
+            // node restarts and has not yet brought back its idle workstreams).
+            v.push(BridgeProc::start_with(n, &redis.url(), &prefix, &["--lease-ttl", "120"]).await);
         }
         v
     };
@@ -252,6 +254,18 @@ async fn chaos_seeded_kills_of_every_process_type_lose_and_duplicate_no_send() {
         never_run.len(),
         dead.len()
     );
+    let mut reasons: HashMap<String, usize> = HashMap::new();
+    for d in &dead {
+        let r = d["reason"].as_str().unwrap_or_default();
+        *reasons.entry(r.chars().take(120).collect()).or_default() += 1;
+    }
+    if !reasons.is_empty() {
+        eprintln!("chaos: dead-letter reasons {reasons:#?}");
+    }
+    let answered_not_run: Vec<&String> = lost.iter().copied().filter(|c| turns.contains_key(*c)).collect();
+    if !answered_not_run.is_empty() {
+        eprintln!("chaos: ran on a node but no turn_complete on the streams: {answered_not_run:?}");
+    }
     assert!(lost.is_empty(), "seed {seed}: lost {lost:?}");
     assert!(duplicated.is_empty(), "seed {seed}: duplicated {duplicated:?}");
     assert!(run_twice.is_empty(), "seed {seed}: run on two nodes or twice: {run_twice:?}");

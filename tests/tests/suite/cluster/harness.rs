@@ -373,6 +373,12 @@ impl BridgeProc {
         .iter()
         .map(|s| s.to_string())
         .collect();
+        // A flag in `extra` replaces the default's value.
+        for pair in extra.windows(2).filter(|p| p[0].starts_with("--")) {
+            if let Some(i) = args.iter().position(|a| a == pair[0]) {
+                args.drain(i..i + 2);
+            }
+        }
         args.extend(extra.iter().map(|s| s.to_string()));
         Self {
             proc: None,
