@@ -129,9 +129,6 @@ pub(crate) async fn reconcile(ctx: &Ctx, boot: u64) -> bool {
             }
         }
     }
-    // Entry ids below every event of this run (`<boot>-…`) and above every one of the
-    // previous run (which began earlier).
-    let base = boot.saturating_sub(1);
     let batch: Vec<Publication> = recovered
         .into_iter()
         .enumerate()
@@ -144,11 +141,13 @@ pub(crate) async fn reconcile(ctx: &Ctx, boot: u64) -> bool {
                 &ctx.events,
                 &ctx.keys,
                 &ctx.node_id,
-                base,
-                i as u64 + 1,
+                boot,
+                i as u64,
                 node_event,
             );
             let mut p = publication?;
+            // No origin: published once, by its settlement.
+            p.origin = None;
             p.settles = ctx.settles(&cid, true);
             Some(p)
         })

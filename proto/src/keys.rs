@@ -201,6 +201,13 @@ impl Keys {
     pub fn stream(&self, ws_id: &str) -> String {
         self.join(&["stream", ws_id])
     }
+
+    /// `{p}:stream-pos:{ws_id}` — HASH (our addition), expiring with the stream: node id →
+    /// `<boot>-<node_seq>` of the last event of that node appended to the stream (what
+    /// makes a replay append nothing twice).
+    pub fn stream_positions(&self, ws_id: &str) -> String {
+        self.join(&["stream-pos", ws_id])
+    }
 }
 
 #[cfg(test)]

@@ -2,9 +2,10 @@
 //!
 //! One HTTP stream per node (`/v1/api/events/node`), resumed from the cursor kept in Redis
 //! (`<boot>:<node_seq>` of the last event published). Each node event becomes one
-//! [`Publication`]: an entry `<boot>-<node_seq>` in the workstream's capped stream plus the
-//! compatible pub/sub messages (cluster spec §3.6, §3.8) — published only if the entry is
-//! new, so replaying events after a crash or a reconnect publishes nothing twice.
+//! [`Publication`]: an entry in the workstream's capped stream plus the compatible pub/sub
+//! messages (cluster spec §3.6, §3.8) — published only if its origin (node, boot,
+//! node_seq) is past the last one appended from that node, so replaying events after a
+//! crash or a reconnect publishes nothing twice.
 //! `turn_complete` is the node's own event (with the send's `correlation_id`), never inferred.
 
 mod frame;
@@ -23,7 +24,7 @@ use turnstone_proto::mq::{
     WsRenameEvent,
 };
 use turnstone_proto::sse::{ToolInfo, WsEvent};
-use turnstone_queue::{Backoff, Publication, Publisher, Settle};
+use turnstone_queue::{Backoff, Origin, Publication, Publisher, Settle};
 
 pub use frame::{NodeEvent, NodeEventKind, NodeFrame};
 
@@ -398,7 +399,12 @@ pub(crate) fn publication(
     };
     let publication = Publication {
         stream: k.stream(&ws_id),
-        entry_id: format!("{boot}-{seq}"),
+        positions: k.stream_positions(&ws_id),
+        origin: Some(Origin {
+            node_id: node_id.to_string(),
+            boot,
+            seq,
+        }),
         event_type,
         event: stored,
         channels,
@@ -457,7 +463,15 @@ mod tests {
         let p = p.unwrap();
         assert!(effect.is_none());
         assert_eq!(p.stream, "p:stream:w");
-        assert_eq!(p.entry_id, "9-4");
+        assert_eq!(
+            p.origin,
+            Some(Origin {
+                node_id: "node-a".into(),
+                boot: 9,
+                seq: 4
+            })
+        );
+        assert_eq!(p.positions, "p:stream-pos:w");
         assert_eq!(p.event_type, "state_change");
         let change =
             json!({"type": "state_change", "ws_id": "w", "correlation_id": "", "state": "running"});

@@ -1,15 +1,18 @@
 //! Publishing one node event exactly once.
 //!
-//! A node event has a stable position (`boot`, `node_seq`). The [`Publisher`]'s script appends
-//! the event to the workstream's capped stream under the id `<boot>-<node_seq>` and, only if
-//! that append was new, publishes the compatible pub/sub messages. Redis refuses an id that is
-//! not above the stream's last one, so a bridge that replays events after a crash or a
-//! reconnect publishes nothing twice — on the stream or on pub/sub.
+//! A node event has a stable origin: the node, its run (`boot`) and its position in that run
+//! (`node_seq`). The [`Publisher`]'s script keeps, per workstream stream, the last position
+//! appended from each node (`{p}:stream-pos:{ws_id}`) and appends an event only when its
+//! position is past that node's — so a bridge that replays events after a crash or a
+//! reconnect publishes nothing twice, on the stream or on pub/sub. The stream's entry ids
+//! are Redis's own (time-ordered), so a workstream that moves to another node (whose run
+//! may have begun earlier) keeps one increasing stream.
 //!
 //! A publication may also **settle** an entry of a hash (the bridge's turns awaiting their
 //! `turn_complete`): the entry is removed with the append. A settling publication marked
 //! `only_if_awaited` is published only while the entry is still there — how a
-//! `turn_complete` recovered from the node after a restart is published at most once.
+//! `turn_complete` recovered from the node after a restart (it has no origin) is published
+//! at most once.
 
 use redis::Script;
 use redis::aio::ConnectionLike;
@@ -17,25 +20,31 @@ use redis::aio::ConnectionLike;
 use crate::QueueError;
 
 const SCRIPT: &str = r#"
--- KEYS[1] stream; KEYS[2] (optional) hash the publication settles; ARGV[1] entry id;
--- ARGV[2] maxlen; ARGV[3] ttl seconds; ARGV[4] event type; ARGV[5] event json;
--- ARGV[6] settled field ('' none); ARGV[7] '1' = only if that field is there;
--- ARGV[8..] channel, payload pairs
-local settles = KEYS[2] ~= nil and ARGV[6] ~= ''
-if settles and ARGV[7] == '1' and redis.call('HEXISTS', KEYS[2], ARGV[6]) == 0 then
+-- KEYS[1] stream; KEYS[2] its positions hash; KEYS[3] (optional) hash the publication
+-- settles. ARGV[1] origin node ('' none); ARGV[2] boot; ARGV[3] node_seq; ARGV[4] maxlen;
+-- ARGV[5] ttl seconds; ARGV[6] event type; ARGV[7] event json; ARGV[8] settled field
+-- ('' none); ARGV[9] '1' = only if that field is there; ARGV[10..] channel, payload pairs
+local settles = KEYS[3] ~= nil and ARGV[8] ~= ''
+if settles and ARGV[9] == '1' and redis.call('HEXISTS', KEYS[3], ARGV[8]) == 0 then
   return 0
 end
-local ok = redis.pcall('XADD', KEYS[1], 'MAXLEN', '~', ARGV[2], ARGV[1], 'type', ARGV[4], 'event', ARGV[5])
-if type(ok) == 'table' and ok.err then
-  if string.find(ok.err, 'equal or smaller', 1, true) then
-    if settles and ARGV[7] ~= '1' then redis.call('HDEL', KEYS[2], ARGV[6]) end
-    return 0
+if ARGV[1] ~= '' then
+  local last = redis.call('HGET', KEYS[2], ARGV[1])
+  if last then
+    local b, s = string.match(last, '^(%d+)-(%d+)$')
+    local nb, ns = tonumber(ARGV[2]), tonumber(ARGV[3])
+    if b and (nb < tonumber(b) or (nb == tonumber(b) and ns <= tonumber(s))) then
+      if settles and ARGV[9] ~= '1' then redis.call('HDEL', KEYS[3], ARGV[8]) end
+      return 0
+    end
   end
-  return redis.error_reply(ok.err)
+  redis.call('HSET', KEYS[2], ARGV[1], ARGV[2] .. '-' .. ARGV[3])
+  redis.call('EXPIRE', KEYS[2], ARGV[5])
 end
-redis.call('EXPIRE', KEYS[1], ARGV[3])
-if settles then redis.call('HDEL', KEYS[2], ARGV[6]) end
-for i = 8, #ARGV, 2 do
+redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[4], '*', 'type', ARGV[6], 'event', ARGV[7])
+redis.call('EXPIRE', KEYS[1], ARGV[5])
+if settles then redis.call('HDEL', KEYS[3], ARGV[8]) end
+for i = 10, #ARGV, 2 do
   redis.call('PUBLISH', ARGV[i], ARGV[i + 1])
 end
 return 1
@@ -46,8 +55,10 @@ return 1
 pub struct Publication {
     /// `{p}:stream:{ws_id}`.
     pub stream: String,
-    /// `<boot>-<node_seq>`: increasing over the node's life, across restarts.
-    pub entry_id: String,
+    /// `{p}:stream-pos:{ws_id}`: the last position appended per node.
+    pub positions: String,
+    /// Where the event comes from; `None` for one published once by its settlement.
+    pub origin: Option<Origin>,
     /// The event's `type`, stored beside it so readers can filter without parsing.
     pub event_type: String,
     /// The event JSON kept in the stream.
@@ -56,6 +67,14 @@ pub struct Publication {
     pub channels: Vec<(String, String)>,
     /// The hash entry this publication settles, if any.
     pub settles: Option<Settle>,
+}
+
+/// A node event's place: node, run, position in the run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Origin {
+    pub node_id: String,
+    pub boot: u64,
+    pub seq: u64,
 }
 
 /// A hash entry removed by a publication (see the module docs).
@@ -89,9 +108,12 @@ impl Publisher {
 
     fn invocation<'a>(&'a self, p: &'a Publication) -> redis::ScriptInvocation<'a> {
         let mut inv = self.script.key(&p.stream);
+        inv.key(&p.positions);
         if let Some(settle) = &p.settles {
             inv.key(&settle.hash);
         }
+        let (boot, seq) = p.position_args();
+        inv.arg(p.origin_node()).arg(boot).arg(seq);
         for arg in p.args(self) {
             inv.arg(arg);
         }
@@ -123,9 +145,11 @@ impl Publisher {
             let mut cmd = redis::cmd("EVALSHA");
             cmd.arg(self.script.get_hash());
             match &p.settles {
-                Some(settle) => cmd.arg(2).arg(&p.stream).arg(&settle.hash),
-                None => cmd.arg(1).arg(&p.stream),
+                Some(settle) => cmd.arg(3).arg(&p.stream).arg(&p.positions).arg(&settle.hash),
+                None => cmd.arg(2).arg(&p.stream).arg(&p.positions),
             };
+            let (boot, seq) = p.position_args();
+            cmd.arg(p.origin_node()).arg(boot).arg(seq);
             for arg in p.args(self) {
                 cmd.arg(arg);
             }
@@ -147,15 +171,23 @@ impl Publisher {
 }
 
 impl Publication {
-    /// The script's `ARGV`, in order (borrowed: an event is not copied to be sent).
+    fn origin_node(&self) -> &str {
+        self.origin.as_ref().map_or("", |o| o.node_id.as_str())
+    }
+
+    fn position_args(&self) -> (u64, u64) {
+        self.origin.as_ref().map_or((0, 0), |o| (o.boot, o.seq))
+    }
+
+    /// The script's `ARGV` after the origin, in order (borrowed: an event is not copied to
+    /// be sent).
     fn args<'a>(&'a self, publisher: &'a Publisher) -> Vec<&'a str> {
         let (field, only_if) = match &self.settles {
             Some(s) => (s.field.as_str(), if s.only_if_awaited { "1" } else { "0" }),
             None => ("", "0"),
         };
-        let mut args = Vec::with_capacity(7 + 2 * self.channels.len());
+        let mut args = Vec::with_capacity(6 + 2 * self.channels.len());
         args.extend([
-            self.entry_id.as_str(),
             publisher.maxlen_arg.as_str(),
             publisher.ttl_arg.as_str(),
             self.event_type.as_str(),
