@@ -86,17 +86,14 @@ impl Ctx {
 pub(crate) async fn reconcile(ctx: &Ctx, boot: u64) -> bool {
     let key = ctx.keys.bridge_awaiting(&ctx.node_id);
     let mut conn = ctx.redis.clone();
-    let awaited: Vec<(String, String)> = match redis::cmd("HGETALL")
-        .arg(&key)
-        .query_async(&mut conn)
-        .await
-    {
-        Ok(v) => v,
-        Err(e) => {
-            tracing::warn!(error = %e, "awaited turns not read; asking again later");
-            return false;
-        }
-    };
+    let awaited: Vec<(String, String)> =
+        match redis::cmd("HGETALL").arg(&key).query_async(&mut conn).await {
+            Ok(v) => v,
+            Err(e) => {
+                tracing::warn!(error = %e, "awaited turns not read; asking again later");
+                return false;
+            }
+        };
     if awaited.is_empty() {
         return true;
     }
@@ -107,7 +104,9 @@ pub(crate) async fn reconcile(ctx: &Ctx, boot: u64) -> bool {
             correlation_ids: chunk.iter().map(|(cid, _)| cid.clone()).collect(),
         };
         let Reply::Accepted(reply) = ctx.node.send_outcomes(&body).await else {
-            tracing::warn!("the node did not say what became of the awaited turns; asking again later");
+            tracing::warn!(
+                "the node did not say what became of the awaited turns; asking again later"
+            );
             return false;
         };
         let SendOutcomes { outcomes } = decode_reply("sends/outcomes", &reply).unwrap_or_default();

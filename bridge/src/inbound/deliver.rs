@@ -225,10 +225,7 @@ async fn send(
 /// The node took the send: its turn runs now or later, and ends in a `turn_complete`.
 fn starts_turn(reply: &Reply) -> bool {
     match reply {
-        Reply::Accepted(b) => matches!(
-            command_reply(b).status.as_str(),
-            STATUS_OK | STATUS_QUEUED
-        ),
+        Reply::Accepted(b) => matches!(command_reply(b).status.as_str(), STATUS_OK | STATUS_QUEUED),
         _ => false,
     }
 }

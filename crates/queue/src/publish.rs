@@ -145,7 +145,11 @@ impl Publisher {
             let mut cmd = redis::cmd("EVALSHA");
             cmd.arg(self.script.get_hash());
             match &p.settles {
-                Some(settle) => cmd.arg(3).arg(&p.stream).arg(&p.positions).arg(&settle.hash),
+                Some(settle) => cmd
+                    .arg(3)
+                    .arg(&p.stream)
+                    .arg(&p.positions)
+                    .arg(&settle.hash),
                 None => cmd.arg(2).arg(&p.stream).arg(&p.positions),
             };
             let (boot, seq) = p.position_args();

@@ -23,8 +23,8 @@ use schemars::{JsonSchema, Schema};
 use serde_json::{Map, Value, json};
 use turnstone_proto::api::{
     ApproveBody, CancelBody, CloseWorkstreamBody, CommandBody, CreateWorkstreamBody,
-    CreateWorkstreamReply, Dashboard, ErrorReply, Health, PlanBody, QueueList, SendBody, SendOutcomes, SendOutcomesBody,
-    StatusReply, WorkstreamList,
+    CreateWorkstreamReply, Dashboard, ErrorReply, Health, PlanBody, QueueList, SendBody,
+    SendOutcomes, SendOutcomesBody, StatusReply, WorkstreamList,
 };
 use turnstone_proto::routes::{Lookup, NODE_ROUTES, lookup};
 use turnstone_runtime::auth::Access;

@@ -201,7 +201,11 @@ async fn a_started_send_is_completed_with_its_outcome_and_found_by_correlation_i
         .unwrap();
     // Only a started send completes: a waiting one stays waiting.
     store
-        .write_batch(&[mark("c1", QueuedState::Started), complete("c1"), complete("c2")])
+        .write_batch(&[
+            mark("c1", QueuedState::Started),
+            complete("c1"),
+            complete("c2"),
+        ])
         .await
         .unwrap();
     let c1 = store.queued_send("c1").await.unwrap().unwrap();
@@ -219,7 +223,10 @@ async fn a_started_send_is_completed_with_its_outcome_and_found_by_correlation_i
         }])
         .await
         .unwrap();
-    assert_eq!(store.queued_send("c1").await.unwrap().unwrap().outcome, outcome);
+    assert_eq!(
+        store.queued_send("c1").await.unwrap().unwrap().outcome,
+        outcome
+    );
     let rows = store.queued_sends("9999").await.unwrap();
     assert_eq!(rows.len(), 1, "only c2 waits: {rows:?}");
     assert_eq!(rows[0].correlation_id, "c2");

@@ -368,10 +368,7 @@ async fn a_message_handed_to_a_node_that_died_waits_for_that_node_and_runs_once(
     // Node a applied `handed` (its bridge handed it on: create with the message's
     // correlation id, then the send) …
     let (status, created) = a
-        .post(
-            "/v1/api/workstreams/new",
-            json!({"correlation_id": handed}),
-        )
+        .post("/v1/api/workstreams/new", json!({"correlation_id": handed}))
         .await;
     assert_eq!(status, 200, "{created}");
     let ws = created["ws_id"].as_str().unwrap().to_string();
@@ -388,7 +385,8 @@ async fn a_message_handed_to_a_node_that_died_waits_for_that_node_and_runs_once(
     .await;
     // … and its bridge died before the acknowledgement, also holding one it never handed on.
     let processing = format!("{{{}:inbound}}:processing:hd-a", mq.prefix);
-    let handed_msg = json!({"type": "send", "message": "handed", "correlation_id": handed}).to_string();
+    let handed_msg =
+        json!({"type": "send", "message": "handed", "correlation_id": handed}).to_string();
     let unhanded_msg =
         json!({"type": "send", "message": "unhanded", "correlation_id": unhanded}).to_string();
     let _: () = redis::pipe()
@@ -411,14 +409,21 @@ async fn a_message_handed_to_a_node_that_died_waits_for_that_node_and_runs_once(
     // correlation id (stored with the send) and runs nothing twice.
     a.spawn().await;
     let _ba = BridgeProc::start(&a, &mq.url, &mq.prefix).await;
-    eventually("the handed message acknowledged", Duration::from_secs(30), || {
-        let mut c = mq.conn.clone();
-        let k = processing.clone();
-        async move { c.llen::<_, usize>(k).await.unwrap() == 0 }
-    })
+    eventually(
+        "the handed message acknowledged",
+        Duration::from_secs(30),
+        || {
+            let mut c = mq.conn.clone();
+            let k = processing.clone();
+            async move { c.llen::<_, usize>(k).await.unwrap() == 0 }
+        },
+    )
     .await;
     let handed_left: usize = mq.conn.hlen(format!("{processing}:handed")).await.unwrap();
-    assert_eq!(handed_left, 0, "the handed mark went with the acknowledgement");
+    assert_eq!(
+        handed_left, 0,
+        "the handed mark went with the acknowledgement"
+    );
     assert!(
         !a.turns_by_correlation().await.contains_key(&handed),
         "node a ran it again after its restart"

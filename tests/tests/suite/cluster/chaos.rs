@@ -57,8 +57,7 @@ impl Cluster {
             Victim::Bridge(i) => self.bridges[i].spawn(),
             Victim::Redis => self.redis.spawn().await,
             Victim::Console => {
-                self.console =
-                    Some(ConsoleProc::start(&self.redis.url(), &self.prefix, &[]).await);
+                self.console = Some(ConsoleProc::start(&self.redis.url(), &self.prefix, &[]).await);
             }
         }
     }
@@ -134,7 +133,11 @@ async fn chaos_seeded_kills_of_every_process_type_lose_and_duplicate_no_send() {
         eventually("every heartbeat", Duration::from_secs(20), || {
             let mut c = mq.conn.clone();
             let k = mq.key(&format!("node:{id}"));
-            async move { redis::AsyncCommands::exists::<_, bool>(&mut c, k).await.unwrap() }
+            async move {
+                redis::AsyncCommands::exists::<_, bool>(&mut c, k)
+                    .await
+                    .unwrap()
+            }
         })
         .await;
     }
@@ -262,23 +265,40 @@ async fn chaos_seeded_kills_of_every_process_type_lose_and_duplicate_no_send() {
     if !reasons.is_empty() {
         eprintln!("chaos: dead-letter reasons {reasons:#?}");
     }
-    let answered_not_run: Vec<&String> = lost.iter().copied().filter(|c| turns.contains_key(*c)).collect();
+    let answered_not_run: Vec<&String> = lost
+        .iter()
+        .copied()
+        .filter(|c| turns.contains_key(*c))
+        .collect();
     if !answered_not_run.is_empty() {
         eprintln!("chaos: ran on a node but no turn_complete on the streams: {answered_not_run:?}");
     }
     assert!(lost.is_empty(), "seed {seed}: lost {lost:?}");
-    assert!(duplicated.is_empty(), "seed {seed}: duplicated {duplicated:?}");
-    assert!(run_twice.is_empty(), "seed {seed}: run on two nodes or twice: {run_twice:?}");
-    assert!(never_run.is_empty(), "seed {seed}: no turn on any node: {never_run:?}");
+    assert!(
+        duplicated.is_empty(),
+        "seed {seed}: duplicated {duplicated:?}"
+    );
+    assert!(
+        run_twice.is_empty(),
+        "seed {seed}: run on two nodes or twice: {run_twice:?}"
+    );
+    assert!(
+        never_run.is_empty(),
+        "seed {seed}: no turn on any node: {never_run:?}"
+    );
     assert!(dead.is_empty(), "seed {seed}: dead letters {dead:#?}");
     // The console came back too and sees the three nodes.
     let c = cluster.lock().await;
     let console = c.console.as_ref().unwrap();
-    eventually("the console sees three nodes", Duration::from_secs(30), || async {
-        let r = console.get("/v1/api/cluster/nodes").await;
-        let v: Value = r.json().await.unwrap_or_default();
-        v["nodes"].as_array().map_or(0, Vec::len) == NODES.len()
-    })
+    eventually(
+        "the console sees three nodes",
+        Duration::from_secs(30),
+        || async {
+            let r = console.get("/v1/api/cluster/nodes").await;
+            let v: Value = r.json().await.unwrap_or_default();
+            v["nodes"].as_array().map_or(0, Vec::len) == NODES.len()
+        },
+    )
     .await;
 }
 

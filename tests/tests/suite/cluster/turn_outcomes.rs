@@ -17,7 +17,12 @@ use super::harness::*;
 /// running when its node is killed).
 async fn slow_model(delay_ms: u64) -> (Child, String) {
     let mut child = Command::new(binary("turnstone-fake-llm"))
-        .args(["--port", "0", "--first-byte-delay-ms", &delay_ms.to_string()])
+        .args([
+            "--port",
+            "0",
+            "--first-byte-delay-ms",
+            &delay_ms.to_string(),
+        ])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -48,12 +53,8 @@ fn turn_completes(stream: &[Value], cid: &str) -> Vec<Value> {
 #[tokio::test]
 async fn a_turn_running_when_its_node_was_killed_ends_once_as_interrupted() {
     let (_model, base) = slow_model(3000).await;
-    let mut node = NodeProc::start_full(
-        "int-a",
-        Vec::new(),
-        vec!["--base-url".into(), base.clone()],
-    )
-    .await;
+    let mut node =
+        NodeProc::start_full("int-a", Vec::new(), vec!["--base-url".into(), base.clone()]).await;
     let mut mq = Mq::shared("int").await;
     let _bridge = BridgeProc::start(&node, &mq.url, &mq.prefix).await;
     let ws = mq.create_ws("int-a", json!({})).await;
@@ -78,11 +79,15 @@ async fn a_turn_running_when_its_node_was_killed_ends_once_as_interrupted() {
     // … when the node dies. After its restart the turn ends once, as interrupted.
     node.kill9();
     node.spawn().await;
-    eventually("the interrupted turn ended", Duration::from_secs(30), || {
-        let mut mq2 = mq.clone();
-        let ws = ws.clone();
-        async move { !turn_completes(&mq2.stream(&ws).await, cid).is_empty() }
-    })
+    eventually(
+        "the interrupted turn ended",
+        Duration::from_secs(30),
+        || {
+            let mut mq2 = mq.clone();
+            let ws = ws.clone();
+            async move { !turn_completes(&mq2.stream(&ws).await, cid).is_empty() }
+        },
+    )
     .await;
     let ends = turn_completes(&mq.stream(&ws).await, cid);
     assert_eq!(ends.len(), 1, "{ends:#?}");
@@ -93,11 +98,7 @@ async fn a_turn_running_when_its_node_was_killed_ends_once_as_interrupted() {
     tokio::time::sleep(Duration::from_secs(5)).await;
     let stream = mq.stream(&ws).await;
     assert_eq!(turn_completes(&stream, cid).len(), 1, "{stream:#?}");
-    let awaiting: usize = mq
-        .conn
-        .hlen(mq.key("bridge:int-a:awaiting"))
-        .await
-        .unwrap();
+    let awaiting: usize = mq.conn.hlen(mq.key("bridge:int-a:awaiting")).await.unwrap();
     assert_eq!(awaiting, 0, "the interrupted turn settled the awaited send");
     assert!(mq.dead_letters().await.is_empty());
     mq.cleanup().await;
@@ -116,11 +117,15 @@ async fn a_turn_complete_the_bridge_never_relayed_is_recovered_after_the_node_re
         &json!({"type": "send", "ws_id": ws, "message": "relayed", "correlation_id": relayed}),
     )
     .await;
-    eventually("the relayed turn published", Duration::from_secs(20), || {
-        let mut mq2 = mq.clone();
-        let ws = ws.clone();
-        async move { !turn_completes(&mq2.stream(&ws).await, relayed).is_empty() }
-    })
+    eventually(
+        "the relayed turn published",
+        Duration::from_secs(20),
+        || {
+            let mut mq2 = mq.clone();
+            let ws = ws.clone();
+            async move { !turn_completes(&mq2.stream(&ws).await, relayed).is_empty() }
+        },
+    )
     .await;
     // The bridge dies; the node runs a send the bridge had handed on (its awaited entry is
     // there) and dies before any bridge relays its turn_complete.
@@ -145,11 +150,15 @@ async fn a_turn_complete_the_bridge_never_relayed_is_recovered_after_the_node_re
     node.kill9();
     node.spawn().await;
     bridge.spawn();
-    eventually("the missed turn_complete published", Duration::from_secs(30), || {
-        let mut mq2 = mq.clone();
-        let ws = ws.clone();
-        async move { !turn_completes(&mq2.stream(&ws).await, missed).is_empty() }
-    })
+    eventually(
+        "the missed turn_complete published",
+        Duration::from_secs(30),
+        || {
+            let mut mq2 = mq.clone();
+            let ws = ws.clone();
+            async move { !turn_completes(&mq2.stream(&ws).await, missed).is_empty() }
+        },
+    )
     .await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let stream = mq.stream(&ws).await;
@@ -161,11 +170,7 @@ async fn a_turn_complete_the_bridge_never_relayed_is_recovered_after_the_node_re
         ends[0]
     );
     assert_eq!(turn_completes(&stream, relayed).len(), 1, "{stream:#?}");
-    let awaiting: usize = mq
-        .conn
-        .hlen(mq.key("bridge:rec-a:awaiting"))
-        .await
-        .unwrap();
+    let awaiting: usize = mq.conn.hlen(mq.key("bridge:rec-a:awaiting")).await.unwrap();
     assert_eq!(awaiting, 0);
     // The recovered event sits between the two runs in the stream's order.
     let ids: Vec<String> = mq
