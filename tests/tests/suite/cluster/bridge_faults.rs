@@ -1,7 +1,6 @@
 //! Fault injection: SIGKILL bridges and nodes, restart Redis — count turns on the node.
 
 use std::collections::HashSet;
-use std::process::Stdio;
 use std::time::Duration;
 
 use redis::AsyncCommands;
