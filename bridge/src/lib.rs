@@ -20,6 +20,7 @@
 //! It must not know the engine: it talks to its node over HTTP only.
 
 pub mod approvals;
+mod awaiting;
 pub mod config;
 pub mod events;
 pub mod inbound;

@@ -9,7 +9,9 @@
 //! * Ownership leases of the node's workstreams are refreshed every `lease_ttl / 3`.
 //! * The janitor hands the queues of nodes without a heartbeat (directed queue and the
 //!   processing lists their bridge left behind) to the shared queue, one atomic script per
-//!   list, so nothing waits forever in a dead node's queue.
+//!   list, so nothing waits forever in a dead node's queue — except held messages the dead
+//!   node's bridge had handed to it: the node may have applied them, so they wait for it
+//!   (it applies each correlation id once) instead of running a second time elsewhere.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -20,6 +22,7 @@ use tokio::time::Instant;
 use turnstone_proto::api::{Health, WorkstreamList};
 use turnstone_proto::ids::now_timestamp;
 use turnstone_proto::mq::{NodeHeartbeat, OutboundEvent, WsCreatedBody, WsCreatedEvent};
+use turnstone_queue::ReliableQueue;
 
 use crate::node::decode_reply;
 use crate::{Ctx, Reply};
@@ -97,18 +100,6 @@ impl NodeLink {
         hb
     }
 }
-
-const JANITOR: &str = r#"
--- KEYS[1] heartbeat of the list's node; KEYS[2] list; KEYS[3] shared queue; ARGV[1] max moves
-if redis.call('EXISTS', KEYS[1]) == 1 then return -1 end
-local n = 0
-for i = 1, tonumber(ARGV[1]) do
-  local m = redis.call('LMOVE', KEYS[2], KEYS[3], 'LEFT', 'RIGHT')
-  if not m then break end
-  n = n + 1
-end
-return n
-"#;
 
 pub async fn run(ctx: Arc<Ctx>) {
     let probe = ctx
@@ -277,6 +268,9 @@ async fn janitor(ctx: &Ctx) {
                 let owner = if let Some(rest) = key.strip_prefix(&directed_prefix) {
                     rest.to_string()
                 } else if let Some((_, node)) = key.rsplit_once("}:processing:") {
+                    if key.ends_with(":handed") {
+                        continue; // the handed marks of a processing list
+                    }
                     node.to_string()
                 } else {
                     continue;
@@ -291,25 +285,42 @@ async fn janitor(ctx: &Ctx) {
             cursor = next;
         }
     }
-    let script = redis::Script::new(JANITOR);
     for (list, owner) in lists {
-        let moved: Result<i64, _> = script
-            .key(ctx.keys.node_heartbeat(&owner))
-            .key(&list)
-            .key(ctx.keys.inbound())
-            .arg(1000)
-            .invoke_async(&mut conn)
+        // A directed queue has no handed messages (nothing of it reached a node): all of it
+        // moves. A processing list keeps what its bridge handed to the node: the node may
+        // have applied it, so it waits for that node (which applies it once) instead of
+        // running a second time elsewhere.
+        let held = ReliableQueue::new(String::new(), list.clone());
+        let moved = held
+            .release_unhanded(
+                &mut conn,
+                &ctx.keys.inbound(),
+                1000,
+                &ctx.keys.node_heartbeat(&owner),
+            )
             .await;
-        if let Ok(n) = moved
-            && n > 0
-        {
-            ctx.metrics.add(&ctx.metrics.janitor_moved, n as u64);
-            tracing::warn!(
-                list,
-                owner,
-                moved = n,
-                "moved messages of a dead node to the shared queue"
-            );
+        match moved {
+            Ok(Some((moved, kept))) => {
+                if moved > 0 {
+                    ctx.metrics.add(&ctx.metrics.janitor_moved, moved);
+                    tracing::warn!(
+                        list,
+                        owner,
+                        moved,
+                        "moved messages of a dead node to the shared queue"
+                    );
+                }
+                if kept > 0 {
+                    tracing::warn!(
+                        list,
+                        owner,
+                        kept,
+                        "messages handed to a node that is down wait for it (it may have applied them; they are not run elsewhere)"
+                    );
+                }
+            }
+            Ok(None) => {}
+            Err(e) => tracing::debug!(list, error = %e, "janitor move failed"),
         }
     }
 }

@@ -11,7 +11,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use turnstone_proto::api::{
     ApproveBody, CancelBody, CloseWorkstreamBody, CommandBody, CreateWorkstreamBody, PlanBody,
-    SendBody,
+    SendBody, SendOutcomesBody,
 };
 use turnstone_runtime::auth::{JwtSecret, NewClaims, ServiceToken};
 
@@ -175,6 +175,11 @@ impl NodeClient {
     /// `POST /v1/api/send`.
     pub async fn send(&self, body: &SendBody) -> Reply {
         self.post("/v1/api/send", body).await
+    }
+
+    /// `POST /v1/api/sends/outcomes`.
+    pub async fn send_outcomes(&self, body: &SendOutcomesBody) -> Reply {
+        self.post("/v1/api/sends/outcomes", body).await
     }
 
     /// `POST /v1/api/command`.

@@ -354,6 +354,24 @@ impl Journal for StoreJournal {
         }
     }
 
+    /// The send's row becomes `completed` with the `turn_complete` as its outcome, in the
+    /// batch the turn waits for before it emits that event.
+    fn turn_ended(&self, ws_id: &str, turn_complete: &turnstone_engine::Event) {
+        let turnstone_engine::Event::TurnComplete { correlation_id, .. } = turn_complete else {
+            return;
+        };
+        if correlation_id.is_empty() {
+            return;
+        }
+        let op = WriteOp::QueueOutcome {
+            correlation_id: correlation_id.clone(),
+            outcome: crate::server::views::event_json(turn_complete).to_string(),
+        };
+        if let Err(e) = self.0.writer.try_write(op) {
+            tracing::error!(error = %e, %ws_id, "turn outcome write dropped");
+        }
+    }
+
     /// Group commit: resolves when the writer's current batch is committed.
     fn committed(&self) -> futures::future::BoxFuture<'static, ()> {
         let p = self.0.clone();

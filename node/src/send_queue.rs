@@ -270,6 +270,7 @@ pub async fn submit(
         state: QueuedState::Queued,
         created: entry.queued_at.clone(),
         updated: entry.queued_at.clone(),
+        outcome: String::new(),
     });
     let mut refusal = None;
     let mut not_stored = None;
@@ -498,9 +499,13 @@ pub async fn recover(node: &Arc<Node>) -> Result<usize, ApiError> {
     }
     let rows = p.store.queued_sends(&since).await.map_err(failed)?;
     let mut waiting = 0;
+    let mut interrupted = Vec::new();
     for row in rows {
         if row.state != QueuedState::Queued {
             node.remember_send(&row.correlation_id, &row.ws_id, "ok");
+            if row.state == QueuedState::Started {
+                interrupted.push(row);
+            }
             continue;
         }
         if node.workstream(&row.ws_id).is_none()
@@ -528,6 +533,26 @@ pub async fn recover(node: &Arc<Node>) -> Result<usize, ApiError> {
             });
         node.remember_send(&row.correlation_id, &row.ws_id, "queued");
         waiting += 1;
+    }
+    // A turn the previous run started and never finished ends now, once, as interrupted:
+    // it is not run again (its tool calls may have had effects).
+    for row in interrupted {
+        let ws = match node.workstream(&row.ws_id) {
+            Some(ws) => ws,
+            None => match crate::server::workstreams::reopen(node, &row.ws_id).await {
+                Ok(ws) => ws,
+                Err(e) => {
+                    tracing::error!(ws_id = %row.ws_id, correlation_id = %row.correlation_id, error = ?e, "interrupted turn not reported: its workstream did not reopen");
+                    continue;
+                }
+            },
+        };
+        tracing::warn!(ws_id = %row.ws_id, correlation_id = %row.correlation_id, "a turn was interrupted by the node stopping; reported as ended");
+        ws.end_interrupted_turn(
+            &row.correlation_id,
+            "This turn was interrupted: the node stopped before it ended. It was not run again; the workstream's history shows what its tool calls did.",
+        )
+        .await;
     }
     let ws_ids: Vec<String> = node.queues.queues.lock().keys().cloned().collect();
     for ws_id in ws_ids {

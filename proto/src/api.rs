@@ -292,6 +292,45 @@ wire_struct! {
 }
 
 wire_struct! {
+    /// `POST /v1/api/sends/outcomes` (ours): the correlation ids to look up (at most
+    /// [`MAX_OUTCOME_QUERY`]).
+    #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+    pub struct SendOutcomesBody {
+        pub correlation_ids: Vec<String> = Vec::new(),
+    }
+}
+
+/// Most correlation ids one `POST /v1/api/sends/outcomes` may ask about.
+pub const MAX_OUTCOME_QUERY: usize = 1000;
+
+wire_struct! {
+    /// What became of one send on this node.
+    #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+    pub struct SendOutcome {
+        pub correlation_id: String = String::new(),
+        pub ws_id: String = String::new(),
+        /// `queued` (waits: its `turn_complete` is still to come), `started` (running),
+        /// `completed`, `removed` (cancelled or deleted before it ran) or `unknown` (not
+        /// stored here, or forgotten after a day).
+        pub state: String = String::new(),
+        /// `completed` before this run of the node began: its `turn_complete` is not on
+        /// this run's event streams, so it is given here (`turn_complete`).
+        pub previous_run: bool = false,
+        /// The `turn_complete` event the turn ended with (`completed` only).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub turn_complete: Option<serde_json::Value> = None,
+    }
+}
+
+wire_struct! {
+    /// The reply of `POST /v1/api/sends/outcomes`, in the order asked.
+    #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+    pub struct SendOutcomes {
+        pub outcomes: Vec<SendOutcome> = Vec::new(),
+    }
+}
+
+wire_struct! {
     /// `GET /v1/api/workstreams/{ws_id}/queue` (ours), next first.
     #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
     pub struct QueueList {

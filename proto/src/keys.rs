@@ -176,6 +176,13 @@ impl Keys {
         self.join(&["bridge", node_id, "cursor"])
     }
 
+    /// `{p}:bridge:{node_id}:awaiting` — HASH (our addition): correlation id → ws_id of
+    /// every send the bridge handed to its node whose `turn_complete` it has not published
+    /// yet (what it asks the node about after a restart).
+    pub fn bridge_awaiting(&self, node_id: &str) -> String {
+        self.join(&["bridge", node_id, "awaiting"])
+    }
+
     /// `{p}:bridge:{node_id}:wake` — LIST (our addition): nudges the bridge's
     /// approval waiter to re-block on a new set of response lists.
     pub fn bridge_wake(&self, node_id: &str) -> String {
@@ -193,6 +200,13 @@ impl Keys {
     /// bridge (`XADD`); read by late or reconnecting consumers (`XREAD`).
     pub fn stream(&self, ws_id: &str) -> String {
         self.join(&["stream", ws_id])
+    }
+
+    /// `{p}:stream-pos:{ws_id}` — HASH (our addition), expiring with the stream: node id →
+    /// `<boot>-<node_seq>` of the last event of that node appended to the stream (what
+    /// makes a replay append nothing twice).
+    pub fn stream_positions(&self, ws_id: &str) -> String {
+        self.join(&["stream-pos", ws_id])
     }
 }
 

@@ -128,6 +128,7 @@ pub const NODE_ROUTES: &RouteTable<Needs> = &[
     ("GET", "/v1/api/models", READ),
     ("GET", "/v1/api/memories", READ),
     ("POST", "/v1/api/memories/search", READ),
+    ("POST", "/v1/api/sends/outcomes", READ),
     ("GET", "/v1/api/skills", READ),
     ("GET", "/v1/api/watches", READ),
     ("GET", "/v1/api/_internal/mcp-status", READ),

@@ -27,7 +27,7 @@ use turnstone_proto::mq::{
 };
 use turnstone_proto::sse::{Notice, Status, Text};
 use turnstone_queue::conn::{blocking_connection, manager};
-use turnstone_queue::{Backoff, Leases, Publication, Publisher, rendezvous};
+use turnstone_queue::{Backoff, Leases, Origin, Publication, Publisher, rendezvous};
 use turnstone_runtime::auth::JwtSecret;
 
 use crate::config::SimConfig;
@@ -957,10 +957,17 @@ impl Cluster {
         let seq = self.seq.fetch_add(1, Ordering::Relaxed) + 1;
         let publication = Publication {
             stream: self.keys.stream(ws_id),
-            entry_id: format!("{}-{seq}", self.boot),
+            positions: self.keys.stream_positions(ws_id),
+            // One sequence for the whole simulated cluster: one origin.
+            origin: Some(Origin {
+                node_id: "turnstone-sim".into(),
+                boot: self.boot,
+                seq,
+            }),
             event_type,
             event: stored.unwrap_or_default(),
             channels,
+            settles: None,
         };
         let mut backoff = Backoff::default();
         for _ in 0..5 {

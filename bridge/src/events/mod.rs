@@ -2,9 +2,10 @@
 //!
 //! One HTTP stream per node (`/v1/api/events/node`), resumed from the cursor kept in Redis
 //! (`<boot>:<node_seq>` of the last event published). Each node event becomes one
-//! [`Publication`]: an entry `<boot>-<node_seq>` in the workstream's capped stream plus the
-//! compatible pub/sub messages (cluster spec §3.6, §3.8) — published only if the entry is
-//! new, so replaying events after a crash or a reconnect publishes nothing twice.
+//! [`Publication`]: an entry in the workstream's capped stream plus the compatible pub/sub
+//! messages (cluster spec §3.6, §3.8) — published only if its origin (node, boot,
+//! node_seq) is past the last one appended from that node, so replaying events after a
+//! crash or a reconnect publishes nothing twice.
 //! `turn_complete` is the node's own event (with the send's `correlation_id`), never inferred.
 
 mod frame;
@@ -23,7 +24,7 @@ use turnstone_proto::mq::{
     WsRenameEvent,
 };
 use turnstone_proto::sse::{ToolInfo, WsEvent};
-use turnstone_queue::{Backoff, Publication, Publisher};
+use turnstone_queue::{Backoff, Origin, Publication, Publisher, Settle};
 
 pub use frame::{NodeEvent, NodeEventKind, NodeFrame};
 
@@ -70,7 +71,7 @@ struct WsFacts {
 
 /// What the bridge must do besides publishing, after the publication went out.
 #[derive(Debug, Clone, PartialEq)]
-enum Effect {
+pub(crate) enum Effect {
     AwaitApproval { request_id: String, ws_id: String },
     ApprovalResolved { ws_id: String },
     Closed { ws_id: String },
@@ -79,6 +80,8 @@ enum Effect {
 
 pub async fn run(ctx: Arc<Ctx>) {
     let mut backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(2));
+    // The run of the node whose missed turn_completes were asked for (`crate::awaiting`).
+    let mut reconciled: Option<u64> = None;
     while !ctx.cancel.is_cancelled() {
         let cursor = load_cursor(&ctx).await;
         let resp = match ctx.node.node_events(cursor).await {
@@ -130,6 +133,15 @@ pub async fn run(ctx: Arc<Ctx>) {
                             boot = new_boot;
                             last_seq = 0;
                         }
+                        // A new run of the node (the cursor is of another one): before any
+                        // event of this run is published, what the previous run completed
+                        // and this bridge never saw.
+                        if cursor.is_some_and(|c| c.0 != new_boot)
+                            && reconciled != Some(new_boot)
+                            && crate::awaiting::reconcile(&ctx, new_boot).await
+                        {
+                            reconciled = Some(new_boot);
+                        }
                         continue;
                     }
                     NodeFrame::Truncated {
@@ -177,7 +189,7 @@ pub async fn run(ctx: Arc<Ctx>) {
     }
 }
 
-async fn publish_all(ctx: &Ctx, batch: &[Publication]) {
+pub(crate) async fn publish_all(ctx: &Ctx, batch: &[Publication]) {
     if batch.is_empty() {
         return;
     }
@@ -260,7 +272,7 @@ async fn save_cursor(ctx: &Ctx, boot: u64, seq: u64) {
 
 /// The publication (and follow-up) of one node event; pure apart from the derived facts.
 /// Each distinct MQ event is encoded once.
-fn publication(
+pub(crate) fn publication(
     events: &Events,
     k: &Keys,
     node_id: &str,
@@ -270,6 +282,17 @@ fn publication(
 ) -> (Option<Publication>, Option<Effect>) {
     let NodeEvent { ws_id, kind } = event;
     let event_type = kind.type_name().to_string();
+    // A turn_complete settles the send this bridge awaited (`crate::awaiting`).
+    let settles = match &kind {
+        NodeEventKind::Ws(WsEvent::TurnComplete(t)) if !t.correlation_id.is_empty() => {
+            Some(Settle {
+                hash: k.bridge_awaiting(node_id),
+                field: t.correlation_id.clone(),
+                only_if_awaited: false,
+            })
+        }
+        _ => None,
+    };
     let ws_channel = k.events_ws(&ws_id);
     let mut effect = None;
     // (channels, event): the event goes to each channel of its group.
@@ -376,10 +399,16 @@ fn publication(
     };
     let publication = Publication {
         stream: k.stream(&ws_id),
-        entry_id: format!("{boot}-{seq}"),
+        positions: k.stream_positions(&ws_id),
+        origin: Some(Origin {
+            node_id: node_id.to_string(),
+            boot,
+            seq,
+        }),
         event_type,
         event: stored,
         channels,
+        settles,
     };
     (Some(publication), effect)
 }
@@ -434,7 +463,15 @@ mod tests {
         let p = p.unwrap();
         assert!(effect.is_none());
         assert_eq!(p.stream, "p:stream:w");
-        assert_eq!(p.entry_id, "9-4");
+        assert_eq!(
+            p.origin,
+            Some(Origin {
+                node_id: "node-a".into(),
+                boot: 9,
+                seq: 4
+            })
+        );
+        assert_eq!(p.positions, "p:stream-pos:w");
         assert_eq!(p.event_type, "state_change");
         let change =
             json!({"type": "state_change", "ws_id": "w", "correlation_id": "", "state": "running"});

@@ -8,13 +8,13 @@ use std::time::Duration;
 use serde_json::Value;
 use turnstone_proto::api::{
     CancelBody, CloseWorkstreamBody, CommandBody, CreateWorkstreamBody, CreateWorkstreamReply,
-    STATUS_BUSY, SendBody,
+    STATUS_BUSY, STATUS_OK, STATUS_QUEUED, SendBody,
 };
 use turnstone_proto::mq::{
     AckBody, AckEvent, CreateWorkstreamMessage, InboundMessage, OutboundEvent, SendMessage,
     WsCreatedBody, WsCreatedEvent, WsResumedBody, WsResumedEvent,
 };
-use turnstone_queue::Backoff;
+use turnstone_queue::{Backoff, ReliableQueue};
 
 use super::answer::{ack_event, ack_reply, command_reply, fail, refusal};
 use super::route::{known_here, restore};
@@ -104,6 +104,7 @@ fn is_unknown_ws(reply: &Reply) -> bool {
 /// Hands a message for this node to the node. `None` = node unavailable.
 pub(super) async fn local(
     ctx: &Ctx,
+    q: &ReliableQueue,
     msg: &InboundMessage,
     value: &Value,
     raw: &str,
@@ -115,6 +116,14 @@ pub(super) async fn local(
         return Some(());
     }
     let cid = msg.correlation_id().to_string();
+    // From here the node may apply it (`crate::awaiting`).
+    let starts_turn = match msg {
+        InboundMessage::Send(_) => true,
+        InboundMessage::CreateWorkstream(c) => !c.initial_message.is_empty(),
+        _ => false,
+    };
+    ctx.hand_over(q, raw, starts_turn.then_some(cid.as_str()))
+        .await?;
     match msg {
         InboundMessage::Send(s) => send(ctx, msg, s, value, raw, epoch).await?,
         InboundMessage::Command(c) => {
@@ -175,7 +184,10 @@ async fn send(
                 await_subscriber(ctx, &ws).await;
                 ws
             }
-            None => return Some(()),
+            None => {
+                ctx.not_awaited(&cid).await;
+                return Some(());
+            }
         }
     } else {
         s.ws_id.clone()
@@ -203,8 +215,19 @@ async fn send(
         };
         reply = again;
     }
+    if !starts_turn(&reply) {
+        ctx.not_awaited(&body.correlation_id).await;
+    }
     ack_reply(ctx, &m, &reply, raw).await;
     Some(())
+}
+
+/// The node took the send: its turn runs now or later, and ends in a `turn_complete`.
+fn starts_turn(reply: &Reply) -> bool {
+    match reply {
+        Reply::Accepted(b) => matches!(command_reply(b).status.as_str(), STATUS_OK | STATUS_QUEUED),
+        _ => false,
+    }
 }
 
 /// A `create_workstream`, then its `initial_message` (unless it resumed a workstream).
@@ -232,16 +255,23 @@ async fn create_with_message(
         && !c.initial_message.is_empty()
     {
         let body = SendBody {
-            ws_id,
+            ws_id: ws_id.clone(),
             message: c.initial_message.clone(),
             correlation_id: cid.to_string(),
             queue: true,
             ..SendBody::default()
         };
-        if let Reply::Rejected { error, .. } = retried(ctx, epoch, || ctx.node.send(&body)).await? {
+        let reply = retried(ctx, epoch, || ctx.node.send(&body)).await?;
+        if starts_turn(&reply) {
+            return Some(());
+        }
+        if let Reply::Rejected { error, .. } = reply {
             ctx.dead_letter(&format!("initial message refused: {error}"), raw, cid)
                 .await;
         }
+    }
+    if !c.initial_message.is_empty() {
+        ctx.not_awaited(cid).await;
     }
     Some(())
 }

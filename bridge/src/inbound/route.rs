@@ -122,7 +122,7 @@ pub(super) async fn route(
             None => {}
         }
     }
-    deliver::local(ctx, msg, value, raw, epoch).await
+    deliver::local(ctx, ctx.inbound.queue(source), msg, value, raw, epoch).await
 }
 
 /// Makes `ws_id` live on this node after its owner died: resumed from the store when the

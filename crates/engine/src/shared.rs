@@ -276,6 +276,14 @@ impl Shared {
         self.extend_messages(messages);
     }
 
+    /// Hands the `turn_complete` that ends a turn to the journal (before the commit the
+    /// turn waits for).
+    pub(crate) fn turn_ended(&self, turn_complete: &Event) {
+        if let Some(journal) = &self.journal {
+            journal.turn_ended(&self.id, turn_complete);
+        }
+    }
+
     /// Waits until the journal has made everything so far durable (at once without one).
     pub(crate) async fn journal_committed(&self) {
         if let Some(journal) = &self.journal {

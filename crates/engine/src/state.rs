@@ -24,7 +24,7 @@ use tokio::time::Instant;
 use turnstone_llm::{ChatMessage, Resilient, Usage};
 use turnstone_tools::toolset::{ToolIntent, ToolPayload};
 
-use crate::event::{Envelope, WsState};
+use crate::event::{Envelope, Event, WsState};
 
 pub use crate::decision::{
     ApproveOutcome, Decision, PlanDecision, PlanOutcome, PlanVerdict, Verdict,
@@ -46,6 +46,11 @@ pub trait Journal: Send + Sync + 'static {
     fn turn_started(&self, ws_id: &str, _correlation_id: &str, messages: &[ChatMessage]) {
         self.appended(ws_id, messages);
     }
+    /// A turn ended with `turn_complete` (the event about to be emitted, once the journal
+    /// has made it durable along with the turn). Default: ignored. The node stores it as
+    /// the outcome of the send, so after a crash a started send without one is a turn that
+    /// never ended, and a missed `turn_complete` can be given again.
+    fn turn_ended(&self, _ws_id: &str, _turn_complete: &Event) {}
     /// Resolves once everything handed to the journal so far is durable. The turn awaits it
     /// before `turn_complete`, so a client that saw a turn complete finds it stored.
     /// Default: at once.

@@ -151,15 +151,17 @@ impl Turn<'_> {
     /// order), so a frontend that reacts to either can send right away — and finds the turn
     /// stored.
     async fn finish(&self, state: WsState) {
-        self.shared.journal_committed().await;
-        self.shared.busy.store(false, Ordering::Release);
-        self.shared.set_state(state);
-        self.emit(Event::TurnComplete {
+        let complete = Event::TurnComplete {
             correlation_id: self.correlation_id.clone(),
             content: self.content.clone(),
             state,
             receipts: self.receipts.clone(),
-        });
+        };
+        self.shared.turn_ended(&complete);
+        self.shared.journal_committed().await;
+        self.shared.busy.store(false, Ordering::Release);
+        self.shared.set_state(state);
+        self.emit(complete);
     }
 
     fn add_content(&mut self, text: &str) {

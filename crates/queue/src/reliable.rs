@@ -5,6 +5,13 @@
 //! [`ReliableQueue::ack`] removes it once it has been handed on. After a restart,
 //! [`ReliableQueue::pending`] returns what is still in the processing list, to be re-driven.
 //! The processing list shares the queue's hash slot (see `Keys::processing`).
+//!
+//! A held message the consumer has begun to hand to its node is **marked handed** (the
+//! consumer sets its field in [`ReliableQueue::handed`], a hash beside the processing list)
+//! until it is acknowledged: its outcome is unknown (the node may have applied it and died before
+//! answering), so it may only go back to the same node, which applies it once per
+//! correlation id. [`ReliableQueue::hand_back`] and [`ReliableQueue::release_unhanded`] move
+//! every other held message and leave the handed ones where they are.
 
 use std::time::Duration;
 
@@ -17,13 +24,46 @@ use crate::QueueError;
 pub struct ReliableQueue {
     pub queue: String,
     pub processing: String,
+    /// Hash beside the processing list: held payloads already handed to the node.
+    pub handed: String,
 }
+
+/// Moves the held messages that were not handed to the node from a list to another queue,
+/// oldest first, up to `ARGV[1]`; handed ones stay, in their order. `KEYS[1]` list,
+/// `KEYS[2]` its handed hash, `KEYS[3]` destination, optional `KEYS[4]` a key whose
+/// existence cancels the move (the list's node heartbeat: it came back); `ARGV[2]` `front`
+/// or `back`. Returns `{moved, kept}`, `{-1, 0}` when cancelled.
+const RELEASE_UNHANDED: &str = r#"
+if KEYS[4] and redis.call('EXISTS', KEYS[4]) == 1 then return {-1, 0} end
+local n = math.min(redis.call('LLEN', KEYS[1]), tonumber(ARGV[1]))
+local moved, kept = 0, 0
+local out = {}
+for i = 1, n do
+  local m = redis.call('LPOP', KEYS[1])
+  if not m then break end
+  if redis.call('HEXISTS', KEYS[2], m) == 1 then
+    redis.call('RPUSH', KEYS[1], m)
+    kept = kept + 1
+  else
+    out[#out + 1] = m
+    moved = moved + 1
+  end
+end
+if ARGV[2] == 'front' then
+  for i = #out, 1, -1 do redis.call('LPUSH', KEYS[3], out[i]) end
+else
+  for i = 1, #out do redis.call('RPUSH', KEYS[3], out[i]) end
+end
+return {moved, kept}
+"#;
 
 impl ReliableQueue {
     pub fn new(queue: impl Into<String>, processing: impl Into<String>) -> Self {
+        let processing = processing.into();
         Self {
             queue: queue.into(),
-            processing: processing.into(),
+            handed: format!("{processing}:handed"),
+            processing,
         }
     }
 
@@ -75,19 +115,49 @@ impl ReliableQueue {
         Ok(items)
     }
 
-    /// Acknowledges one message: removes one copy of it from the processing list.
+    /// Acknowledges one message: removes one copy of it from the processing list, and its
+    /// handed mark, in one transaction.
     pub async fn ack<C: ConnectionLike + Send>(
         &self,
         conn: &mut C,
         payload: &str,
     ) -> Result<bool, QueueError> {
-        let removed: i64 = redis::cmd("LREM")
+        let (removed,): (i64,) = redis::pipe()
+            .atomic()
+            .cmd("LREM")
             .arg(&self.processing)
             .arg(1)
             .arg(payload)
+            .cmd("HDEL")
+            .arg(&self.handed)
+            .arg(payload)
+            .ignore()
             .query_async(conn)
             .await?;
         Ok(removed > 0)
+    }
+
+    /// Moves up to `max` held messages that were never handed to the node to the back of
+    /// `to` (the janitor, for a node that is gone), unless `unless_exists` exists when the
+    /// script runs (the node's heartbeat: it came back); handed ones stay until their
+    /// node's consumer re-drives them. Returns `(moved, kept)`, `None` when cancelled.
+    pub async fn release_unhanded<C: ConnectionLike + Send>(
+        &self,
+        conn: &mut C,
+        to: &str,
+        max: u64,
+        unless_exists: &str,
+    ) -> Result<Option<(u64, u64)>, QueueError> {
+        let (moved, kept): (i64, u64) = redis::Script::new(RELEASE_UNHANDED)
+            .key(&self.processing)
+            .key(&self.handed)
+            .key(to)
+            .key(unless_exists)
+            .arg(max)
+            .arg("back")
+            .invoke_async(conn)
+            .await?;
+        Ok(u64::try_from(moved).ok().map(|m| (m, kept)))
     }
 
     /// Replaces a held message by another (e.g. the same message with a correlation id
@@ -114,21 +184,20 @@ impl ReliableQueue {
         Ok(())
     }
 
-    /// Gives every held message back to the front of the queue, in its original order, in
-    /// one atomic script (a consumer that stops for good: nothing stays in its processing
-    /// list). Returns how many moved.
+    /// Gives every held message that was not handed to the node back to the front of the
+    /// queue, in its original order, in one atomic script (a consumer that stops for good:
+    /// nothing it did not hand on stays in its processing list). Handed ones stay for this
+    /// node's next consumer. Returns how many moved.
     pub async fn hand_back<C: ConnectionLike + Send>(
         &self,
         conn: &mut C,
     ) -> Result<u64, QueueError> {
-        const HAND_BACK: &str = r#"
-local n = 0
-while redis.call('LMOVE', KEYS[1], KEYS[2], 'RIGHT', 'LEFT') do n = n + 1 end
-return n
-"#;
-        let moved: u64 = redis::Script::new(HAND_BACK)
+        let (moved, _kept): (u64, u64) = redis::Script::new(RELEASE_UNHANDED)
             .key(&self.processing)
+            .key(&self.handed)
             .key(&self.queue)
+            .arg(u64::MAX >> 12)
+            .arg("front")
             .invoke_async(conn)
             .await?;
         Ok(moved)

@@ -190,6 +190,12 @@ pub enum WriteOp {
         correlation_id: String,
         state: crate::queued::QueuedState,
     },
+    /// Mark a `started` send `completed` with the `turn_complete` (JSON) its turn ended
+    /// with (no-op when it is not `started`, or unknown).
+    QueueOutcome {
+        correlation_id: String,
+        outcome: String,
+    },
 }
 
 /// A workstream (= persistent session since the original's migration 006).

@@ -5,8 +5,11 @@
 //! insert is committed. When its turn starts, [`WriteOp::QueueState`](crate::WriteOp::QueueState)
 //! marks it `started` in the same transaction as the turn's user message, so after a crash a
 //! row is either still `queued` (its turn never reached the database: run it) or `started`
-//! (never run it again). Rows that are no longer `queued` are kept for a while so a
-//! redelivered `correlation_id` is recognised after a restart, then pruned.
+//! (never run it again). When the turn ends, [`WriteOp::QueueOutcome`](crate::WriteOp::QueueOutcome)
+//! marks it `completed` with its `turn_complete` event, committed before the node emits
+//! that event: after a crash a `started` row is a turn that never ended. Rows that are no
+//! longer `queued` are kept for a while so a redelivered `correlation_id` is recognised
+//! after a restart (and a missed `turn_complete` can be asked for), then pruned.
 
 use async_trait::async_trait;
 
@@ -22,6 +25,8 @@ pub enum QueuedState {
     Started,
     /// Removed before it ran (`cancel {"all": true}`, a delete, its workstream closed).
     Removed,
+    /// Its turn ended; the row holds the `turn_complete` it ended with.
+    Completed,
 }
 
 impl QueuedState {
@@ -30,6 +35,7 @@ impl QueuedState {
             Self::Queued => "queued",
             Self::Started => "started",
             Self::Removed => "removed",
+            Self::Completed => "completed",
         }
     }
 
@@ -38,6 +44,7 @@ impl QueuedState {
         match text {
             "queued" => Self::Queued,
             "started" => Self::Started,
+            "completed" => Self::Completed,
             _ => Self::Removed,
         }
     }
@@ -55,18 +62,43 @@ pub struct QueuedSend {
     /// ISO timestamps.
     pub created: String,
     pub updated: String,
+    /// `completed`: the `turn_complete` event (JSON) the turn ended with; else empty.
+    pub outcome: String,
 }
 
 /// Reading and pruning `queued_sends` (writes go through the batching writer).
 #[async_trait]
 pub trait QueuedSendStore: Send + Sync {
-    /// Every `queued` row, and every other row updated at or after `since` (ISO timestamp),
-    /// in insertion order.
+    /// Every `queued` or `started` row (waiting, or a turn that has not ended), and every
+    /// other row updated at or after `since` (ISO timestamp), in insertion order.
     async fn queued_sends(&self, since: &str) -> Result<Vec<QueuedSend>>;
-    /// Deletes rows that are no longer `queued` and were last updated before `before`.
+    /// The row of one correlation id, if stored.
+    async fn queued_send(&self, correlation_id: &str) -> Result<Option<QueuedSend>>;
+    /// Deletes rows that are `removed` or `completed` and were last updated before `before`
+    /// (a `started` row stays until its turn is reported ended).
     /// Returns how many.
     async fn prune_queued_sends(&self, before: &str) -> Result<u64>;
 }
+
+/// Decodes one `queued_sends` row (the columns the store's queries select).
+macro_rules! decode_row {
+    ($row:expr) => {{
+        use sqlx::Row as _;
+        let row = $row;
+        let state: String = row.try_get("state")?;
+        Ok::<_, $crate::error::StoreError>($crate::queued::QueuedSend {
+            ws_id: row.try_get("ws_id")?,
+            correlation_id: row.try_get("correlation_id")?,
+            message: row.try_get("message")?,
+            options: row.try_get("options")?,
+            state: $crate::queued::QueuedState::parse(&state),
+            created: row.try_get("created")?,
+            updated: row.try_get("updated")?,
+            outcome: row.try_get("outcome")?,
+        })
+    }};
+}
+pub(crate) use decode_row;
 
 /// Implements [`QueuedSendStore`] for a backend type with a `pool` field.
 macro_rules! impl_queued_send_store {
@@ -77,33 +109,35 @@ macro_rules! impl_queued_send_store {
                 &self,
                 since: &str,
             ) -> $crate::error::Result<Vec<$crate::queued::QueuedSend>> {
-                use sqlx::Row as _;
                 let rows = sqlx::query(
-                    "SELECT ws_id, correlation_id, message, options, state, created, updated \
-                     FROM queued_sends WHERE state = 'queued' OR updated >= $1 ORDER BY id",
+                    "SELECT ws_id, correlation_id, message, options, state, created, updated, \
+                     outcome FROM queued_sends WHERE state IN ('queued', 'started') OR updated >= $1 \
+                     ORDER BY id",
                 )
                 .bind(since)
                 .fetch_all(&self.pool)
                 .await?;
-                rows.iter()
-                    .map(|row| {
-                        let state: String = row.try_get("state")?;
-                        Ok($crate::queued::QueuedSend {
-                            ws_id: row.try_get("ws_id")?,
-                            correlation_id: row.try_get("correlation_id")?,
-                            message: row.try_get("message")?,
-                            options: row.try_get("options")?,
-                            state: $crate::queued::QueuedState::parse(&state),
-                            created: row.try_get("created")?,
-                            updated: row.try_get("updated")?,
-                        })
-                    })
-                    .collect()
+                rows.iter().map(|r| $crate::queued::decode_row!(r)).collect()
+            }
+
+            async fn queued_send(
+                &self,
+                correlation_id: &str,
+            ) -> $crate::error::Result<Option<$crate::queued::QueuedSend>> {
+                let row = sqlx::query(
+                    "SELECT ws_id, correlation_id, message, options, state, created, updated, \
+                     outcome FROM queued_sends WHERE correlation_id = $1",
+                )
+                .bind(correlation_id)
+                .fetch_optional(&self.pool)
+                .await?;
+                row.as_ref().map(|r| $crate::queued::decode_row!(r)).transpose()
             }
 
             async fn prune_queued_sends(&self, before: &str) -> $crate::error::Result<u64> {
                 let done = sqlx::query(
-                    "DELETE FROM queued_sends WHERE state <> 'queued' AND updated < $1",
+                    "DELETE FROM queued_sends WHERE state NOT IN ('queued', 'started') \
+                     AND updated < $1",
                 )
                 .bind(before)
                 .execute(&self.pool)
@@ -145,6 +179,20 @@ macro_rules! write_queue_op {
                      WHERE correlation_id = $3 AND state = 'queued'",
                 )
                 .bind(state.as_str())
+                .bind($crate::timestamp::now())
+                .bind(correlation_id)
+                .execute(&mut *$tx)
+                .await?;
+            }
+            $crate::model::WriteOp::QueueOutcome {
+                correlation_id,
+                outcome,
+            } => {
+                sqlx::query(
+                    "UPDATE queued_sends SET state = 'completed', outcome = $1, updated = $2 \
+                     WHERE correlation_id = $3 AND state = 'started'",
+                )
+                .bind(outcome)
                 .bind($crate::timestamp::now())
                 .bind(correlation_id)
                 .execute(&mut *$tx)

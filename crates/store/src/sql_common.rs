@@ -415,7 +415,9 @@ macro_rules! impl_store {
                 for op in ops {
                     match op {
                         WriteOp::Message(_) => {}
-                        WriteOp::QueueSend(_) | WriteOp::QueueState { .. } => {
+                        WriteOp::QueueSend(_)
+                        | WriteOp::QueueState { .. }
+                        | WriteOp::QueueOutcome { .. } => {
                             $crate::queued::write_queue_op!(tx, op);
                         }
                         WriteOp::Config { ws_id, key, value: Some(value) } => {

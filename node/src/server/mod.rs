@@ -17,6 +17,7 @@ pub mod login;
 pub mod memories;
 pub mod metrics;
 pub mod openapi;
+pub mod outcomes;
 pub mod policies;
 pub mod posture;
 pub mod previews;
@@ -70,6 +71,7 @@ pub fn router(node: Arc<Node>) -> Router {
             axum::routing::delete(queue::remove),
         )
         .route("/api/send", post(turns::send))
+        .route("/api/sends/outcomes", post(outcomes::outcomes))
         .route("/api/approve", post(turns::approve))
         .route("/api/cancel", post(turns::cancel))
         .route("/api/plan", post(turns::plan))

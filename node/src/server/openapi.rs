@@ -24,7 +24,7 @@ use serde_json::{Map, Value, json};
 use turnstone_proto::api::{
     ApproveBody, CancelBody, CloseWorkstreamBody, CommandBody, CreateWorkstreamBody,
     CreateWorkstreamReply, Dashboard, ErrorReply, Health, PlanBody, QueueList, SendBody,
-    StatusReply, WorkstreamList,
+    SendOutcomes, SendOutcomesBody, StatusReply, WorkstreamList,
 };
 use turnstone_proto::routes::{Lookup, NODE_ROUTES, lookup};
 use turnstone_runtime::auth::Access;
@@ -457,6 +457,14 @@ pub const ROUTES: &[ApiRoute] = &[
         .body::<SendRequest>()
         .params(&[IDEMPOTENCY_KEY])
         .errors(&[404, 409]),
+    ApiRoute::post("/v1/api/sends/outcomes", "turns")
+        .summary(
+            "What became of sends, by correlation id (queued, started, completed with its \
+             turn_complete, removed, unknown): a bridge asks after this node restarted",
+        )
+        .body::<SendOutcomesBody>()
+        .json::<SendOutcomes>()
+        .errors(&[400, 503]),
     ApiRoute::post("/v1/api/approve", "turns")
         .summary("Resolve the pending tool approval (the first decision wins)")
         .body::<ApproveBody>()

@@ -511,6 +511,15 @@ impl Node {
         memo.order.retain(|k| k != key);
     }
 
+    /// The send remembered under `key` within the idempotency window, if any (also one a
+    /// previous run of the node accepted: see `crate::send_queue::recover`).
+    pub fn remembered_send(&self, key: &str) -> Option<RememberedSend> {
+        let memo = self.idempotency.lock();
+        let r = memo.by_key.get(key)?;
+        let age = SystemTime::now().duration_since(r.at).unwrap_or_default();
+        (age <= self.options.idempotency_window).then(|| r.clone())
+    }
+
     /// Remembers a key a previous run of the node accepted (`crate::send_queue::recover`).
     pub fn remember_send(&self, key: &str, ws_id: &str, status: &'static str) {
         let mut memo = self.idempotency.lock();

@@ -148,18 +148,48 @@ pub async fn create(
     let window = node.options.idempotency_window;
     memo.retain(|_, (_, at)| now.duration_since(*at).unwrap_or_default() <= window);
     if let Some((reply, _)) = memo.get(&key) {
-        let mut response = Json(reply.clone()).into_response();
-        response.headers_mut().insert(
-            "idempotent-replayed",
-            axum::http::HeaderValue::from_static("true"),
-        );
-        return Ok(response);
+        return Ok(replayed_reply(reply.clone()));
     }
-    let reply = create_now(&node, &body, posture).await?;
+    let (reply, replayed) = match created_by_send(&node, &key).await {
+        Some(reply) => (reply, true),
+        None => (create_now(&node, &body, posture).await?, false),
+    };
     if memo.len() < node.options.idempotency_capacity {
         memo.insert(key, (reply.clone(), now));
     }
-    Ok(Json(reply).into_response())
+    Ok(if replayed {
+        replayed_reply(reply)
+    } else {
+        Json(reply).into_response()
+    })
+}
+
+/// The first reply again, marked `Idempotent-Replayed: true`.
+fn replayed_reply(reply: Value) -> Response {
+    let mut response = Json(reply).into_response();
+    response.headers_mut().insert(
+        "idempotent-replayed",
+        axum::http::HeaderValue::from_static("true"),
+    );
+    response
+}
+
+/// The workstream a create with `key` made before, found through the send of the same key:
+/// the bridge gives a create and its first message one correlation id, and sends are stored,
+/// so a create redelivered after a restart (its in-memory memo gone) finds the workstream
+/// its message went to instead of making a second one.
+async fn created_by_send(node: &Node, key: &str) -> Option<Value> {
+    let sent = node.remembered_send(key)?;
+    let ws = match node.resolve(&sent.ws_id).await {
+        Ok(ws) => ws,
+        Err(_) => reopen(node, &sent.ws_id).await.ok()?,
+    };
+    Some(json!({
+        "ws_id": ws.id(),
+        "name": ws.name(),
+        "resumed": false,
+        "message_count": ws.history().len(),
+    }))
 }
 
 async fn create_now(

@@ -9,6 +9,6 @@ mod openai_load;
 mod otel;
 mod python_sdk;
 mod schemathesis;
-mod security;
+pub(crate) mod security;
 mod turn_order;
 mod wire_contract;

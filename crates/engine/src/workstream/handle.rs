@@ -441,6 +441,25 @@ impl WorkstreamHandle {
         });
     }
 
+    /// Ends a turn that a previous run of the node started and never finished (it stopped
+    /// mid-turn): an `error` saying so, then its `turn_complete` (state `error`, no content),
+    /// recorded by the journal as the send's outcome before it is emitted — so the send ends
+    /// exactly once and a later restart does not report it again.
+    pub async fn end_interrupted_turn(&self, correlation_id: &str, message: &str) {
+        self.shared.emit(Event::Error {
+            message: message.to_string(),
+        });
+        let complete = Event::TurnComplete {
+            correlation_id: correlation_id.to_string(),
+            content: String::new(),
+            state: crate::event::WsState::Error,
+            receipts: Vec::new(),
+        };
+        self.shared.turn_ended(&complete);
+        self.shared.journal_committed().await;
+        self.shared.emit(complete);
+    }
+
     /// Reports an error to this workstream's frontends without changing its state.
     pub fn emit_error(&self, message: impl Into<String>) {
         self.shared.emit(Event::Error {

@@ -12,6 +12,7 @@ use crate::support::TestDb;
 both_backends!(
     queued_sends_are_stored_once_and_marked_with_the_turn,
     queued_sends_that_no_longer_wait_are_pruned,
+    a_started_send_is_completed_with_its_outcome_and_found_by_correlation_id,
     committed_waits_for_the_batch_and_shares_it,
 );
 
@@ -25,6 +26,7 @@ fn queued(ws_id: &str, correlation_id: &str, message: &str) -> WriteOp {
         state: QueuedState::Queued,
         created: now.clone(),
         updated: now,
+        outcome: String::new(),
     })
 }
 
@@ -184,4 +186,49 @@ async fn committed_waits_for_the_batch_and_shares_it(db: TestDb) {
     writer.committed().await.unwrap();
     assert_eq!(store.load_messages("gc2").await.unwrap().len(), 2);
     writer.shutdown().await;
+}
+
+async fn a_started_send_is_completed_with_its_outcome_and_found_by_correlation_id(db: TestDb) {
+    let store = db.open().await;
+    let outcome = r#"{"type":"turn_complete","correlation_id":"c1","content":"done"}"#;
+    let complete = |cid: &str| WriteOp::QueueOutcome {
+        correlation_id: cid.into(),
+        outcome: outcome.into(),
+    };
+    store
+        .write_batch(&[queued("ws1", "c1", "first"), queued("ws1", "c2", "second")])
+        .await
+        .unwrap();
+    // Only a started send completes: a waiting one stays waiting.
+    store
+        .write_batch(&[
+            mark("c1", QueuedState::Started),
+            complete("c1"),
+            complete("c2"),
+        ])
+        .await
+        .unwrap();
+    let c1 = store.queued_send("c1").await.unwrap().unwrap();
+    assert_eq!(c1.state, QueuedState::Completed);
+    assert_eq!(c1.outcome, outcome);
+    let c2 = store.queued_send("c2").await.unwrap().unwrap();
+    assert_eq!(c2.state, QueuedState::Queued);
+    assert_eq!(c2.outcome, "");
+    assert!(store.queued_send("unknown").await.unwrap().is_none());
+    // A completed row is no longer waiting, and completes only once.
+    store
+        .write_batch(&[WriteOp::QueueOutcome {
+            correlation_id: "c1".into(),
+            outcome: "{}".into(),
+        }])
+        .await
+        .unwrap();
+    assert_eq!(
+        store.queued_send("c1").await.unwrap().unwrap().outcome,
+        outcome
+    );
+    let rows = store.queued_sends("9999").await.unwrap();
+    assert_eq!(rows.len(), 1, "only c2 waits: {rows:?}");
+    assert_eq!(rows[0].correlation_id, "c2");
+    assert_eq!(QueuedState::parse("completed"), QueuedState::Completed);
 }

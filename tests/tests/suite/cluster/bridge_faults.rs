@@ -1,7 +1,6 @@
 //! Fault injection: SIGKILL bridges and nodes, restart Redis — count turns on the node.
 
 use std::collections::HashSet;
-use std::process::Stdio;
 use std::time::Duration;
 
 use redis::AsyncCommands;
@@ -110,69 +109,6 @@ async fn blocking_reader(client: &redis::Client) -> redis::aio::MultiplexedConne
         .get_multiplexed_async_connection_with_config(&config)
         .await
         .unwrap()
-}
-
-/// A private redis-server with an append-only file fsynced on every write.
-struct PrivateRedis {
-    port: u16,
-    dir: tempfile::TempDir,
-    child: Option<tokio::process::Child>,
-}
-
-impl PrivateRedis {
-    async fn start() -> Self {
-        let mut r = Self {
-            port: free_port(),
-            dir: tempfile::tempdir().unwrap(),
-            child: None,
-        };
-        r.spawn().await;
-        r
-    }
-
-    async fn spawn(&mut self) {
-        let child = tokio::process::Command::new("redis-server")
-            .args([
-                "--port",
-                &self.port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-            ])
-            .args(["--appendonly", "yes", "--appendfsync", "always"])
-            .arg("--dir")
-            .arg(self.dir.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
-        self.child = Some(child);
-        wait_for_redis(
-            "redis up",
-            &redis::Client::open(self.url().as_str()).unwrap(),
-        )
-        .await;
-    }
-
-    fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/0", self.port)
-    }
-
-    async fn stop(&mut self) {
-        if let Ok(mut c) = redis::Client::open(self.url().as_str())
-            .unwrap()
-            .get_multiplexed_async_connection()
-            .await
-        {
-            let _: Result<(), _> = redis::cmd("SHUTDOWN").query_async(&mut c).await;
-        }
-        if let Some(mut child) = self.child.take() {
-            let _ = tokio::time::timeout(Duration::from_secs(10), child.wait()).await;
-            let _ = child.kill().await;
-        }
-    }
 }
 
 #[tokio::test]
@@ -415,5 +351,83 @@ async fn a_thousand_approval_round_trips_while_the_consumer_reconnects_prompt_on
         .flat_map(|i| (0..per_ws).map(move |k| cid(i * 1000 + k)))
         .collect();
     assert_exactly_once(&node, &ids, Duration::from_secs(30)).await;
+    mq.cleanup().await;
+}
+
+/// A bridge that handed a message to its node and died before acknowledging it leaves the
+/// outcome unknown: the node may have applied it. Another bridge's janitor moves what was
+/// never handed (it runs elsewhere) and leaves the handed one for its node, which applies it
+/// once when its bridge re-drives it — never a second run on another node.
+#[tokio::test]
+async fn a_message_handed_to_a_node_that_died_waits_for_that_node_and_runs_once() {
+    let mut a = NodeProc::start("hd-a").await;
+    let b = NodeProc::start("hd-b").await;
+    let mut mq = Mq::shared("hd").await;
+    let (handed, unhanded) = ("4a4d0ed00001".to_string(), "4a4d0ed00002".to_string());
+    // Node a applied `handed` (its bridge handed it on: create with the message's
+    // correlation id, then the send) …
+    let (status, created) = a
+        .post("/v1/api/workstreams/new", json!({"correlation_id": handed}))
+        .await;
+    assert_eq!(status, 200, "{created}");
+    let ws = created["ws_id"].as_str().unwrap().to_string();
+    let (status, sent) = a
+        .post(
+            "/v1/api/send",
+            json!({"ws_id": ws, "message": "handed", "correlation_id": handed}),
+        )
+        .await;
+    assert_eq!(status, 200, "{sent}");
+    eventually("node a ran it", Duration::from_secs(20), || async {
+        a.turns_by_correlation().await.get(&handed) == Some(&1)
+    })
+    .await;
+    // … and its bridge died before the acknowledgement, also holding one it never handed on.
+    let processing = format!("{{{}:inbound}}:processing:hd-a", mq.prefix);
+    let handed_msg =
+        json!({"type": "send", "message": "handed", "correlation_id": handed}).to_string();
+    let unhanded_msg =
+        json!({"type": "send", "message": "unhanded", "correlation_id": unhanded}).to_string();
+    let _: () = redis::pipe()
+        .rpush(&processing, &handed_msg)
+        .rpush(&processing, &unhanded_msg)
+        .hset(format!("{processing}:handed"), &handed_msg, 1)
+        .query_async(&mut mq.conn)
+        .await
+        .unwrap();
+    a.kill9();
+    let _bb = BridgeProc::start(&b, &mq.url, &mq.prefix).await;
+    let want: HashSet<String> = [unhanded.clone()].into();
+    assert_exactly_once(&b, &want, Duration::from_secs(30)).await;
+    // Several janitor rounds later the handed one still waits for node a.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let held: Vec<String> = mq.conn.lrange(&processing, 0, -1).await.unwrap();
+    assert_eq!(held, vec![handed_msg.clone()]);
+    assert!(!b.turns_by_correlation().await.contains_key(&handed));
+    // Node a and its bridge come back: the re-drive reaches node a, which recognises the
+    // correlation id (stored with the send) and runs nothing twice.
+    a.spawn().await;
+    let _ba = BridgeProc::start(&a, &mq.url, &mq.prefix).await;
+    eventually(
+        "the handed message acknowledged",
+        Duration::from_secs(30),
+        || {
+            let mut c = mq.conn.clone();
+            let k = processing.clone();
+            async move { c.llen::<_, usize>(k).await.unwrap() == 0 }
+        },
+    )
+    .await;
+    let handed_left: usize = mq.conn.hlen(format!("{processing}:handed")).await.unwrap();
+    assert_eq!(
+        handed_left, 0,
+        "the handed mark went with the acknowledgement"
+    );
+    assert!(
+        !a.turns_by_correlation().await.contains_key(&handed),
+        "node a ran it again after its restart"
+    );
+    assert!(!b.turns_by_correlation().await.contains_key(&handed));
+    assert!(mq.dead_letters().await.is_empty());
     mq.cleanup().await;
 }

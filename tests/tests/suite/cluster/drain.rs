@@ -319,7 +319,13 @@ async fn sigterm_drains_a_bridge_under_traffic_and_loses_nothing() {
         .await
         .unwrap();
     for key in keys {
-        let held: u64 = redis::cmd("LLEN")
+        // (A processing list's handed marks live in a hash beside it: `…:handed`.)
+        let len = if key.ends_with(":handed") {
+            "HLEN"
+        } else {
+            "LLEN"
+        };
+        let held: u64 = redis::cmd(len)
             .arg(&key)
             .query_async(&mut conn)
             .await

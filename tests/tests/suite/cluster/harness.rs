@@ -373,6 +373,12 @@ impl BridgeProc {
         .iter()
         .map(|s| s.to_string())
         .collect();
+        // A flag in `extra` replaces the default's value.
+        for pair in extra.windows(2).filter(|p| p[0].starts_with("--")) {
+            if let Some(i) = args.iter().position(|a| a == pair[0]) {
+                args.drain(i..i + 2);
+            }
+        }
         args.extend(extra.iter().map(|s| s.to_string()));
         Self {
             proc: None,
@@ -420,6 +426,7 @@ impl BridgeProc {
 }
 
 /// Redis access for a test: a connection and the key prefix.
+#[derive(Clone)]
 pub struct Mq {
     pub prefix: String,
     pub url: String,
@@ -608,5 +615,76 @@ where
             "timed out waiting for: {what}"
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A private redis-server with an append-only file fsynced on every write.
+pub struct PrivateRedis {
+    port: u16,
+    dir: tempfile::TempDir,
+    child: Option<tokio::process::Child>,
+}
+
+impl PrivateRedis {
+    pub async fn start() -> Self {
+        let mut r = Self {
+            port: free_port(),
+            dir: tempfile::tempdir().unwrap(),
+            child: None,
+        };
+        r.spawn().await;
+        r
+    }
+
+    pub async fn spawn(&mut self) {
+        let child = tokio::process::Command::new("redis-server")
+            .args([
+                "--port",
+                &self.port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+            ])
+            .args(["--appendonly", "yes", "--appendfsync", "always"])
+            .arg("--dir")
+            .arg(self.dir.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        self.child = Some(child);
+        wait_for_redis(
+            "redis up",
+            &redis::Client::open(self.url().as_str()).unwrap(),
+        )
+        .await;
+    }
+
+    /// SIGKILL: whatever was acknowledged is in the AOF (fsynced on every write).
+    pub async fn kill9(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill().await;
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/0", self.port)
+    }
+
+    /// Stops it cleanly (`SHUTDOWN`: the AOF is complete).
+    pub async fn stop(&mut self) {
+        if let Ok(mut c) = redis::Client::open(self.url().as_str())
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+        {
+            let _: Result<(), _> = redis::cmd("SHUTDOWN").query_async(&mut c).await;
+        }
+        if let Some(mut child) = self.child.take() {
+            let _ = tokio::time::timeout(Duration::from_secs(10), child.wait()).await;
+            let _ = child.kill().await;
+        }
     }
 }

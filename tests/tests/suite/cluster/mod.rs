@@ -5,6 +5,7 @@ pub mod harness;
 
 mod bridge_basics;
 mod bridge_faults;
+mod chaos;
 mod drain;
 mod mq_client;
 mod output_guard;
@@ -15,3 +16,4 @@ mod queued_sends;
 mod receipts;
 mod redis_auth;
 mod tls_roots;
+mod turn_outcomes;
