@@ -689,6 +689,16 @@ impl<W: Write> Repl<W> {
                     w.flags.join(", ")
                 )))?;
             }
+            Event::IntentVerdict(v) => {
+                self.line(&style.dim(&format!(
+                    "  judge ({}): {} risk, {} ({:.0}%) \u{2014} {}",
+                    v.judge_model,
+                    v.risk_level,
+                    v.recommendation,
+                    v.confidence * 100.0,
+                    v.intent_summary
+                )))?;
+            }
         }
         Ok(())
     }

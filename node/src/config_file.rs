@@ -43,7 +43,13 @@
 //! [tools.notify.ops]
 //! url = "https://hooks.example/notify"
 //!
-//! [judge]                       # governance (node spec §7.2 `judge.*`)
+//! [judge]                       # governance (node spec §7.2 `judge.*`; see `judge.rs`)
+//! enabled = true                # heuristic verdicts + the async LLM judge
+//! model = ""                    # judge model; "" = the workstream's
+//! base_url = ""                 # its own endpoint (with provider, api_key); "" = the workstream's
+//! confidence_threshold = 0.7    # auto-review runs only calls judged at least this sure
+//! max_context_ratio = 0.5       # share of the context window the judge reads
+//! timeout = 60.0                # seconds per judged call
 //! output_guard = true           # scan every tool result; flagged ones emit output_warning
 //! redact_secrets = true         # replace detected secrets before anyone sees the result
 //!
@@ -93,15 +99,7 @@ pub struct ServerFile {
     pub policies: Vec<crate::server::policies::ConfigPolicy>,
 }
 
-/// `[judge]`: the governance settings the node reads (node spec §7.2 `judge.*`).
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct JudgeSection {
-    /// Scan every tool result (`judge.output_guard`). Default `true`.
-    pub output_guard: Option<bool>,
-    /// Replace detected secrets in tool results (`judge.redact_secrets`). Default `true`.
-    pub redact_secrets: Option<bool>,
-}
+pub use crate::judge::JudgeSection;
 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -248,6 +246,7 @@ impl ServerFile {
         }
         check_server(&server)?;
         check_tools(&tools)?;
+        judge.check()?;
         let registry = models.map(|models| RegistryConfig { models, model });
         let mcp_servers = if doc.contains_key("mcp") {
             turnstone_mcp::parse_toml_config(text).map_err(|e| e.to_string())?
@@ -300,6 +299,7 @@ impl ServerFile {
         if let Some(on) = self.judge.redact_secrets {
             config.output_guard.redact = on;
         }
+        config.judge = self.judge.engine_judge()?;
         Ok(())
     }
 

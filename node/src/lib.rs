@@ -18,6 +18,7 @@
 pub mod backend;
 pub mod config_file;
 pub mod error;
+pub mod judge;
 pub mod mcp_resource_tools;
 pub mod mcp_search;
 pub mod mcp_skills;

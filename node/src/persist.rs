@@ -150,8 +150,8 @@ impl Persistence {
         });
     }
 
-    /// Follows the node-wide log and records approval requests and their verdicts, and plan
-    /// reviews the same way: the row's payload is the `plan_review` event (its `type` says
+    /// Follows the node-wide log and records approval requests and their verdicts (both
+    /// tiers), output guard warnings (`output_assessments`), and plan reviews the same way: the row's payload is the `plan_review` event (its `type` says
     /// it is a plan review), the verdict `accept`, `reject` or `refine`; accepted is
     /// `approved`, a timeout `timed_out`, anything else `denied`.
     pub fn spawn_approval_recorder(
@@ -181,8 +181,19 @@ impl Persistence {
                         this.record_request(request_id, env, "approval request")
                             .await;
                         pending.insert(env.ws_id.to_string(), request_id.clone());
-                        let ids = this.record_verdicts(&env.ws_id, items).await;
+                        let verdicts = items.iter().filter_map(|i| i.verdict.as_ref());
+                        let ids = this.record_verdicts(&env.ws_id, verdicts).await;
                         judged.insert(env.ws_id.to_string(), ids);
+                    }
+                    Event::IntentVerdict(verdict) => {
+                        // An LLM verdict: stamped with the human's decision when it came
+                        // while the approval was pending (a late one stays undecided).
+                        let ids = this
+                            .record_verdicts(&env.ws_id, std::iter::once(&**verdict))
+                            .await;
+                        if let Some(open) = judged.get_mut(&*env.ws_id) {
+                            open.extend(ids);
+                        }
                     }
                     Event::ApprovalResolved { approved, feedback } => {
                         let verdicts = judged.remove(&*env.ws_id).unwrap_or_default();
@@ -198,6 +209,7 @@ impl Persistence {
                         };
                         let decided_by = match feedback.as_str() {
                             "Cancelled by user" => "cancel",
+                            turnstone_engine::JUDGE_APPROVAL => "judge",
                             f if f.starts_with("Approval timed out") => "timeout",
                             _ => "user",
                         };
@@ -214,6 +226,7 @@ impl Persistence {
                             tracing::error!(error = %e, %request_id, "approval verdict not recorded");
                         }
                     }
+                    Event::OutputWarning(w) => this.record_assessment(&env.ws_id, w).await,
                     Event::PlanReview { request_id, .. } => {
                         this.record_request(request_id, env, "plan review").await;
                     }
@@ -244,15 +257,15 @@ impl Persistence {
         })
     }
 
-    /// Records the judge verdicts of an approval request's items (`intent_verdicts`);
-    /// returns their ids.
+    /// Records judge verdicts (`intent_verdicts`: an approval request's heuristic ones, or
+    /// an `intent_verdict`); returns their ids.
     async fn record_verdicts(
         &self,
         ws_id: &str,
-        items: &[turnstone_engine::ToolItem],
+        verdicts: impl Iterator<Item = &turnstone_proto::sse::Verdict>,
     ) -> Vec<String> {
         let mut ids = Vec::new();
-        for v in items.iter().filter_map(|i| i.verdict.as_ref()) {
+        for v in verdicts {
             let new = NewIntentVerdict {
                 verdict_id: v.verdict_id.clone(),
                 ws_id: ws_id.to_string(),
@@ -277,6 +290,25 @@ impl Persistence {
             }
         }
         ids
+    }
+
+    /// Records an output guard warning as an `output_assessments` row (what was found,
+    /// never the output).
+    async fn record_assessment(&self, ws_id: &str, w: &turnstone_proto::sse::OutputWarning) {
+        let new = turnstone_store::NewOutputAssessment {
+            assessment_id: turnstone_proto::ids::random_hex(32),
+            ws_id: ws_id.to_string(),
+            call_id: w.call_id.clone(),
+            func_name: w.func_name.clone(),
+            flags: w.flags.clone(),
+            risk_level: w.risk_level.clone(),
+            annotations: w.annotations.clone(),
+            output_length: i64::try_from(w.output_length).unwrap_or(i64::MAX),
+            redacted: w.redacted,
+        };
+        if let Err(e) = self.store.record_output_assessment(new).await {
+            tracing::error!(error = %e, call_id = %w.call_id, "output assessment not recorded");
+        }
     }
 
     /// Stamps a human's decision on the verdicts of the batch they decided.

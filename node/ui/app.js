@@ -755,15 +755,23 @@
       const risk = (i) => i.verdict && i.verdict.risk_level
         ? el("span", { class: "risk", dataset: { risk: i.verdict.risk_level }, title: i.verdict.reasoning || "", text: i.verdict.risk_level + " risk" })
         : "";
-      const list = el("ul", { class: "approval-items" }, ...needing.map((i) => el("li", {}, el("code", { text: stripAnsi(i.header || i.func_name).replace(/^\s*⚙\s*/, "") }), " ", risk(i))));
+      // One row per item awaiting the decision; an LLM verdict (`intent_verdict`) joins its row.
+      const rows = new Map();
+      const list = el("ul", { class: "approval-items" }, ...needing.map((i) => {
+        const li = el("li", { dataset: { callId: i.call_id || "" } }, el("code", { text: stripAnsi(i.header || i.func_name).replace(/^\s*⚙\s*/, "") }), " ", risk(i));
+        rows.set(i.call_id, li);
+        return li;
+      }));
       const icon = el("span", { class: "approval-icon", "aria-hidden": "true", text: "!" });
+      const judging = el("span", { class: "judging", hidden: !ev.judge_pending, text: "judge reviewing…" });
       const node = el("div", { class: "approval", role: "group", "aria-label": "Approval" },
-        el("div", { class: "approval-title" }, icon, "Approval needed" + (labels.length ? " — " + labels.join(", ") : "")),
+        el("div", { class: "approval-title" }, icon, "Approval needed" + (labels.length ? " — " + labels.join(", ") : ""), " ", judging),
         list, feedback, el("div", { class: "actions" }, ...buttons), outcome);
       const block = {
-        node, decided: false,
+        node, decided: false, rows, judging, judged: new Set(),
         resolve: (approved, text) => {
           block.decided = true;
+          judging.hidden = true;
           for (const b of buttons) b.disabled = true;
           feedback.disabled = true;
           node.classList.add(approved ? "approved" : "denied");
@@ -810,6 +818,37 @@
       this.add(node);
       this.approvals.set(key, block);
       this.pendingApproval = block;
+    }
+
+    // An LLM judge verdict on one call of an approval (possibly after the decision).
+    intentVerdict(ev) {
+      const block = [...this.approvals.values()].find((b) => b.rows && b.rows.has(ev.call_id));
+      if (!block) return;
+      const li = block.rows.get(ev.call_id);
+      const old = li.querySelector(".risk.llm");
+      if (old) old.remove();
+      const pct = typeof ev.confidence === "number" ? " " + Math.round(ev.confidence * 100) + "%" : "";
+      li.append(" ", el("span", {
+        class: "risk llm",
+        dataset: { risk: ev.risk_level || "" },
+        title: [ev.intent_summary, ev.reasoning].filter(Boolean).join(" — "),
+        text: "judge: " + (ev.risk_level || "?") + " risk, " + (ev.recommendation || "?") + pct,
+      }));
+      block.judged.add(ev.call_id);
+      if (block.judged.size >= block.rows.size) block.judging.hidden = true;
+    }
+
+    // The output guard flagged a tool result: a note on the call's block.
+    outputWarning(ev) {
+      const block = this.tools.get(ev.call_id) || this.toolBlock({ call_id: ev.call_id, header: ev.func_name }, "running");
+      const flags = (ev.flags || []).join(", ") || "flagged";
+      const note = el("div", {
+        class: "guard-warning",
+        dataset: { risk: ev.risk_level || "" },
+        title: (ev.annotations || []).join("\n"),
+        text: "⚠ output guard: " + flags + (ev.redacted ? " — secrets redacted" : ""),
+      });
+      block.node.insertBefore(note, block.output);
     }
 
     resolveApproval(ev) {
@@ -980,6 +1019,12 @@
           break;
         case "approval_resolved":
           this.resolveApproval(ev);
+          break;
+        case "intent_verdict":
+          this.intentVerdict(ev);
+          break;
+        case "output_warning":
+          this.outputWarning(ev);
           break;
         case "tool_output_chunk":
           this.toolChunk(ev.call_id, ev.chunk || "");

@@ -141,6 +141,10 @@ pub enum Event {
     /// `tool_output_chunk`s and before its `tool_result` (which carries the redacted text
     /// when redaction is on).
     OutputWarning(sse::OutputWarning),
+    /// An LLM-tier judge verdict on one gated call (node spec §2.2 "Verdict object", spread
+    /// at the top level next to `type`): emitted while its `approve_request` is pending, and
+    /// also when it arrives after the decision (a late verdict is still forwarded).
+    IntentVerdict(Box<sse::Verdict>),
     Info {
         message: String,
     },
@@ -212,6 +216,7 @@ impl Event {
             Self::ToolResult { .. } => "tool_result",
             Self::Status(_) => "status",
             Self::OutputWarning(_) => "output_warning",
+            Self::IntentVerdict(_) => "intent_verdict",
             Self::Info { .. } => "info",
             Self::Error { .. } => "error",
             Self::BusyError { .. } => "busy_error",
@@ -296,6 +301,7 @@ impl Event {
             }),
             Self::Status(s) => WsEvent::Status(s.clone()),
             Self::OutputWarning(w) => WsEvent::OutputWarning(w.clone()),
+            Self::IntentVerdict(v) => WsEvent::IntentVerdict(v.clone()),
             Self::Info { message } => WsEvent::Info(notice(message)),
             Self::Error { message } => WsEvent::Error(notice(message)),
             Self::BusyError { message } => WsEvent::BusyError(notice(message)),
@@ -502,6 +508,22 @@ mod tests {
                 output_length: 40,
                 redacted: true,
             }),
+            Event::IntentVerdict(Box::new(sse::Verdict {
+                verdict_id: s("0123456789abcdef0123456789abcdef"),
+                call_id: s("call_1"),
+                func_name: s("bash"),
+                func_args: s(r#"{"command":"ls"}"#),
+                intent_summary: s("lists files"),
+                risk_level: s("low"),
+                confidence: 0.9,
+                recommendation: s("approve"),
+                reasoning: s("read-only"),
+                evidence: vec![s("ls")],
+                tier: s("llm"),
+                judge_model: s("judge-model"),
+                latency_ms: 12,
+                extra: serde_json::Map::new(),
+            })),
             Event::info("i"),
             Event::error("e"),
             Event::BusyError { message: s("b") },

@@ -231,6 +231,30 @@ mod tests {
     }
 
     #[test]
+    fn an_intent_verdict_of_the_node_stream_is_relayed_in_the_mq_shape() {
+        let e = event(
+            r#"{"type":"intent_verdict","verdict_id":"0123456789abcdef0123456789abcdef","call_id":"c1","func_name":"bash","func_args":"{\"command\":\"ls\"}","intent_summary":"lists","risk_level":"low","confidence":0.9,"recommendation":"approve","reasoning":"r","evidence":["ls"],"tier":"llm","judge_model":"jm","latency_ms":12,"ws_id":"w1","ws_seq":4,"node_seq":9}"#,
+        );
+        assert_eq!(e.ws_id, "w1");
+        let NodeEventKind::Ws(ws_event) = &e.kind else {
+            panic!("{:?}", e.kind);
+        };
+        let out = turnstone_proto::mq::OutboundEvent::from_ws_event("w1", ws_event)
+            .unwrap_or_else(|| panic!("not relayed: {ws_event:?}"));
+        assert!(matches!(
+            out,
+            turnstone_proto::mq::OutboundEvent::IntentVerdict(_)
+        ));
+        let json = serde_json::to_value(&out).unwrap();
+        assert_eq!(json["type"], "intent_verdict");
+        assert_eq!(json["ws_id"], "w1");
+        assert_eq!(json["tier"], "llm");
+        assert_eq!(json["call_id"], "c1");
+        assert_eq!(json["evidence"], r#"["ls"]"#, "a JSON string on the MQ");
+        assert!(json.get("func_args").is_none() && json.get("node_seq").is_none());
+    }
+
+    #[test]
     fn frames_without_a_workstream_or_json_are_not_events() {
         assert_eq!(NodeFrame::decode("not json"), None);
         assert_eq!(NodeFrame::decode("[1]"), None);

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use turnstone_llm::ModelRegistry;
+use turnstone_llm::{ModelRegistry, Resilient};
 use turnstone_tools::toolset::{ToolIntent, ToolsetConfig};
 
 /// Per-engine settings shared by every workstream it runs.
@@ -78,6 +78,63 @@ pub struct EngineConfig {
     pub models: Option<Arc<ModelRegistry>>,
     /// The output guard (`judge.output_guard`, `judge.redact_secrets`): both on by default.
     pub output_guard: OutputGuard,
+    /// The intent judge (`judge.*`): heuristic verdicts on by default, the LLM tier off
+    /// until an embedder configures it (the node does, from `[judge]`).
+    pub judge: JudgeConfig,
+}
+
+/// The intent judge of gated tool calls (node spec §7.2 `judge.*`; see `gate.rs` and
+/// `judge.rs`). One snapshot of it is taken per tool batch.
+#[derive(Debug, Clone)]
+pub struct JudgeConfig {
+    /// `judge.enabled`: every item a human would be asked about gets a heuristic verdict,
+    /// and the LLM tier (when configured) runs while the prompt is pending. Off: no
+    /// verdicts, so the `auto-review` posture asks about everything.
+    pub enabled: bool,
+    /// The LLM tier; `None`: heuristic verdicts only.
+    pub llm: Option<LlmJudge>,
+    /// `judge.confidence_threshold`: the least confidence of a verdict that lets the
+    /// `auto-review` posture run a call unasked (both tiers).
+    pub confidence_threshold: f64,
+}
+
+impl Default for JudgeConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            llm: None,
+            confidence_threshold: 0.7,
+        }
+    }
+}
+
+/// The LLM tier of the intent judge: which model is asked, how long it may take, and how
+/// much of the conversation it sees.
+#[derive(Debug, Clone)]
+pub struct LlmJudge {
+    /// The judge's own client (`judge.provider`/`judge.base_url`/`judge.api_key`);
+    /// `None`: the workstream's client.
+    pub client: Option<Resilient>,
+    /// `judge.model`; empty: the workstream's model.
+    pub model: String,
+    /// `judge.timeout`: one item's request is abandoned after this (no verdict).
+    pub timeout: Duration,
+    /// `judge.max_context_ratio`: the share of the model's context window the judge's
+    /// request may fill with conversation (the most recent messages that fit).
+    pub max_context_ratio: f64,
+}
+
+impl LlmJudge {
+    /// A judge on the workstream's own client and model, with the spec's defaults
+    /// (timeout 60 s, context ratio 0.5).
+    pub fn session() -> Self {
+        Self {
+            client: None,
+            model: String::new(),
+            timeout: Duration::from_secs(60),
+            max_context_ratio: 0.5,
+        }
+    }
 }
 
 /// What the output guard does with every tool result (node spec §7.2 `judge.output_guard`,
@@ -157,6 +214,7 @@ impl Default for EngineConfig {
             auto_title: false,
             models: None,
             output_guard: OutputGuard::default(),
+            judge: JudgeConfig::default(),
         }
     }
 }

@@ -15,8 +15,11 @@
 //!   the `auto-review` posture runs the batch unasked when every verdict qualifies
 //!   ([`turnstone_governance::qualifies_for_auto_review`]), else a human is asked.
 //!
-//! The LLM judge would plug in where the verdicts are made ([`attach_verdicts`]): it is not
-//! built, so `judge_pending` stays `false`.
+//! A verdict qualifies when [`qualifies_for_auto_review`] says so and its confidence
+//! reaches `judge.confidence_threshold` ([`qualifies`]). With `judge.enabled` off no verdicts
+//! are made (and `auto-review` asks about everything). When a human is asked and the LLM
+//! tier is configured, the turn starts it (`judge.rs`) and the request says
+//! `judge_pending: true`.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -26,6 +29,9 @@ use turnstone_governance::{
     Workspace, classify, decide_batch, qualifies_for_auto_review,
 };
 
+use turnstone_proto::sse::Verdict;
+
+use crate::config::JudgeConfig;
 use crate::event::ToolItem;
 
 /// The tool result of a call an unattended turn (a sub-agent) could not ask about.
@@ -54,6 +60,14 @@ pub(crate) struct GateSettings<'a> {
     pub unattended: bool,
     /// The workstream's working directory (the classifier's workspace root).
     pub cwd: &'a Path,
+    /// The judge settings the batch is decided under.
+    pub judge: &'a JudgeConfig,
+}
+
+/// Whether `verdict` lets the `auto-review` posture run its call unasked: the posture's rule
+/// and a confidence of at least `threshold`.
+pub(crate) fn qualifies(verdict: &Verdict, threshold: f64) -> bool {
+    qualifies_for_auto_review(verdict) && verdict.confidence >= threshold
 }
 
 /// What happens to the batch.
@@ -125,15 +139,18 @@ pub(crate) fn decide(items: &mut [ToolItem], calls: &[GateCall<'_>], s: &GateSet
                 };
                 return Gate { pending, outcome };
             }
-            attach_verdicts(items, calls, &pending, s.cwd);
-            let qualifies = s.posture == Posture::AutoReview
+            if s.judge.enabled {
+                attach_verdicts(items, calls, &pending, s.cwd);
+            }
+            let threshold = s.judge.confidence_threshold;
+            let all_qualify = s.posture == Posture::AutoReview
                 && pending.iter().all(|&i| {
                     items[i]
                         .verdict
                         .as_ref()
-                        .is_some_and(qualifies_for_auto_review)
+                        .is_some_and(|v| qualifies(v, threshold))
                 });
-            let outcome = if qualifies {
+            let outcome = if all_qualify {
                 GateOutcome::Run
             } else {
                 GateOutcome::Ask
@@ -143,9 +160,8 @@ pub(crate) fn decide(items: &mut [ToolItem], calls: &[GateCall<'_>], s: &GateSet
     }
 }
 
-/// The heuristic tier: one verdict per gated item. (The seam of the LLM judge, which is not
-/// built: it would start here, asynchronously, and the request would say
-/// `judge_pending: true`.)
+/// The heuristic tier: one verdict per gated item (the LLM tier starts after the request
+/// is out, in `judge.rs`).
 fn attach_verdicts(items: &mut [ToolItem], calls: &[GateCall<'_>], pending: &[usize], cwd: &Path) {
     let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
     let workspace = Workspace::new(cwd, home);
@@ -200,6 +216,7 @@ mod tests {
             posture,
             unattended: false,
             cwd: Path::new("/work/project"),
+            judge: Box::leak(Box::new(JudgeConfig::default())),
         }
     }
 
@@ -252,6 +269,26 @@ mod tests {
             &settings(&set, &always, Posture::AutoReview),
         );
         assert_eq!(gate.outcome, GateOutcome::Ask, "one unqualified item asks");
+
+        // `ls` is low risk with confidence 0.85: a higher threshold asks.
+        let strict = JudgeConfig {
+            confidence_threshold: 0.9,
+            ..JudgeConfig::default()
+        };
+        let mut s = settings(&set, &always, Posture::AutoReview);
+        s.judge = &strict;
+        let mut items = [item("a", "bash")];
+        assert_eq!(decide(&mut items, &[LS], &s).outcome, GateOutcome::Ask);
+
+        // Judge off: no verdicts, so auto-review asks.
+        let off = JudgeConfig {
+            enabled: false,
+            ..JudgeConfig::default()
+        };
+        s.judge = &off;
+        let mut items = [item("a", "bash")];
+        assert_eq!(decide(&mut items, &[LS], &s).outcome, GateOutcome::Ask);
+        assert!(items[0].verdict.is_none());
     }
 
     #[test]

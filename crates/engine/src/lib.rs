@@ -53,6 +53,7 @@ mod compact;
 mod review;
 
 mod gate;
+mod judge;
 mod turn;
 
 pub mod subagent;
@@ -66,10 +67,11 @@ pub mod workstream;
 pub mod manager;
 
 pub use compact::SUMMARY_MARKER;
-pub use config::{EngineConfig, ManagerConfig, OutputGuard};
+pub use config::{EngineConfig, JudgeConfig, LlmJudge, ManagerConfig, OutputGuard};
 pub use engine::{Engine, SystemSection};
 pub use event::{Envelope, Event, StatusInfo, ToolItem, WsState};
 pub use guard_stats::{GUARD_FLAGS, OTHER_FLAG, OutputGuardCounts};
+pub use judge::JUDGE_APPROVAL;
 pub use log::{EventLog, Item, Sequenced, Subscription};
 pub use manager::{
     Closed, CreateOptions, HibernateHook, Hibernated, Listed, Manager, ManagerError,
@@ -77,9 +79,9 @@ pub use manager::{
 pub use models::{MODEL_CONFIG_KEY, ModelError};
 pub use plan::{MAX_REFINEMENTS, PLAN_AGENT, PlanAgentTool, register_plan_agent};
 pub use state::{
-    ActiveSkill, ApproveOutcome, Decision, EventHook, Journal, ModelChoice, PlanDecision,
-    PlanOutcome, PlanVerdict, PreparedTools, RequestOverrides, SendOutcome, TOOL_LOADED_CONFIG_KEY,
-    TitleHook, Verdict,
+    ActiveSkill, ApproveOutcome, Decision, EventHook, Journal, ModelChoice, POSTURE_CONFIG_KEY,
+    PlanDecision, PlanOutcome, PlanVerdict, PreparedTools, RequestOverrides, SendOutcome,
+    TOOL_LOADED_CONFIG_KEY, TitleHook, Verdict,
 };
 pub use subagent::{AgentModel, TaskAgentTool, register_subagent, register_subagent_with};
 pub use turnstone_proto::receipt::{EffectStatus, Receipt};

@@ -62,6 +62,10 @@ pub trait Journal: Send + Sync + 'static {
 /// The session setting holding the deferred tools `tool_search` loaded (a JSON list).
 pub const TOOL_LOADED_CONFIG_KEY: &str = "tool_loaded";
 
+/// The session setting holding a workstream's approval posture (`ask`, `auto-review`,
+/// `full`).
+pub const POSTURE_CONFIG_KEY: &str = "posture";
+
 /// Called with every event of every workstream right after it is logged (a node-wide
 /// stream, metrics, persistence). Must not block.
 pub type EventHook = Arc<dyn Fn(&Arc<Envelope>) + Send + Sync>;

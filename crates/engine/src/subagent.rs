@@ -320,6 +320,7 @@ async fn run_sub_turn(
         ..ctx.clone()
     };
     shared.publish(|v| v.turn_count = 1);
+    let shared = Arc::new(shared);
     let mut events = shared.log.subscribe(None);
     let end = {
         let turn = turn::run(

@@ -25,6 +25,7 @@ use turnstone_tools::{OutputSink, Prepared, Tool, ToolOutput, parse_tool_argumen
 use crate::engine::Engine;
 use crate::event::{Event, ToolItem, WsState};
 use crate::gate::{self, GateCall, GateOutcome, GateSettings};
+use crate::judge::{JudgeItem, JudgeJob};
 use crate::receipt::{CANCELLED, Outcome};
 use crate::shared::Shared;
 use crate::state::{Decision, Pending, PreparedTools, TurnEnd, Verdict, human_duration};
@@ -34,7 +35,7 @@ const TURN_CONTENT_CAP: usize = 256 * 1024;
 
 struct Turn<'a> {
     engine: &'a Engine,
-    shared: &'a Shared,
+    shared: &'a Arc<Shared>,
     token: CancellationToken,
     correlation_id: String,
     content: String,
@@ -89,7 +90,7 @@ enum Stop {
 
 pub(crate) async fn run(
     engine: &Engine,
-    shared: &Shared,
+    shared: &Arc<Shared>,
     text: String,
     correlation_id: String,
     token: CancellationToken,
@@ -399,6 +400,7 @@ impl Turn<'_> {
                     posture: settings.posture,
                     unattended: self.engine.config().unattended,
                     cwd: &self.shared.tool_ctx.cwd,
+                    judge: &self.engine.config().judge,
                 },
             )
         };
@@ -451,7 +453,8 @@ impl Turn<'_> {
                     ),
                     "approval",
                 );
-                match self.wait_for_decision(items, labels).await {
+                let judge = self.judge_job(&prepared, &items, &gate.pending);
+                match self.wait_for_decision(items, labels, judge).await {
                     Ok(d) => d,
                     Err(Stop::Cancelled) => {
                         self.shared.set_state(WsState::Running);
@@ -575,13 +578,64 @@ impl Turn<'_> {
         }
     }
 
-    /// Asks for a decision on the batch and waits for it (a client's, the actor's cancel, or
-    /// the approval timeout, whichever comes first). An "always" approval adds `labels` to
-    /// the workstream's auto-approve set.
+    /// The LLM judge's job for the items at `pending` (their heuristic verdicts are on
+    /// `items`), from one snapshot of the judge settings, the workstream's client, model and
+    /// posture, and its conversation; `None` when the LLM tier is off (or nobody is asked).
+    fn judge_job(
+        &self,
+        prepared: &[Prep],
+        items: &[ToolItem],
+        pending: &[usize],
+    ) -> Option<JudgeJob> {
+        let config = self.engine.config();
+        let judge = &config.judge;
+        let llm = judge
+            .llm
+            .as_ref()
+            .filter(|_| judge.enabled && !config.unattended)?;
+        let settings = self.shared.settings();
+        let model = if llm.model.trim().is_empty() {
+            settings.model_name(self.engine)
+        } else {
+            llm.model.clone()
+        };
+        let budget =
+            crate::judge::budget_chars(settings.context_window(self.engine), llm.max_context_ratio);
+        Some(JudgeJob {
+            request_id: String::new(),
+            items: pending
+                .iter()
+                .map(|&i| JudgeItem {
+                    call_id: prepared[i].call.id.clone(),
+                    func_name: prepared[i].call.name.clone(),
+                    arguments: prepared[i].call.arguments.clone(),
+                    heuristic: items[i].verdict.clone(),
+                })
+                .collect(),
+            client: llm
+                .client
+                .clone()
+                .unwrap_or_else(|| settings.provider(self.engine)),
+            model,
+            timeout: llm.timeout,
+            threshold: judge.confidence_threshold,
+            auto_review: settings.posture == turnstone_governance::Posture::AutoReview,
+            context: crate::judge::context_excerpt(&self.shared.messages(), budget),
+            cwd: self.shared.tool_ctx.cwd.display().to_string(),
+            stop: CancellationToken::new(),
+        })
+    }
+
+    /// Asks for a decision on the batch and waits for it (a client's, the judge's under
+    /// `auto-review`, the actor's cancel, or the approval timeout, whichever comes first).
+    /// With a `judge` job the request says `judge_pending: true` and the judge runs until
+    /// the wait ends. An "always" approval adds `labels` to the workstream's auto-approve
+    /// set.
     async fn wait_for_decision(
         &self,
         items: Vec<ToolItem>,
         labels: Vec<String>,
+        judge: Option<JudgeJob>,
     ) -> Result<Decision, Stop> {
         let request_id = crate::new_request_id();
         let (reply, mut rx) = oneshot::channel();
@@ -589,10 +643,17 @@ impl Turn<'_> {
             event: self.shared.emit(Event::ApproveRequest {
                 request_id: request_id.clone(),
                 items,
-                judge_pending: false,
+                judge_pending: judge.is_some(),
             }),
             request_id: request_id.clone(),
             reply,
+        });
+        // However the wait ends, the judge stops (a human decision always wins).
+        let _stop_judge = judge.map(|mut job| {
+            job.request_id.clone_from(&request_id);
+            let guard = job.stop.clone().drop_guard();
+            crate::judge::spawn(self.shared.clone(), job);
+            guard
         });
         let timeout = self.engine.config().approval_timeout;
         let sleep = tokio::time::sleep(timeout);

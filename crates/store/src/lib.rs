@@ -60,6 +60,7 @@
 //! they return. SQLite runs with `synchronous = NORMAL` in WAL mode: a committed transaction
 //! survives a process crash; an OS crash or power loss may roll back the last commits.
 
+pub mod assessments;
 pub mod auth;
 mod error;
 mod ids;
@@ -77,6 +78,7 @@ pub mod verdicts;
 mod watches;
 mod writer;
 
+pub use assessments::{AssessmentStore, NewOutputAssessment, OutputAssessmentRecord};
 pub use auth::{ApiToken, AuthStore, NewApiToken, NewUser, User, UserCredentials};
 pub use error::{Result, StoreError};
 pub use model::{

@@ -117,3 +117,4 @@ crate::watches::impl_watch_store!(PostgresStore, sqlx::Postgres);
 crate::queued::impl_queued_send_store!(PostgresStore, sqlx::Postgres);
 crate::policies::impl_tool_policy_store!(PostgresStore, sqlx::Postgres);
 crate::verdicts::impl_verdict_store!(PostgresStore, sqlx::Postgres);
+crate::assessments::impl_assessment_store!(PostgresStore, sqlx::Postgres);

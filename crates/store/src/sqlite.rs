@@ -103,3 +103,4 @@ crate::watches::impl_watch_store!(SqliteStore, sqlx::Sqlite);
 crate::queued::impl_queued_send_store!(SqliteStore, sqlx::Sqlite);
 crate::policies::impl_tool_policy_store!(SqliteStore, sqlx::Sqlite);
 crate::verdicts::impl_verdict_store!(SqliteStore, sqlx::Sqlite);
+crate::assessments::impl_assessment_store!(SqliteStore, sqlx::Sqlite);

@@ -94,6 +94,7 @@ pub trait Store:
     + crate::queued::QueuedSendStore
     + crate::policies::ToolPolicyStore
     + crate::verdicts::VerdictStore
+    + crate::assessments::AssessmentStore
     + Send
     + Sync
 {

@@ -25,6 +25,9 @@ pub enum ProviderFault {
     /// The call never returns (like a backend that accepts and never answers); use it with
     /// cancellation or timeouts.
     Hang,
+    /// The call waits until the semaphore gives it a permit (which it keeps), then answers
+    /// as usual (it consumes a reply): a test decides when the answer arrives.
+    Hold(std::sync::Arc<tokio::sync::Semaphore>),
 }
 
 /// A zero-latency scripted [`Provider`].
@@ -147,6 +150,12 @@ impl ScriptedProvider {
             Some(ProviderFault::Fail(error)) => return Err(error),
             Some(ProviderFault::InterruptAfter { events }) => Some(events),
             Some(ProviderFault::Hang) => return futures::future::pending().await,
+            Some(ProviderFault::Hold(gate)) => {
+                if let Ok(permit) = gate.acquire().await {
+                    permit.forget();
+                }
+                None
+            }
             None => None,
         };
         let reply = self

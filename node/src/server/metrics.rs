@@ -104,6 +104,8 @@ struct Folded {
     per_ws: HashMap<String, WsTally>,
     /// Judge verdicts by `(tier, risk_level)`, both from closed sets ([`verdict_labels`]).
     verdicts: BTreeMap<(&'static str, &'static str), u64>,
+    /// How long the LLM judge took per verdict (`intent_verdict.latency_ms`).
+    judge_latency: Histogram,
 }
 
 impl Default for Folded {
@@ -120,6 +122,7 @@ impl Default for Folded {
             last_turn_completed: None,
             per_ws: HashMap::new(),
             verdicts: BTreeMap::new(),
+            judge_latency: Histogram::new(LATENCY_BUCKETS),
         }
     }
 }
@@ -321,6 +324,11 @@ impl Metrics {
                     *f.verdicts.entry(verdict_labels(verdict)).or_insert(0) += 1;
                 }
             }
+            // LLM-tier verdicts arrive on their own.
+            Event::IntentVerdict(verdict) => {
+                *f.verdicts.entry(verdict_labels(verdict)).or_insert(0) += 1;
+                f.judge_latency.observe(verdict.latency_ms as f64 / 1000.0);
+            }
             Event::TurnComplete { .. } => {
                 ws.thinking_since = None;
                 if let Some(started) = ws.turn_started.take() {
@@ -513,9 +521,10 @@ impl Metrics {
         x.family(
             "turnstone_judge_enabled",
             "gauge",
-            "1 when the intent judge is on (the heuristic tier always is; no LLM tier).",
+            "1 when the intent judge (heuristic verdicts, LLM tier when configured) is on.",
         );
-        x.sample("turnstone_judge_enabled", &[], "1");
+        let judge_on = node.manager.engine().config().judge.enabled;
+        x.sample("turnstone_judge_enabled", &[], u8::from(judge_on));
         if !f.verdicts.is_empty() {
             x.family(
                 "turnstone_judge_verdicts_total",
@@ -529,6 +538,14 @@ impl Metrics {
                     n,
                 );
             }
+        }
+        if f.judge_latency.count() > 0 {
+            x.family(
+                "turnstone_judge_llm_latency_seconds",
+                "histogram",
+                "Time the LLM judge took for one verdict.",
+            );
+            x.histogram("turnstone_judge_llm_latency_seconds", &[], &f.judge_latency);
         }
 
         if !workstreams.is_empty() {

@@ -223,7 +223,8 @@ pub async fn command(
                 Ok(session) => {
                     let n = session.messages.len();
                     if ws.replace_history(session.messages) {
-                        super::workstreams::restore_session_config(&ws, &session.raw_config).await;
+                        super::workstreams::restore_session_config(&ws, &session.raw_config, false)
+                            .await;
                         ws.emit_info(format!(
                             "Resumed {} ({n} messages).",
                             session.workstream.ws_id

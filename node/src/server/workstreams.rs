@@ -363,7 +363,15 @@ async fn resume(node: &Node, body: &CreateWorkstreamBody) -> Result<Value, ApiEr
         .or(session.workstream.alias.clone())
         .or(session.workstream.title.clone())
         .unwrap_or_else(|| session.workstream.name.clone());
-    let ws = revive(node, session, name, body.auto_approve.then_some(true)).await?;
+    // An explicit resume: a stored `full` posture needs the request to ask for it again.
+    let ws = revive(
+        node,
+        session,
+        name,
+        body.auto_approve.then_some(true),
+        false,
+    )
+    .await?;
     Ok(json!({"ws_id": ws.id(), "name": ws.name(), "resumed": true, "message_count": count}))
 }
 
@@ -373,6 +381,7 @@ async fn revive(
     session: turnstone_store::ResumedSession,
     name: String,
     skip_permissions: Option<bool>,
+    full_posture: bool,
 ) -> Result<turnstone_engine::WorkstreamHandle, ApiError> {
     let ws_id = session.workstream.ws_id.clone();
     let stored = match &node.persistence {
@@ -387,7 +396,7 @@ async fn revive(
             history: session.messages,
         })
         .map_err(|e| ApiError::BadRequest(e.to_string()))?;
-    restore_session_config(&ws, &stored).await;
+    restore_session_config(&ws, &stored, full_posture).await;
     super::skills::restore(node, &ws, &stored).await;
     Ok(ws)
 }
@@ -413,7 +422,8 @@ pub(crate) async fn reopen(
     match p.store.resume_session(ws_id).await {
         Ok(session) if session.workstream.ws_id == ws_id => {
             let name = stored_name(&session.workstream);
-            revive(node, session, name, None).await
+            // The same workstream coming back (rehydration, recovery): as it was.
+            revive(node, session, name, None, true).await
         }
         _ => node
             .create_workstream(CreateOptions {
@@ -426,12 +436,27 @@ pub(crate) async fn reopen(
 
 /// Restores what a resumed session stored beside its conversation: the tool-set intent
 /// (stored as intent, never a list), the deferred tools `tool_search` had loaded
-/// (`tool_loaded`, a JSON list) and the model alias (`model`). Unreadable values are
-/// skipped with a warning.
+/// (`tool_loaded`, a JSON list), the model alias (`model`) and the approval posture
+/// (`posture`; a stored `full` only with `full_posture`, else `ask`: an explicit resume does
+/// not switch approvals off for whoever resumes). Unreadable values are skipped with a
+/// warning.
 pub(crate) async fn restore_session_config(
     ws: &turnstone_engine::WorkstreamHandle,
     stored: &std::collections::BTreeMap<String, String>,
+    full_posture: bool,
 ) {
+    if let Some(text) = stored.get(turnstone_engine::POSTURE_CONFIG_KEY) {
+        match turnstone_governance::Posture::parse(text) {
+            Some(turnstone_governance::Posture::Full) if !full_posture => {
+                tracing::warn!(ws_id = %ws.id(), "stored posture \"full\" not restored on resume; ask it again");
+                ws.restore_posture(turnstone_governance::Posture::Ask);
+            }
+            Some(posture) => ws.restore_posture(posture),
+            None => {
+                tracing::warn!(ws_id = %ws.id(), posture = %text, "stored posture not restored")
+            }
+        }
+    }
     let intent = stored.get("tool_intent").and_then(|t| {
         turnstone_tools::toolset::ToolIntent::from_json(t)
             .inspect_err(|e| tracing::warn!(error = %e, "stored tool intent not restored"))

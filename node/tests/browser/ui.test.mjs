@@ -142,7 +142,7 @@ try {
     await page.locator(".tab.active .state-dot[data-state=attention]").waitFor();
     await page.locator(".pane:not([hidden]) .tool[data-status=pending]").waitFor();
     await shot("approval");
-    const risk = approval.locator(".approval-items .risk[data-risk=low]");
+    const risk = approval.locator(".approval-items .risk:not(.llm)[data-risk=low]");
     assert((await risk.textContent()) === "low risk", "the heuristic verdict is shown on the item");
     await approval.locator("button[data-action=approve]").click();
     await page.locator(".pane:not([hidden]) .approval.approved").waitFor();
@@ -325,6 +325,33 @@ try {
     await back;
   });
 
+  await step("the judge's verdict and the output guard's warning are shown", async () => {
+    const alnum = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    const secret = "ghp_" + Array.from({ length: 36 }, (_, i) => alnum[(i * 7 + 3) % alnum.length]).join("");
+    const before = await page.locator(".pane:not([hidden]) .approval:not(.plan)").count();
+    await sendMessage("TOOL: echo token=" + secret);
+    await page.waitForFunction((n) => document.querySelectorAll(".pane:not([hidden]) .approval:not(.plan)").length > n, before);
+    const approval = page.locator(".pane:not([hidden]) .approval:not(.plan)").last();
+    const llm = approval.locator(".approval-items .risk.llm");
+    await llm.waitFor();
+    assert((await llm.textContent()) === "judge: low risk, approve 95%", "LLM verdict: " + (await llm.textContent()));
+    await approval.locator(".judging").waitFor({ state: "hidden" });
+    await shot("judge");
+    await approval.locator("button[data-action=approve]").click();
+    const warning = page.locator(".pane:not([hidden]) .tool .guard-warning").last();
+    await warning.waitFor();
+    const text = await warning.textContent();
+    assert(text.startsWith("⚠ output guard:") && text.includes("secrets redacted"), "warning: " + text);
+    await page.waitForFunction(() => {
+      const outs = [...document.querySelectorAll(".pane:not([hidden]) .tool .tool-output")];
+      return outs.length && outs[outs.length - 1].textContent.includes("[REDACTED");
+    });
+    const outputs = await page.locator(".pane:not([hidden]) .tool .tool-output").allTextContents();
+    assert(!outputs.some((o) => o.includes(secret.slice(4))), "the secret is not shown");
+    await page.locator("#ws-state-label[data-state=idle]").waitFor();
+    await shot("guard");
+  });
+
   await step("screenshots in light and dark", async () => {
     await page.locator("#input").fill("");
     await page.locator("#input").blur();
@@ -356,7 +383,7 @@ try {
     assert(loginCalls === 1, "tried the login endpoint first");
     await p2.locator("#global-conn[data-state=open]").waitFor();
     // The event stream authenticated too: the pane was rebuilt from history.
-    await p2.waitForFunction(() => document.querySelectorAll(".pane:not([hidden]) .msg.user").length === 8); // six, plus the receipt and posture steps'
+    await p2.waitForFunction(() => document.querySelectorAll(".pane:not([hidden]) .msg.user").length === 9); // six, plus the receipt, posture and judge/guard steps'
     await p2.locator("#logout").click();
     await p2.locator("#login-overlay").waitFor({ state: "visible" });
     await p2.close();

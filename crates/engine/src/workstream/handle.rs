@@ -20,6 +20,7 @@ use crate::event::{Envelope, Event, StatusInfo, WsState};
 use crate::log::{EventLog, Subscription};
 use crate::models::{MODEL_CONFIG_KEY, ModelError};
 use crate::shared::Shared;
+use crate::state::POSTURE_CONFIG_KEY;
 use crate::state::{
     ActiveSkill, ApproveOutcome, Decision, EventHook, Journal, ModelChoice, PlanOutcome,
     PlanVerdict, PreparedTools, RequestOverrides, SendOutcome, Verdict,
@@ -126,9 +127,18 @@ impl WorkstreamHandle {
         self.shared.settings().posture
     }
 
-    /// Sets the approval posture; it applies from the next tool batch. Who may set `full`
-    /// is the embedder's decision.
+    /// Sets the approval posture; it applies from the next tool batch and is handed to the
+    /// journal (session setting [`POSTURE_CONFIG_KEY`]). Who may set `full` is the
+    /// embedder's decision.
     pub fn set_posture(&self, posture: turnstone_governance::Posture) {
+        self.shared.configure(|s| s.posture = posture);
+        self.shared
+            .config_changed(POSTURE_CONFIG_KEY, Some(posture.as_str()));
+    }
+
+    /// Restores a resumed session's stored posture (not journaled again). Whether a stored
+    /// `full` may come back is the embedder's decision.
+    pub fn restore_posture(&self, posture: turnstone_governance::Posture) {
         self.shared.configure(|s| s.posture = posture);
     }
 

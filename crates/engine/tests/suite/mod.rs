@@ -5,6 +5,7 @@ mod bad_input;
 mod cancel;
 mod ctx;
 mod journal;
+mod judge;
 mod manager;
 mod output_guard;
 mod plan;

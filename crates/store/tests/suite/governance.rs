@@ -3,7 +3,8 @@
 //! workstream).
 
 use turnstone_store::{
-    NewIntentVerdict, NewToolPolicy, NewWorkstream, StoreError, ToolPolicyUpdate, VerdictFilter,
+    NewIntentVerdict, NewOutputAssessment, NewToolPolicy, NewWorkstream, StoreError,
+    ToolPolicyUpdate, VerdictFilter,
 };
 
 use crate::support::TestDb;
@@ -15,6 +16,7 @@ both_backends!(
     verdict_lifecycle,
     verdict_filters,
     verdicts_outlive_their_workstream,
+    output_assessments_are_recorded_once_and_listed_newest_first,
 );
 
 fn policy(name: &str, pattern: &str, action: &str, priority: i64) -> NewToolPolicy {
@@ -397,5 +399,79 @@ async fn verdicts_outlive_their_workstream(db: TestDb) {
         .unwrap();
     assert!(store.delete_workstream(&ws.ws_id).await.unwrap());
     assert!(store.get_intent_verdict("v-audit").await.unwrap().is_some());
+    store.close().await;
+}
+
+fn assessment(id: &str, ws_id: &str, call_id: &str) -> NewOutputAssessment {
+    NewOutputAssessment {
+        assessment_id: id.into(),
+        ws_id: ws_id.into(),
+        call_id: call_id.into(),
+        func_name: "bash".into(),
+        flags: vec!["credential_leak".into()],
+        risk_level: "high".into(),
+        annotations: vec!["Detected: github_token.".into(), "a \"quoted\" note".into()],
+        output_length: 1234,
+        redacted: true,
+    }
+}
+
+async fn output_assessments_are_recorded_once_and_listed_newest_first(db: TestDb) {
+    let store = db.open().await;
+    let ws = store
+        .create_workstream(NewWorkstream::default())
+        .await
+        .unwrap();
+    assert!(
+        store
+            .record_output_assessment(assessment("a1", &ws.ws_id, "call_1"))
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .record_output_assessment(assessment("a1", &ws.ws_id, "call_1"))
+            .await
+            .unwrap(),
+        "recorded once"
+    );
+    let mut other = assessment("a2", "ws-other", "call_2");
+    other.redacted = false;
+    other.flags = Vec::new();
+    store.record_output_assessment(other).await.unwrap();
+
+    let mine = store
+        .list_output_assessments(Some(&ws.ws_id), 10)
+        .await
+        .unwrap();
+    assert_eq!(mine.len(), 1);
+    let row = &mine[0];
+    assert_eq!(row.assessment_id, "a1");
+    assert_eq!(row.flags, vec!["credential_leak".to_string()]);
+    assert_eq!(row.annotations[1], "a \"quoted\" note");
+    assert_eq!((row.output_length, row.redacted), (1234, true));
+    assert_eq!(row.risk_level, "high");
+    let all = store.list_output_assessments(None, 10).await.unwrap();
+    assert_eq!(all.len(), 2);
+    assert!(all[0].created >= all[1].created, "newest first");
+    assert_eq!(
+        store.list_output_assessments(None, 1).await.unwrap().len(),
+        1
+    );
+    let err = store
+        .record_output_assessment(assessment("", &ws.ws_id, "c"))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::InvalidInput(_)), "{err}");
+    // An audit log: kept when the workstream goes.
+    assert!(store.delete_workstream(&ws.ws_id).await.unwrap());
+    assert_eq!(
+        store
+            .list_output_assessments(Some(&ws.ws_id), 10)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
     store.close().await;
 }

@@ -35,6 +35,7 @@ async fn sqlite_and_postgres_schemas_match() {
             "approvals",
             "conversations",
             "intent_verdicts",
+            "output_assessments",
             "prompt_templates",
             "queued_sends",
             "roles",

@@ -178,10 +178,35 @@ pub async fn run_browser_script(
 
 #[tokio::test]
 async fn a_real_browser_chats_approves_and_resumes_without_duplicates() {
+    // An LLM judge on its own fake model: every approval the page shows gets its verdict.
+    let judge = turnstone_testkit::FakeLlm::start().await;
+    for _ in 0..16 {
+        judge.push_reply(turnstone_testkit::ScriptReply::text(
+            r#"{"intent_summary":"runs the command","risk_level":"low","confidence":0.95,"recommendation":"approve","reasoning":"harmless","evidence":[]}"#,
+        ));
+    }
+    let judge_url = judge.base_url();
     // Slow streaming so the test can cut the connection in the middle of a reply.
-    let t = TestNode::start_with_llm(FakeLlmConfig {
-        tokens_per_sec: Some(20.0),
-        ..FakeLlmConfig::default()
+    let t = TestNode::spawn(Spec {
+        llm: FakeLlmConfig {
+            tokens_per_sec: Some(20.0),
+            ..FakeLlmConfig::default()
+        },
+        engine: Some(Box::new(move |config, _| {
+            let provider =
+                turnstone_llm::OpenAiProvider::new(turnstone_llm::OpenAiConfig::new(judge_url))
+                    .unwrap();
+            config.judge.llm = Some(turnstone_engine::LlmJudge {
+                client: Some(turnstone_llm::Resilient::new(
+                    std::sync::Arc::new(provider),
+                    turnstone_llm::RetryPolicy::none(),
+                    std::sync::Arc::new(turnstone_llm::CircuitBreaker::default()),
+                )),
+                model: "judge-model".into(),
+                ..turnstone_engine::LlmJudge::session()
+            });
+        })),
+        ..Spec::default()
     })
     .await;
     run_browser_script(

@@ -445,3 +445,34 @@ async fn max_workstreams_bounds_live_workstreams_only() {
         "hibernated, not evicted"
     );
 }
+
+#[tokio::test]
+async fn a_rehydrated_workstream_keeps_its_posture_even_full() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = hibernating_node(&dir.path().join("node.db"), 50, AFTER).await;
+    let (status, body) = t
+        .post(
+            "/v1/api/workstreams/new",
+            json!({"name": "unattended", "posture": "full"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let ws_id = body["ws_id"].as_str().unwrap().to_string();
+    turn(&t, &ws_id, "hello").await;
+    assert_eventually!(is_hibernated(&t, &ws_id).await, "never hibernated");
+    // Back in memory, the tool call runs unasked: the stored posture came back with it.
+    let events = turn(&t, &ws_id, "TOOL: echo still-full").await;
+    let kinds: Vec<&str> = events.iter().map(SseEvent::kind).collect();
+    assert!(!kinds.contains(&"approve_request"), "{kinds:?}");
+    let result = events
+        .iter()
+        .find(|e| e.kind() == "tool_result")
+        .expect("the call ran");
+    assert!(
+        result.data["output"]
+            .as_str()
+            .unwrap()
+            .contains("still-full")
+    );
+    assert!(t.node.hibernation.rehydrations() >= 1);
+}

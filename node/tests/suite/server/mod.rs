@@ -2,10 +2,12 @@
 //! over HTTP, real tools in a temp dir.
 
 mod api;
+mod assessments;
 mod browser;
 mod caps;
 mod ctx;
 mod hibernation;
+mod judge;
 mod login;
 mod mcp_resources;
 mod mcp_search;

@@ -531,3 +531,61 @@ async fn postures_are_set_at_creation_and_by_route_and_full_needs_approve() {
         kinds(&turn)
     );
 }
+
+#[tokio::test]
+async fn a_posture_survives_a_restart_and_a_resume_but_full_is_asked_for_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("p.db");
+    let mut ids = Vec::new();
+    {
+        let t = policy_node(&db).await;
+        for posture in ["auto-review", "full"] {
+            let (status, reply) = t
+                .post(
+                    "/v1/api/workstreams/new",
+                    json!({"name": posture, "posture": posture}),
+                )
+                .await;
+            assert_eq!(status, 200, "{reply}");
+            let ws = reply["ws_id"].as_str().unwrap().to_string();
+            // A stored turn; its durability covers the setting written before it.
+            let mut events = t.sse(&format!("/v1/api/events?ws_id={ws}"), None).await;
+            send_until(&t, &mut events, &ws, "hello", "turn_complete").await;
+            ids.push(ws);
+        }
+        // Changed by route, stored too.
+        let (status, _) = t
+            .post(
+                &format!("/v1/api/workstreams/{}/posture", ids[0]),
+                json!({"posture": "auto-review"}),
+            )
+            .await;
+        assert_eq!(status, 200);
+    }
+    let t = policy_node(&db).await;
+    let posture_of = |ws: &str| t.node.workstream(ws).unwrap().posture().as_str();
+    for ws in &ids {
+        let (status, reply) = t
+            .post("/v1/api/workstreams/new", json!({"resume_ws": ws}))
+            .await;
+        assert_eq!(status, 200, "{reply}");
+    }
+    assert_eq!(posture_of(&ids[0]), "auto-review", "restored on resume");
+    assert_eq!(
+        posture_of(&ids[1]),
+        "ask",
+        "a stored full posture does not switch approvals off for whoever resumes"
+    );
+    let mut events = t
+        .sse(&format!("/v1/api/events?ws_id={}", ids[0]), None)
+        .await;
+    let connected = events.next().await;
+    assert_eq!(connected.data["posture"], "auto-review");
+    // Auto-review decides again after the restart: `ls` runs unasked.
+    let turn = send_until(&t, &mut events, &ids[0], "TOOL: ls", "turn_complete").await;
+    assert!(
+        !kinds(&turn).contains(&"approve_request"),
+        "{:?}",
+        kinds(&turn)
+    );
+}
