@@ -1,5 +1,5 @@
--- Turnstone store, schema v8: the outcome of a send's turn (issue 17, chaos).
--- Keep in step with ../postgres/0008_turn_outcomes.sql (the schema parity test compares them).
+-- Turnstone store, schema v9: the outcome of a send's turn (issue 17, chaos).
+-- Keep in step with ../sqlite/0009_turn_outcomes.sql (the schema parity test compares them).
 -- A send whose turn ended becomes `completed` with `outcome`: its `turn_complete` event as
 -- JSON, written in the transaction the node waits for before it emits that event. After a
 -- crash a `started` row is a turn that never ended (the node reports it interrupted), and a
