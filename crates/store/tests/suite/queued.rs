@@ -97,7 +97,11 @@ async fn queued_sends_are_stored_once_and_marked_with_the_turn(db: TestDb) {
         .into_iter()
         .map(|r| r.correlation_id)
         .collect();
-    assert_eq!(waiting, ["c2"], "only `queued` rows are older than `since`");
+    assert_eq!(
+        waiting,
+        ["c1", "c2"],
+        "only `queued` and `started` rows (a turn not ended) are older than `since`"
+    );
     let all = store.queued_sends("").await.unwrap();
     let states: Vec<(&str, QueuedState)> = all
         .iter()
@@ -120,13 +124,20 @@ async fn queued_sends_that_no_longer_wait_are_pruned(db: TestDb) {
         .write_batch(&[
             queued("ws", "a", "a"),
             queued("ws", "b", "b"),
+            queued("ws", "c", "c"),
             mark("a", QueuedState::Started),
+            WriteOp::QueueOutcome {
+                correlation_id: "a".into(),
+                outcome: "{}".into(),
+            },
+            mark("c", QueuedState::Started),
         ])
         .await
         .unwrap();
     // Nothing is older than the epoch.
     assert_eq!(store.prune_queued_sends("1970").await.unwrap(), 0);
-    // Everything is older than the far future, but a waiting row is never pruned.
+    // Everything is older than the far future, but a waiting row and a turn that has not
+    // ended are never pruned.
     assert_eq!(store.prune_queued_sends("9999").await.unwrap(), 1);
     let left: Vec<String> = store
         .queued_sends("")
@@ -135,7 +146,7 @@ async fn queued_sends_that_no_longer_wait_are_pruned(db: TestDb) {
         .into_iter()
         .map(|r| r.correlation_id)
         .collect();
-    assert_eq!(left, ["b"]);
+    assert_eq!(left, ["b", "c"]);
 }
 
 async fn committed_waits_for_the_batch_and_shares_it(db: TestDb) {
