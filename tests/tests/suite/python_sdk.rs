@@ -50,7 +50,7 @@ const CHECKS: &[&str] = &[
 ];
 
 /// The venv's interpreter: `$TURNSTONE_PY_VENV`, else the default of `scripts/python-venv`.
-fn venv_python() -> PathBuf {
+pub(crate) fn venv_python() -> PathBuf {
     let venv = match std::env::var_os("TURNSTONE_PY_VENV") {
         Some(v) if !v.is_empty() => PathBuf::from(v),
         _ => {
@@ -70,16 +70,16 @@ fn venv_python() -> PathBuf {
 }
 
 /// A running `turnstone-server`, killed when dropped (also when the test panics).
-struct Server {
+pub(crate) struct Server {
     child: Child,
     /// Kept open: the server must never write to a closed stdout.
     stdout: Lines<BufReader<ChildStdout>>,
-    url: String,
+    pub(crate) url: String,
     stderr_path: PathBuf,
 }
 
 impl Server {
-    async fn start(dir: &Path, token: &str) -> Self {
+    pub(crate) async fn start(dir: &Path, token: &str) -> Self {
         let binary =
             turnstone_e2e::workspace_binary("turnstone-server").unwrap_or_else(|e| panic!("{e}"));
         let stderr_path = dir.join("server.stderr");
@@ -133,7 +133,7 @@ impl Server {
         server
     }
 
-    fn stderr(&self) -> String {
+    pub(crate) fn stderr(&self) -> String {
         std::fs::read_to_string(&self.stderr_path).unwrap_or_default()
     }
 }

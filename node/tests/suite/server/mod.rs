@@ -5,6 +5,7 @@ mod api;
 mod browser;
 mod caps;
 mod ctx;
+mod grpc;
 mod hibernation;
 mod login;
 mod mcp_resources;
