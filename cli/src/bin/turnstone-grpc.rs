@@ -21,10 +21,15 @@ use turnstone_grpc::v1 as pb;
 #[command(name = "turnstone-grpc", about = "A Turnstone node over gRPC")]
 struct Args {
     /// The node: its HTTP port (gRPC shares it) or its `--grpc-port`.
-    #[arg(long, env = "TURNSTONE_URL", default_value = "http://127.0.0.1:8080")]
+    #[arg(
+        long,
+        global = true,
+        env = "TURNSTONE_URL",
+        default_value = "http://127.0.0.1:8080"
+    )]
     url: String,
     /// Bearer credential (config token, `ts_` API token or JWT).
-    #[arg(long, env = "TURNSTONE_TOKEN", hide_env_values = true)]
+    #[arg(long, global = true, env = "TURNSTONE_TOKEN", hide_env_values = true)]
     token: Option<String>,
     #[command(subcommand)]
     verb: Verb,
@@ -130,7 +135,7 @@ async fn run(args: Args) -> Result<(), String> {
             after,
             until,
         } => {
-            let mut print = |event: Option<pb::Event>| -> bool {
+            let print = |event: Option<pb::Event>| -> bool {
                 let Some(e) = event else { return false };
                 let seq = e.seq.map_or_else(|| "-".to_string(), |s| s.to_string());
                 println!("{seq} {}", e.json);
