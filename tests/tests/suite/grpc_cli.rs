@@ -132,3 +132,43 @@ async fn send_tail_and_approve_over_grpc_from_the_shell() {
         String::from_utf8_lossy(&refused.stderr)
     );
 }
+
+#[tokio::test]
+async fn grpc_port_serves_grpc_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let token = format!("grpc-port-{}", std::process::id());
+    let mut server = Server::start_with(dir.path(), &token, &["--grpc-port", "0"]).await;
+    let line = server.next_line().await;
+    let addr = line
+        .strip_prefix("gRPC also listening on ")
+        .unwrap_or_else(|| panic!("unexpected line {line:?}"))
+        .trim()
+        .to_string();
+    let grpc_url = format!("http://{addr}");
+    let list: serde_json::Value = reqwest::Client::new()
+        .get(format!("{}/v1/api/workstreams", server.url))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let ws = list["workstreams"][0]["id"].as_str().unwrap().to_string();
+    let waited = stdout(
+        &cli(
+            &grpc_url,
+            Some(&token),
+            &["send", "--ws", &ws, "--wait", "on the gRPC port"],
+        )
+        .await,
+    );
+    assert_eq!(waited.trim(), "on the gRPC port");
+    // Plain HTTP there is refused: that port is gRPC only.
+    let http = reqwest::Client::new()
+        .get(format!("{grpc_url}/health"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(http.status(), 415);
+}

@@ -80,6 +80,11 @@ pub(crate) struct Server {
 
 impl Server {
     pub(crate) async fn start(dir: &Path, token: &str) -> Self {
+        Self::start_with(dir, token, &[]).await
+    }
+
+    /// [`Server::start`] with more flags.
+    pub(crate) async fn start_with(dir: &Path, token: &str, extra: &[&str]) -> Self {
         let binary =
             turnstone_e2e::workspace_binary("turnstone-server").unwrap_or_else(|e| panic!("{e}"));
         let stderr_path = dir.join("server.stderr");
@@ -89,6 +94,7 @@ impl Server {
         let mut cmd = Command::new(binary);
         cmd.args(["--host", "127.0.0.1", "--port", "0", "--cwd"])
             .arg(&cwd)
+            .args(extra)
             .current_dir(&cwd)
             // The built-in scripted model, and nothing from the caller's shell.
             .env_remove("TURNSTONE_BASE_URL")
@@ -131,6 +137,17 @@ impl Server {
             .filter(|url| url.starts_with("http://127.0.0.1:"))
             .unwrap_or_else(|| panic!("unexpected first line {line:?}"));
         server
+    }
+
+    /// The next line the server prints (within the process deadline).
+    pub(crate) async fn next_line(&mut self) -> String {
+        match tokio::time::timeout(PROCESS_DEADLINE, self.stdout.next_line()).await {
+            Ok(Ok(Some(line))) => line,
+            other => panic!(
+                "no line from turnstone-server: {other:?}\n{}",
+                self.stderr()
+            ),
+        }
     }
 
     pub(crate) fn stderr(&self) -> String {
