@@ -6,7 +6,11 @@ use prost::Message;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../proto");
-    let files = ["turnstone/v1/events.proto", "turnstone/v1/node.proto"];
+    let files = [
+        "turnstone/v1/events.proto",
+        "turnstone/v1/node.proto",
+        "turnstone/v1/console.proto",
+    ];
     for f in &files {
         println!("cargo:rerun-if-changed={}", root.join(f).display());
     }

@@ -22,7 +22,7 @@ STREAM_TIMEOUT = 20.0
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 PROTO_ROOT = os.path.join(ROOT, "proto")
-PROTOS = ["turnstone/v1/events.proto", "turnstone/v1/node.proto"]
+PROTOS = ["turnstone/v1/events.proto", "turnstone/v1/node.proto", "turnstone/v1/console.proto"]
 
 
 def generate(out: str) -> None:
@@ -65,7 +65,8 @@ def main() -> None:
     services = sorted(s.name for r in answers for s in r.list_services_response.service)
     checks.check(
         "reflection.list_services",
-        "turnstone.v1.NodeService" in services and "grpc.health.v1.Health" in services,
+        "turnstone.v1.NodeService" in services and "grpc.health.v1.Health" in services
+        and "turnstone.v1.ConsoleService" not in services,
         services,
     )
     answers = refl.ServerReflectionInfo(

@@ -18,7 +18,7 @@ use axum::Router;
 use axum::extract::Request;
 use axum::response::Response;
 use tokio::net::TcpListener;
-use turnstone_grpc::serve::status_response;
+use turnstone_grpc::serve::{status_response, with_health_and_reflection};
 use turnstone_grpc::v1::node_service_server::NodeServiceServer;
 
 pub use turnstone_grpc::serve::{is_grpc, multiplex};
@@ -35,25 +35,10 @@ pub const MAX_MESSAGE_BYTES: usize = BODY_LIMIT;
 /// The gRPC services of `node`: the node service, health (`""` and
 /// `turnstone.v1.NodeService` serving) and reflection.
 pub async fn services(node: Arc<Node>) -> Router {
-    let (reporter, health) = tonic_health::server::health_reporter();
-    reporter.set_serving::<NodeServiceServer<NodeGrpc>>().await;
-    reporter
-        .set_service_status("", tonic_health::ServingStatus::Serving)
-        .await;
     let node_service = NodeServiceServer::new(NodeGrpc::new(node.clone()))
         .max_decoding_message_size(MAX_MESSAGE_BYTES);
-    let mut routes = tonic::service::Routes::new(node_service).add_service(health);
-    let reflection = || {
-        tonic_reflection::server::Builder::configure()
-            .register_encoded_file_descriptor_set(turnstone_grpc::FILE_DESCRIPTOR_SET)
-            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-    };
-    match (reflection().build_v1(), reflection().build_v1alpha()) {
-        (Ok(v1), Ok(v1alpha)) => routes = routes.add_service(v1).add_service(v1alpha),
-        (Err(e), _) | (_, Err(e)) => tracing::warn!(error = %e, "gRPC reflection not served"),
-    }
-    routes
-        .into_axum_router()
+    with_health_and_reflection(node_service)
+        .await
         .layer(axum::middleware::from_fn_with_state(node, loopback_only))
 }
 
