@@ -20,7 +20,7 @@ use crate::error::ApiError;
 use crate::model::{NodeSort, WsQuery, WsSort};
 use crate::state::Console;
 
-type Params = Query<HashMap<String, String>>;
+pub type Params = Query<HashMap<String, String>>;
 
 /// The rule the original proxy applies to node ids.
 pub fn valid_node_id(id: &str) -> bool {
@@ -205,16 +205,26 @@ pub async fn create_workstream(
     identity: Option<axum::Extension<Identity>>,
     body: axum::body::Bytes,
 ) -> Response {
-    match create(&console, identity.map(|e| e.0), &body).await {
-        Ok(v) => {
-            console.stats.creates.fetch_add(1, Ordering::Relaxed);
-            Json(v).into_response()
-        }
-        Err(e) => {
-            console.stats.creates_failed.fetch_add(1, Ordering::Relaxed);
-            e.into_response()
-        }
+    match create_counted(&console, identity.map(|e| e.0), &body).await {
+        Ok(v) => Json(v).into_response(),
+        Err(e) => e.into_response(),
     }
+}
+
+/// The create of `POST /v1/api/cluster/workstreams/new` and of gRPC
+/// `CreateClusterWorkstream` (`body`: the JSON body), counted in the console's stats.
+pub async fn create_counted(
+    console: &Console,
+    identity: Option<Identity>,
+    body: &[u8],
+) -> Result<Value, ApiError> {
+    let created = create(console, identity, body).await;
+    let counter = match &created {
+        Ok(_) => &console.stats.creates,
+        Err(_) => &console.stats.creates_failed,
+    };
+    counter.fetch_add(1, Ordering::Relaxed);
+    created
 }
 
 async fn create(

@@ -69,37 +69,51 @@ pub fn sse_headers(response: &mut Response) {
 
 /// The handler.
 pub async fn cluster_events(State(console): State<Arc<Console>>) -> Response {
-    let (snapshot, mut rx) = console.collector.subscribe();
-    let ping_every = console.collector.config.sse_ping;
-    let shutdown = console.shutdown.clone();
-    let stream = async_stream(move |tx| async move {
-        if tx.send(data_frame(&snapshot)).await.is_err() {
-            return;
-        }
-        let mut ping =
-            tokio::time::interval_at(tokio::time::Instant::now() + ping_every, ping_every);
-        loop {
-            let frame = tokio::select! {
-                ev = rx.recv() => match ev {
-                    Some(ev) => data_frame(&ev),
-                    None => return,
-                },
-                _ = ping.tick() => ping_frame(),
-                _ = shutdown.cancelled() => {
-                    // The console stops: a last event (clients that do not know it ignore
-                    // it), then the stream ends and clients reconnect.
-                    let _ = tx.send(data_frame(&stream_closing())).await;
-                    return;
-                }
-            };
-            if tx.send(frame).await.is_err() {
-                return; // the client went away
-            }
-        }
-    });
+    let stream = cluster_stream(&console, data_frame, Some(ping_frame));
     let mut response = Body::from_stream(stream).into_response();
     sse_headers(&mut response);
     response
+}
+
+/// The cluster stream (SSE and gRPC `WatchCluster` alike): the snapshot, then every
+/// fanned-out event, each made into a `T` by `frame`; with `ping`, a keep-alive every
+/// `sse_ping`. When the console stops, a last `stream_closing` event, then the end.
+pub fn cluster_stream<T: Send + 'static>(
+    console: &Console,
+    frame: fn(&Value) -> T,
+    ping: Option<fn() -> T>,
+) -> impl futures::Stream<Item = Result<T, Infallible>> + Send + 'static {
+    let (snapshot, mut rx) = console.collector.subscribe();
+    let ping_every = console.collector.config.sse_ping;
+    let shutdown = console.shutdown.clone();
+    async_stream(move |tx| async move {
+        if tx.send(frame(&snapshot)).await.is_err() {
+            return;
+        }
+        let mut tick =
+            tokio::time::interval_at(tokio::time::Instant::now() + ping_every, ping_every);
+        loop {
+            let next = tokio::select! {
+                ev = rx.recv() => match ev {
+                    Some(ev) => frame(&ev),
+                    None => return,
+                },
+                _ = tick.tick(), if ping.is_some() => match ping {
+                    Some(ping) => ping(),
+                    None => continue,
+                },
+                _ = shutdown.cancelled() => {
+                    // The console stops: a last event (clients that do not know it ignore
+                    // it), then the stream ends and clients reconnect.
+                    let _ = tx.send(frame(&stream_closing())).await;
+                    return;
+                }
+            };
+            if tx.send(next).await.is_err() {
+                return; // the client went away
+            }
+        }
+    })
 }
 
 /// The final event of a cluster stream when the console shuts down.
@@ -109,12 +123,15 @@ pub fn stream_closing() -> Value {
 
 /// A byte stream fed by a task; the task ends when the receiver (the response body) is
 /// dropped, because its next send fails.
-fn async_stream<F, Fut>(f: F) -> impl futures::Stream<Item = Result<Bytes, Infallible>>
+fn async_stream<T, F, Fut>(
+    f: F,
+) -> impl futures::Stream<Item = Result<T, Infallible>> + Send + 'static
 where
-    F: FnOnce(tokio::sync::mpsc::Sender<Bytes>) -> Fut,
+    T: Send + 'static,
+    F: FnOnce(tokio::sync::mpsc::Sender<T>) -> Fut,
     Fut: std::future::Future<Output = ()> + Send + 'static,
 {
-    let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(16);
+    let (tx, rx) = tokio::sync::mpsc::channel::<T>(16);
     let task = tokio::spawn(f(tx));
     let guard = AbortOnDrop(task);
     futures::stream::unfold((rx, guard), |(mut rx, guard)| async move {

@@ -34,6 +34,7 @@ pub mod collector;
 pub mod config;
 pub mod error;
 pub mod events;
+pub mod grpc;
 pub mod launcher;
 pub mod login;
 pub mod metrics;
@@ -185,7 +186,11 @@ pub async fn start(options: Options, listener: TcpListener) -> Result<Running, S
     let console = Console::new(collector.clone(), options.auth, stop.clone())?;
     let tasks = collector.spawn(stop.clone());
     let addr = listener.local_addr()?;
-    let app = router(console.clone());
+    // gRPC (`content-type: application/grpc`) and HTTP share the port.
+    let app = turnstone_grpc::serve::multiplex(
+        Some(router(console.clone())),
+        grpc::services(console.clone()).await,
+    );
     let s = stop.clone();
     let listener = {
         use axum::serve::ListenerExt;

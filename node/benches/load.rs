@@ -22,6 +22,10 @@
 //!    answering a send only once it is committed and emitting `turn_complete` only once the
 //!    turn is (group commit, issue 20).
 //!
+//! 7. gRPC (`turnstone.v1.NodeService`, same port) against HTTP+SSE in the same run: send →
+//!    first `content` with 1 and with several concurrent workstreams, and turns/s, each
+//!    with the sizes of (2) and (3) (`support/grpc.rs`).
+//!
 //! Method and results are recorded in `docs/benchmarks.md`.
 
 use std::pin::Pin;
@@ -41,6 +45,9 @@ use turnstone_node::server::{self, Node, NodeOptions};
 use turnstone_runtime::auth::{AUDIENCE_SERVER, Authenticator, ConfigToken, TokenRole};
 use turnstone_testkit::ScriptedProvider;
 use turnstone_tools::ToolRegistry;
+
+#[path = "support/grpc.rs"]
+mod grpc;
 
 const TOKEN: &str = "bench-full-token";
 const MESSAGE: &str = "hello from the benchmark";
@@ -656,6 +663,17 @@ async fn run(sizes: Sizes, full: bool) -> Result<()> {
     )
     .await?;
 
+    // (7) gRPC, the sizes of (2) and (3), against the HTTP+SSE figures above.
+    let grpc = grpc::Grpc::connect(&served.base).await?;
+    let mut grpc_lat = Vec::new();
+    for (workstreams, turns) in &sizes.latency[..2] {
+        let (samples, _) = grpc.turns(&node, *workstreams, *turns).await?;
+        grpc_lat.push((*workstreams, samples));
+    }
+    let (_, grpc_turns_per_sec) = grpc
+        .turns(&node, sizes.throughput_workstreams, sizes.throughput_turns)
+        .await?;
+
     // (4) fan-out, sized to the open-file limit (server sockets here, clients in the child).
     let limit = open_files_limit().unwrap_or(1_024);
     let spare = limit.saturating_sub(open_fds() + 256) as usize;
@@ -714,6 +732,20 @@ async fn run(sizes: Sizes, full: bool) -> Result<()> {
         ms(fan_delays.last().copied().unwrap_or_default()),
         ms(fan_delays.first().copied().unwrap_or_default()),
         fan.open_secs,
+    );
+    for ((workstreams, samples), (_, _, http)) in grpc_lat.iter().zip(&lat) {
+        println!(
+            "| gRPC: send → first content, {workstreams} concurrent ({} turns) | {:.3} ms (HTTP+SSE {:.3} ms) | {:.3} ms (HTTP+SSE {:.3} ms) | |",
+            samples.len(),
+            ms(pct(samples, 50.0)),
+            ms(pct(http, 50.0)),
+            ms(pct(samples, 99.0)),
+            ms(pct(http, 99.0)),
+        );
+    }
+    println!(
+        "| gRPC: turns/s per node, {} workstreams × {} turns | | | **{:.0} turns/s** (HTTP+SSE {:.0}) |",
+        sizes.throughput_workstreams, sizes.throughput_turns, grpc_turns_per_sec, turns_per_sec
     );
     let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
     let n = sizes.rss_workstreams.max(1) as f64;

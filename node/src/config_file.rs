@@ -16,6 +16,7 @@
 //! watch_tick_secs = 15          # seconds between looks for due watches
 //! max_queued_sends = 1000       # messages one workstream's queue holds (then `busy`)
 //! hibernate_after_secs = 600    # idle workstreams leave memory after this (0: never)
+//! grpc_port = 50051             # also serve the gRPC API alone here (the HTTP port serves it)
 //!
 //! [models.local]                # the model registry (turnstone-llm): aliases, fallback
 //! provider = "openai"
@@ -62,13 +63,12 @@
 //! ```
 //!
 //! The keys of `[server]` that are flags' names (`node_id`, `max_workstreams`, `cwd`,
-//! `approval_timeout`, `watch_tick_secs`, `max_queued_sends`, `hibernate_after_secs`) are
-//! one layer of the binary's
-//! settings (`turnstone_runtime::Settings`): *flag > env > file > default*, and
-//! `--check-config` names the source of each. They are also parsed here, so an unknown key or
-//! an out-of-range value is an error naming it. The engine keys of `[tools]` that also exist
-//! as flags (`agent_max_turns`, `subagent_auto_approve_all`) follow the same order
-//! ([`ServerFile::apply_engine_settings`]).
+//! `approval_timeout`, `watch_tick_secs`, `max_queued_sends`, `hibernate_after_secs`,
+//! `grpc_port`) are one layer of the binary's settings (`turnstone_runtime::Settings`):
+//! *flag > env > file > default*, and `--check-config` names the source of each. They are
+//! also parsed here, so an unknown key or an out-of-range value is an error naming it. The
+//! engine keys of `[tools]` that also exist as flags (`agent_max_turns`,
+//! `subagent_auto_approve_all`) follow the same order ([`ServerFile::apply_engine_settings`]).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -123,6 +123,9 @@ pub struct ServerSection {
     /// Seconds a workstream stays idle before it hibernates (leaves memory; its state is in
     /// the store); `--hibernate-after-secs` wins. Default 0: never.
     pub hibernate_after_secs: Option<u64>,
+    /// A port that serves the gRPC API alone (the HTTP port serves it too); `--grpc-port`
+    /// wins. Default: none.
+    pub grpc_port: Option<u16>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]

@@ -13,11 +13,15 @@
 //!   "mcp:server:tool"`).
 //! * [`mcp_skills`] — MCP prompts mirrored into the store as read-only skills.
 //!
+//! * [`grpc`] — the gRPC API (`turnstone.v1.NodeService`, health, reflection), served on
+//!   the HTTP port and optionally on `--grpc-port`.
+//!
 //! It must not know Redis (the bridge talks to a node over HTTP only).
 
 pub mod backend;
 pub mod config_file;
 pub mod error;
+pub mod grpc;
 pub mod judge;
 pub mod mcp_resource_tools;
 pub mod mcp_search;

@@ -7,6 +7,7 @@ mod browser;
 mod cluster;
 mod events;
 mod fake_node;
+mod grpc;
 mod processes;
 mod proxy;
 mod python_sdk;

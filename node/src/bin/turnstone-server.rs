@@ -31,6 +31,9 @@ struct Args {
     /// Port to bind (0 picks a free one).
     #[arg(long, env = "TURNSTONE_PORT", default_value_t = 8080)]
     port: u16,
+    /// Also serve the gRPC API (which the HTTP port serves too) on this port alone.
+    #[arg(long, env = "TURNSTONE_GRPC_PORT")]
+    grpc_port: Option<u16>,
     /// OpenAI-compatible endpoint. Default: the built-in scripted model (a demo).
     #[arg(long, env = "TURNSTONE_BASE_URL")]
     base_url: Option<String>,
@@ -266,6 +269,11 @@ async fn main() -> anyhow::Result<()> {
             ("config_file", config_file),
             ("auth_enabled", auth.is_enabled().to_string()),
             ("mcp_servers", mcp_servers.len().to_string()),
+            (
+                "grpc_port",
+                args.grpc_port
+                    .map_or_else(|| "(the HTTP port)".into(), |p| p.to_string()),
+            ),
         ]);
         return Ok(());
     }
@@ -450,7 +458,14 @@ async fn main() -> anyhow::Result<()> {
 
     let listener = tokio::net::TcpListener::bind(SocketAddr::new(args.host, args.port)).await?;
     let addr = listener.local_addr()?;
+    let grpc_listener = match args.grpc_port {
+        Some(port) => Some(tokio::net::TcpListener::bind(SocketAddr::new(args.host, port)).await?),
+        None => None,
+    };
     println!("turnstone-server {node_id} listening on http://{addr}");
+    if let Some(l) = &grpc_listener {
+        println!("gRPC also listening on {}", l.local_addr()?);
+    }
     if let Some(token) = printed_token {
         println!("login token (full access, this run only): {token}");
     }
@@ -471,6 +486,12 @@ async fn main() -> anyhow::Result<()> {
     let mut serving = tokio::spawn(server::run(listener, node.clone(), async move {
         s.triggered().await
     }));
+    let grpc_serving = grpc_listener.map(|l| {
+        let s = shutdown.clone();
+        tokio::spawn(turnstone_node::grpc::serve(l, node.clone(), async move {
+            s.triggered().await
+        }))
+    });
     // SIGTERM/SIGINT: drain (not ready, no new turns, turns in flight finish or are
     // cancelled, event streams end), then stop the listener.
     tokio::select! {
@@ -489,6 +510,9 @@ async fn main() -> anyhow::Result<()> {
         }
     }
     cleanup.abort();
+    if let Some(task) = grpc_serving {
+        task.abort();
+    }
     if let Some(runner) = watch_runner {
         runner.stop().await;
     }

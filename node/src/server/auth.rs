@@ -149,7 +149,7 @@ fn header_text(headers: &HeaderMap, name: header::HeaderName) -> Option<String> 
 
 /// Whether the request names this node by a loopback name (`localhost`, `*.localhost`,
 /// `127.0.0.0/8`, `::1`). No host at all (not a browser) passes.
-fn host_is_loopback(headers: &HeaderMap, uri: &axum::http::Uri) -> bool {
+pub(crate) fn host_is_loopback(headers: &HeaderMap, uri: &axum::http::Uri) -> bool {
     let host = headers
         .get(header::HOST)
         .and_then(|v| v.to_str().ok())

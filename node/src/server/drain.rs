@@ -100,7 +100,7 @@ pub fn stream_closing_event(node: &Node) -> Value {
 }
 
 /// Routes that start a turn or a workstream: refused while draining.
-fn starts_work(method: &Method, path: &str) -> bool {
+pub(crate) fn starts_work(method: &Method, path: &str) -> bool {
     method == Method::POST
         && matches!(
             path,

@@ -94,7 +94,7 @@ fn follow<T: Sequenced>(
 }
 
 /// Frames of one per-workstream item.
-fn ws_frames(node: &Node, ws: &WorkstreamHandle, item: Item) -> Vec<Frame> {
+pub fn ws_frames(node: &Node, ws: &WorkstreamHandle, item: Item) -> Vec<Frame> {
     match item {
         Item::Truncated { from, to } => vec![Frame::event(None, truncated(from, to))],
         Item::Event(env) => {
@@ -148,28 +148,35 @@ pub async fn workstream_events(
             .as_deref()
             .and_then(|v| v.trim().parse().ok())
     });
+    Ok(sse::response(workstream_stream(&node, ws, resume)))
+}
+
+/// The frames of one workstream's stream (SSE and gRPC `StreamEvents` alike): without
+/// `resume` the attach preamble first, with it every retained event after it; then the live
+/// events until the workstream closes or the node drains.
+pub fn workstream_stream(
+    node: &Arc<Node>,
+    ws: WorkstreamHandle,
+    resume: Option<u64>,
+) -> impl Stream<Item = Frame> + Send + 'static {
     let mut sub = ws.subscribe(resume);
     let mut first = Vec::new();
     match resume {
         None => first.extend(
-            with_pending_plan(views::attach_preamble(&node, &ws), &ws)
+            with_pending_plan(views::attach_preamble(node, &ws), &ws)
                 .into_iter()
                 .map(|v| Frame::event(None, v)),
         ),
         Some(_) => {
             for item in sub.backlog() {
-                first.extend(ws_frames(&node, &ws, item));
+                first.extend(ws_frames(node, &ws, item));
             }
         }
     }
     let (n, w) = (node.clone(), ws.clone());
-    Ok(sse::response(follow(
-        &node,
-        first,
-        sub,
-        Some(ws),
-        move |item| ws_frames(&n, &w, item),
-    )))
+    follow(node, first, sub, Some(ws), move |item| {
+        ws_frames(&n, &w, item)
+    })
 }
 
 /// Frames of one node-wide item on the global stream (original `ws_state`, `ws_activity`,
@@ -265,12 +272,23 @@ pub async fn node_events(
             ApiError::BadRequest(format!("boot must be a non-negative integer, got '{b}'"))
         })?),
     };
+    Ok(sse::response(node_stream(
+        &node,
+        sse::last_event_id(&headers).or(from),
+        boot,
+    )))
+}
+
+/// The frames of the node-wide stream (SSE and gRPC `StreamNodeEvents` alike): `node_hello`
+/// first, then every event after `resume` (a `node_seq`), live ones as they come. A `boot`
+/// other than this node's replays everything retained (`"reset": true`).
+pub fn node_stream(
+    node: &Arc<Node>,
+    resume: Option<u64>,
+    boot: Option<u64>,
+) -> impl Stream<Item = Frame> + Send + 'static {
     let reset = boot.is_some_and(|b| b != node.boot_id);
-    let resume = if reset {
-        Some(0)
-    } else {
-        sse::last_event_id(&headers).or(from)
-    };
+    let resume = if reset { Some(0) } else { resume };
     let sub = node.node_log.subscribe(resume);
     let hello = json!({
         "type": "node_hello",
@@ -282,7 +300,7 @@ pub async fn node_events(
     // The retained entries are read from the ring one at a time as the client takes them
     // (`Subscription::next`), never copied per connection.
     let first = vec![Frame::event(None, hello)];
-    Ok(sse::response(follow(&node, first, sub, None, node_frames)))
+    follow(node, first, sub, None, node_frames)
 }
 
 /// Query of the node-wide stream; both are numbers, read by hand so that a bad value is a

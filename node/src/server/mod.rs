@@ -185,7 +185,7 @@ async fn trace_request(
     .await
 }
 
-/// Serves `node` on `listener` until `shutdown` resolves.
+/// Serves `node` (HTTP, and gRPC on the same port) on `listener` until `shutdown` resolves.
 pub async fn run(
     listener: TcpListener,
     node: Arc<Node>,
@@ -193,7 +193,10 @@ pub async fn run(
 ) -> std::io::Result<()> {
     use axum::serve::ListenerExt;
     let header_read_timeout = node.options.header_read_timeout;
-    let app = router(node).into_make_service_with_connect_info::<std::net::SocketAddr>();
+    // gRPC (`content-type: application/grpc`) and HTTP share the port.
+    let grpc = crate::grpc::services(node.clone()).await;
+    let app = crate::grpc::multiplex(Some(router(node)), grpc)
+        .into_make_service_with_connect_info::<std::net::SocketAddr>();
     // SSE frames are small separate writes: without TCP_NODELAY some wait for the client's
     // delayed ACK (~40 ms).
     let listener = conn::HeaderDeadlineListener::new(listener, header_read_timeout);

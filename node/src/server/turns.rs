@@ -31,8 +31,28 @@ pub async fn send(
     WireJson(body): WireJson<SendBody>,
 ) -> Result<Response, ApiError> {
     let key = super::state::idempotency_key(Some(&body.correlation_id), &headers)?;
+    let submitted = submit_send(&node, identity.as_deref(), key, body).await?;
+    let mut response = Json(submitted.body()).into_response();
+    if matches!(submitted, Submitted::Replayed { .. }) {
+        response.headers_mut().insert(
+            "idempotent-replayed",
+            axum::http::HeaderValue::from_static("true"),
+        );
+    }
+    Ok(response)
+}
+
+/// The send of `POST /v1/api/send` and of gRPC `Send`/`SendAndWait`: checks, then the
+/// workstream's queue (`send_queue::submit`). `key` is the idempotency key, if any. A closed
+/// workstream is `404 Unknown workstream`.
+pub async fn submit_send(
+    node: &Arc<Node>,
+    identity: Option<&Identity>,
+    key: Option<String>,
+    body: SendBody,
+) -> Result<Submitted, ApiError> {
     super::auth::check_approvals_off(
-        identity.as_deref(),
+        identity,
         body.auto_approve == Some(true),
         &body.auto_approve_tools,
     )?;
@@ -51,18 +71,11 @@ pub async fn send(
         },
         queue: body.queue,
     };
-    let submitted = send_queue::submit(&node, &ws, request).await?;
+    let submitted = send_queue::submit(node, &ws, request).await?;
     if submitted == Submitted::Closed {
         return Err(ApiError::unknown_workstream());
     }
-    let mut response = Json(submitted.body()).into_response();
-    if matches!(submitted, Submitted::Replayed { .. }) {
-        response.headers_mut().insert(
-            "idempotent-replayed",
-            axum::http::HeaderValue::from_static("true"),
-        );
-    }
-    Ok(response)
+    Ok(submitted)
 }
 
 /// `POST /v1/api/approve`. The first decision wins; a later one is `409` with the recorded

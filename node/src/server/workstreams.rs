@@ -133,45 +133,46 @@ pub async fn create(
     headers: HeaderMap,
     WireJson(body): WireJson<CreateWorkstreamBody>,
 ) -> Result<Response, ApiError> {
-    super::auth::check_approvals_off(
-        identity.as_deref(),
-        body.auto_approve,
-        &body.auto_approve_tools,
-    )?;
-    let posture = super::posture::requested(identity.as_deref(), &body.posture)?;
     let key = super::state::idempotency_key(Some(&body.correlation_id), &headers)?;
+    let (reply, replayed) = create_or_replay(&node, identity.as_deref(), key, &body).await?;
+    let mut response = Json(reply).into_response();
+    if replayed {
+        response.headers_mut().insert(
+            "idempotent-replayed",
+            axum::http::HeaderValue::from_static("true"),
+        );
+    }
+    Ok(response)
+}
+
+/// The create of `POST /v1/api/workstreams/new` and of gRPC `CreateWorkstream`: the reply,
+/// and whether it is the first reply of an earlier create with the same idempotency `key`.
+pub async fn create_or_replay(
+    node: &Node,
+    identity: Option<&Identity>,
+    key: Option<String>,
+    body: &CreateWorkstreamBody,
+) -> Result<(Value, bool), ApiError> {
+    super::auth::check_approvals_off(identity, body.auto_approve, &body.auto_approve_tools)?;
+    let posture = super::posture::requested(identity, &body.posture)?;
     let Some(key) = key else {
-        return Ok(Json(create_now(&node, &body, posture).await?).into_response());
+        return Ok((create_now(node, body, posture).await?, false));
     };
     let mut memo = node.create_memo.lock().await;
     let now = SystemTime::now();
     let window = node.options.idempotency_window;
     memo.retain(|_, (_, at)| now.duration_since(*at).unwrap_or_default() <= window);
     if let Some((reply, _)) = memo.get(&key) {
-        return Ok(replayed_reply(reply.clone()));
+        return Ok((reply.clone(), true));
     }
-    let (reply, replayed) = match created_by_send(&node, &key).await {
+    let (reply, replayed) = match created_by_send(node, &key).await {
         Some(reply) => (reply, true),
-        None => (create_now(&node, &body, posture).await?, false),
+        None => (create_now(node, body, posture).await?, false),
     };
     if memo.len() < node.options.idempotency_capacity {
         memo.insert(key, (reply.clone(), now));
     }
-    Ok(if replayed {
-        replayed_reply(reply)
-    } else {
-        Json(reply).into_response()
-    })
-}
-
-/// The first reply again, marked `Idempotent-Replayed: true`.
-fn replayed_reply(reply: Value) -> Response {
-    let mut response = Json(reply).into_response();
-    response.headers_mut().insert(
-        "idempotent-replayed",
-        axum::http::HeaderValue::from_static("true"),
-    );
-    response
+    Ok((reply, replayed))
 }
 
 /// The workstream a create with `key` made before, found through the send of the same key:

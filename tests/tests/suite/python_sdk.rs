@@ -50,7 +50,7 @@ const CHECKS: &[&str] = &[
 ];
 
 /// The venv's interpreter: `$TURNSTONE_PY_VENV`, else the default of `scripts/python-venv`.
-fn venv_python() -> PathBuf {
+pub(crate) fn venv_python() -> PathBuf {
     let venv = match std::env::var_os("TURNSTONE_PY_VENV") {
         Some(v) if !v.is_empty() => PathBuf::from(v),
         _ => {
@@ -70,16 +70,21 @@ fn venv_python() -> PathBuf {
 }
 
 /// A running `turnstone-server`, killed when dropped (also when the test panics).
-struct Server {
+pub(crate) struct Server {
     child: Child,
     /// Kept open: the server must never write to a closed stdout.
     stdout: Lines<BufReader<ChildStdout>>,
-    url: String,
+    pub(crate) url: String,
     stderr_path: PathBuf,
 }
 
 impl Server {
-    async fn start(dir: &Path, token: &str) -> Self {
+    pub(crate) async fn start(dir: &Path, token: &str) -> Self {
+        Self::start_with(dir, token, &[]).await
+    }
+
+    /// [`Server::start`] with more flags.
+    pub(crate) async fn start_with(dir: &Path, token: &str, extra: &[&str]) -> Self {
         let binary =
             turnstone_e2e::workspace_binary("turnstone-server").unwrap_or_else(|e| panic!("{e}"));
         let stderr_path = dir.join("server.stderr");
@@ -89,6 +94,7 @@ impl Server {
         let mut cmd = Command::new(binary);
         cmd.args(["--host", "127.0.0.1", "--port", "0", "--cwd"])
             .arg(&cwd)
+            .args(extra)
             .current_dir(&cwd)
             // The built-in scripted model, and nothing from the caller's shell.
             .env_remove("TURNSTONE_BASE_URL")
@@ -133,7 +139,18 @@ impl Server {
         server
     }
 
-    fn stderr(&self) -> String {
+    /// The next line the server prints (within the process deadline).
+    pub(crate) async fn next_line(&mut self) -> String {
+        match tokio::time::timeout(PROCESS_DEADLINE, self.stdout.next_line()).await {
+            Ok(Ok(Some(line))) => line,
+            other => panic!(
+                "no line from turnstone-server: {other:?}\n{}",
+                self.stderr()
+            ),
+        }
+    }
+
+    pub(crate) fn stderr(&self) -> String {
         std::fs::read_to_string(&self.stderr_path).unwrap_or_default()
     }
 }

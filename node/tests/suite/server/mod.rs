@@ -6,6 +6,7 @@ mod assessments;
 mod browser;
 mod caps;
 mod ctx;
+mod grpc;
 mod hibernation;
 mod judge;
 mod login;
