@@ -1,16 +1,19 @@
 //! Shared fixtures: node processes, a console on port 0, heartbeats and cluster events
 //! written to the real Redis under a per-test prefix, an SSE reader.
 
+mod accounts;
 mod admin;
 mod api;
 mod browser;
 mod cluster;
+mod db;
 mod events;
 mod fake_node;
 mod processes;
 mod proxy;
 mod python_sdk;
 mod routes;
+mod scheduler;
 mod zombie;
 
 use std::time::Duration;
@@ -118,6 +121,17 @@ pub struct NodeServer {
 
 impl NodeServer {
     pub async fn start(node_id: &str, version: &str, max_ws: usize) -> Self {
+        Self::start_with(node_id, version, max_ws, &["--no-persistence"], &[]).await
+    }
+
+    /// A node with other storage flags (`storage`) and more environment (`env`).
+    pub async fn start_with(
+        node_id: &str,
+        version: &str,
+        max_ws: usize,
+        storage: &[&str],
+        env: &[(&str, &str)],
+    ) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let mut cmd = tokio::process::Command::new(workspace_binary("turnstone-server"));
         cmd.args(["--host", "127.0.0.1", "--port", "0", "--node-id", node_id])
@@ -127,12 +141,8 @@ impl NodeServer {
                 "--max-workstreams",
                 &max_ws.to_string(),
             ])
-            .args([
-                "--no-persistence",
-                "--skip-permissions",
-                "--log-level",
-                "warn",
-            ])
+            .args(storage)
+            .args(["--skip-permissions", "--log-level", "warn"])
             .arg("--cwd")
             .arg(dir.path())
             .current_dir(dir.path())
@@ -147,8 +157,14 @@ impl NodeServer {
             "TURNSTONE_BASE_URL",
             "TURNSTONE_CONFIG",
             "TURNSTONE_MODEL",
+            "TURNSTONE_DB_BACKEND",
+            "TURNSTONE_DB_PATH",
+            "TURNSTONE_DB_URL",
         ] {
             cmd.env_remove(var);
+        }
+        for (k, v) in env {
+            cmd.env(k, v);
         }
         let mut proc = Proc::spawn(cmd, dir.path().join("node.log"));
         let url = proc.line_after(" listening on ").await;
@@ -240,6 +256,22 @@ impl TestConsole {
     }
 
     pub async fn start_with(prefix: &str, tweak: impl FnOnce(&mut ConsoleConfig)) -> Self {
+        Self::start_full(prefix, tweak, None).await
+    }
+
+    /// A console with storage (users, tokens, roles).
+    pub async fn start_with_store(
+        prefix: &str,
+        store: std::sync::Arc<dyn turnstone_store::Store>,
+    ) -> Self {
+        Self::start_full(prefix, |_| {}, Some(store)).await
+    }
+
+    pub async fn start_full(
+        prefix: &str,
+        tweak: impl FnOnce(&mut ConsoleConfig),
+        store: Option<std::sync::Arc<dyn turnstone_store::Store>>,
+    ) -> Self {
         let mut config = ConsoleConfig {
             prefix: prefix.into(),
             poll_interval: Duration::from_millis(200),
@@ -265,6 +297,7 @@ impl TestConsole {
                 redis: turnstone_queue::RedisSettings::from_url(REDIS_URL),
                 auth,
                 credentials: NodeCredentials::new(Some(JwtSecret::new(SECRET)), None),
+                store,
             },
             listener,
         )
@@ -296,6 +329,26 @@ impl TestConsole {
 
     pub async fn get(&self, path: &str) -> (u16, Value) {
         self.get_as(path, Some(TOKEN)).await
+    }
+
+    /// Any method, an optional JSON body and an optional bearer token.
+    pub async fn call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+        token: Option<&str>,
+    ) -> (u16, Value) {
+        let mut req = self.http.request(method, self.url(path));
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        let resp = req.send().await.unwrap();
+        let status = resp.status().as_u16();
+        (status, resp.json().await.unwrap_or(Value::Null))
     }
 
     pub async fn post(&self, path: &str, body: &str) -> (u16, Value) {

@@ -134,6 +134,10 @@ pub(crate) fn merge_permissions(lists: &[String]) -> Vec<String> {
     set.into_iter().collect()
 }
 
+/// Ends every session of the user `$1` (their JWTs carry an older generation from now on).
+pub(crate) const BUMP_GENERATION: &str =
+    "UPDATE users SET session_generation = session_generation + 1 WHERE user_id = $1";
+
 macro_rules! user_columns {
     () => {
         "user_id, username, display_name, org_id, created"
