@@ -122,7 +122,7 @@ impl Scheduler {
         let n = self
             .ticks
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        if n % PRUNE_EVERY == 0 {
+        if n.is_multiple_of(PRUNE_EVERY) {
             match self.store.prune_runs(KEEP_RUNS).await {
                 Ok(0) => {}
                 Ok(pruned) => tracing::info!(pruned, "task run history pruned"),

@@ -62,11 +62,11 @@ fn too_many_attempts(wait: Duration) -> Response {
     response
 }
 
-/// Mints the session JWT of a sign-in (`None` without a JWT secret).
-fn session_jwt(auth: &Authenticator, identity: &Identity) -> Result<Option<String>, Response> {
-    auth.mint_for(identity, DEFAULT_TOKEN_TTL).map_err(|e| {
+/// Mints the session JWT of a sign-in (`None` without a JWT secret); a failure is answered
+/// as the auth layer would.
+fn session_jwt(auth: &Authenticator, identity: &Identity) -> Result<Option<String>, AuthError> {
+    auth.mint_for(identity, DEFAULT_TOKEN_TTL).inspect_err(|e| {
         tracing::error!(error = %e, "cannot mint a session JWT");
-        auth_failure(&e)
     })
 }
 
@@ -106,7 +106,7 @@ pub async fn login(at: SignIn<'_>, body: LoginBody) -> Response {
 
     let jwt = match session_jwt(at.auth, &identity) {
         Ok(jwt) => jwt,
-        Err(response) => return response,
+        Err(e) => return auth_failure(&e),
     };
     if jwt.is_none() && token.is_empty() {
         // A password login with no JWT secret (auth disabled) has nothing to put in a cookie.
@@ -159,7 +159,7 @@ pub async fn setup(
     };
     let jwt = match session_jwt(auth, &identity) {
         Ok(jwt) => jwt,
-        Err(response) => return response,
+        Err(e) => return auth_failure(&e),
     };
     reply.jwt = jwt.clone();
     let response = Json(reply).into_response();

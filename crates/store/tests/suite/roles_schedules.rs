@@ -95,13 +95,13 @@ async fn custom_roles_and_user_changes(db: TestDb) {
     // Assigning replaces the set, ends sessions, and refuses unknown roles whole.
     assert!(
         store
-            .set_user_roles(&ada.user_id, &[role.role_id.clone()], "admin")
+            .set_user_roles(&ada.user_id, std::slice::from_ref(&role.role_id), "admin")
             .await
             .unwrap()
     );
     assert_eq!(
         store.user_role_ids(&ada.user_id).await.unwrap(),
-        [role.role_id.clone()]
+        std::slice::from_ref(&role.role_id)
     );
     assert_eq!(
         store.user_permissions(&ada.user_id).await.unwrap(),
@@ -116,7 +116,7 @@ async fn custom_roles_and_user_changes(db: TestDb) {
     assert!(matches!(bad, StoreError::InvalidInput(_)), "{bad}");
     assert_eq!(
         store.user_role_ids(&ada.user_id).await.unwrap(),
-        [role.role_id.clone()],
+        std::slice::from_ref(&role.role_id),
         "unchanged"
     );
     assert!(!store.set_user_roles("nobody", &[], "admin").await.unwrap());
