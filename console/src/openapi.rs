@@ -196,10 +196,10 @@ pub const ROUTES: &[ApiRoute] = &[
         .json::<RoleView>()
         .errors(&[404, 503]),
     ApiRoute::delete("/v1/api/admin/roles/{role_id}", "roles")
-        .summary("Delete a custom role (taken from every user)")
+        .summary("Delete a custom role (taken from every user); built-in roles are refused")
         .params(&ROLE_ID)
         .json::<Value>()
-        .errors(&[404, 503]),
+        .errors(&[400, 404, 503]),
     ApiRoute::get("/v1/api/admin/schedules", "schedules")
         .summary("Scheduled tasks with their next run and last result")
         .json::<Value>()
@@ -234,7 +234,7 @@ pub const ROUTES: &[ApiRoute] = &[
         .summary("Sign in with a token or a stored user's password")
         .body::<LoginBody>()
         .json::<LoginReply>()
-        .errors(&[429]),
+        .errors(&[401, 429, 500]),
     ApiRoute::post("/v1/api/auth/logout", "auth")
         .summary("Sign out (a user's sessions end)")
         .json::<Value>(),

@@ -334,19 +334,13 @@ pub async fn delete(
     )?)
 }
 
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-pub struct RunsQuery {
-    pub limit: Option<String>,
-}
-
 /// `GET /v1/api/admin/schedules/{task_id}/runs?limit=`: newest first.
 pub async fn runs(
     State(console): State<Arc<Console>>,
     Path(task_id): Path<String>,
-    Query(query): Query<RunsQuery>,
+    Query(query): Query<std::collections::HashMap<String, String>>,
 ) -> Result<Json<Value>, ApiError> {
-    let limit = match query.limit.as_deref() {
+    let limit = match query.get("limit").map(String::as_str) {
         None | Some("") => DEFAULT_RUNS,
         Some(text) => usize::from_str(text)
             .ok()

@@ -321,12 +321,6 @@ pub async fn set_user_roles<S: AccountsHost>(
     Ok(Json(UserView::of(&store, user).await?))
 }
 
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-pub struct TokenQuery {
-    pub user_id: Option<String>,
-}
-
 /// `GET /v1/api/admin/tokens`.
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct TokenList {
@@ -365,10 +359,12 @@ impl From<ApiToken> for TokenView {
 
 pub async fn list_tokens<S: AccountsHost>(
     State(host): State<Arc<S>>,
-    Query(query): Query<TokenQuery>,
+    Query(query): Query<std::collections::HashMap<String, String>>,
 ) -> Result<Json<TokenList>, AccountsError> {
+    // A map, so a repeated parameter is not a (plain-text) rejection: the last one counts.
+    let user_id = query.get("user_id").map(String::as_str);
     let tokens = store_of(&*host)?
-        .list_api_tokens(query.user_id.as_deref().filter(|u| !u.is_empty()))
+        .list_api_tokens(user_id.filter(|u| !u.is_empty()))
         .await
         .map_err(AccountsError::storage)?;
     Ok(Json(TokenList {

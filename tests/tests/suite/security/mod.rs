@@ -4,7 +4,7 @@
 
 mod auth_node;
 mod auto_approve_scope;
-mod console_proc;
+pub(crate) mod console_proc;
 mod cross_site;
 mod file_tools_outside;
 mod heartbeat_signing;
