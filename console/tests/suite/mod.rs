@@ -208,22 +208,7 @@ impl NodeServer {
 
     /// The id of the node's workstream named `name`, if there is one.
     pub async fn workstream_named(&self, name: &str) -> Option<String> {
-        let list: Value = self
-            .http
-            .get(format!("{}/v1/api/workstreams", self.url))
-            .bearer_auth(NODE_TOKEN)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        list["workstreams"]
-            .as_array()?
-            .iter()
-            .find(|w| w["name"] == name)
-            .and_then(|w| w["id"].as_str())
-            .map(str::to_string)
+        workstream_named_at(&self.url, name).await
     }
 
     /// A workstream's history as the node reports it: the `history` event that opens its
@@ -240,6 +225,25 @@ impl NodeServer {
         let first = sse.until("history", |_| true).await;
         first["messages"].as_array().cloned().unwrap_or_default()
     }
+}
+
+/// The id of the workstream named `name` on the node at `url` (asked with [`NODE_TOKEN`]).
+pub async fn workstream_named_at(url: &str, name: &str) -> Option<String> {
+    let list: Value = reqwest::Client::new()
+        .get(format!("{url}/v1/api/workstreams"))
+        .bearer_auth(NODE_TOKEN)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    list["workstreams"]
+        .as_array()?
+        .iter()
+        .find(|w| w["name"] == name)
+        .and_then(|w| w["id"].as_str())
+        .map(str::to_string)
 }
 
 /// A console in-process with fast discovery and polling.

@@ -438,22 +438,10 @@ async fn an_at_task_fires_once_and_creates_a_workstream_on_a_live_node() {
     .await;
     let id = task["task_id"].as_str().unwrap().to_string();
     // The bridge creates it on the node; the node lists it.
-    let http = reqwest::Client::new();
     turnstone_testkit::assert_eventually!(
-        {
-            let list: Value = http
-                .get(format!("{}/v1/api/workstreams", node.url))
-                .bearer_auth(NODE_TOKEN)
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
-            list["workstreams"]
-                .as_array()
-                .is_some_and(|w| w.iter().any(|w| w["name"] == "scheduled-ws"))
-        },
+        workstream_named_at(&node.url, "scheduled-ws")
+            .await
+            .is_some(),
         timeout = Duration::from_secs(30),
         "the scheduled workstream exists on the node"
     );

@@ -288,7 +288,6 @@ macro_rules! impl_role_store {
                 roles: &[String],
                 assigned_by: &str,
             ) -> $crate::error::Result<bool> {
-                use $crate::error::StoreError;
                 let mut tx = self.pool.begin().await?;
                 let bumped = sqlx::query($crate::auth::BUMP_GENERATION)
                     .bind(user_id)
@@ -304,27 +303,9 @@ macro_rules! impl_role_store {
                 let now = $crate::timestamp::now();
                 let mut seen = std::collections::BTreeSet::new();
                 for role in roles.iter().map(|r| r.trim()) {
-                    if !seen.insert(role) {
-                        continue;
+                    if seen.insert(role) {
+                        Self::assign_role(&mut tx, user_id, role, assigned_by, &now).await?;
                     }
-                    let known: Option<String> =
-                        sqlx::query_scalar("SELECT role_id FROM roles WHERE role_id = $1")
-                            .bind(role)
-                            .fetch_optional(&mut *tx)
-                            .await?;
-                    if known.is_none() {
-                        return Err(StoreError::InvalidInput(format!("unknown role {role:?}")));
-                    }
-                    sqlx::query(
-                        "INSERT INTO user_roles (user_id, role_id, assigned_by, created) \
-                         VALUES ($1, $2, $3, $4)",
-                    )
-                    .bind(user_id)
-                    .bind(role)
-                    .bind(assigned_by)
-                    .bind(&now)
-                    .execute(&mut *tx)
-                    .await?;
                 }
                 tx.commit().await?;
                 Ok(true)
