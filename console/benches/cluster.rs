@@ -238,6 +238,7 @@ async fn run(sizes: Sizes) {
                 ..ConsoleConfig::default()
             },
             redis: turnstone_queue::RedisSettings::from_url(REDIS),
+            store: None,
             auth: Authenticator::new(
                 true,
                 None,

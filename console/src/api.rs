@@ -249,6 +249,18 @@ async fn create(
         user_id: identity.map(|i| i.user_id).unwrap_or_default(),
         ..CreateWorkstreamMessage::default()
     };
+    let (target, correlation_id) = queue_create(console, &node_id, msg).await?;
+    Ok(json!({"status": "ok", "correlation_id": correlation_id, "target_node": target}))
+}
+
+/// Queues a `create_workstream` for `node_id`: `pool` on the shared queue, `""`/`auto` on the
+/// best node (503 when none is placeable), else on that node's queue (404 when the console
+/// does not know it). The target and the message's correlation id.
+pub async fn queue_create(
+    console: &Console,
+    node_id: &str,
+    msg: CreateWorkstreamMessage,
+) -> Result<(String, String), ApiError> {
     let keys = &console.collector.keys;
     let (queue, target, msg) = match node_id.trim() {
         "pool" => (keys.inbound(), "pool".to_string(), msg),
@@ -282,7 +294,7 @@ async fn create(
         ApiError::Unavailable(format!("Redis unavailable: {e}"))
     })?;
     tracing::info!(target_node = %target, %correlation_id, "create_workstream queued");
-    Ok(json!({"status": "ok", "correlation_id": correlation_id, "target_node": target}))
+    Ok((target, correlation_id))
 }
 
 #[cfg(test)]

@@ -48,6 +48,8 @@ pub struct ConsoleConfig {
     pub heartbeat_max_age: Duration,
     /// `--node-url-allow`: the hosts node URLs may name (any when `None`).
     pub node_url_allow: Option<crate::trust::NodeUrlAllow>,
+    /// How often the scheduler looks for due tasks (cluster spec §6.8: 15 s).
+    pub scheduler_tick: Duration,
 }
 
 impl Default for ConsoleConfig {
@@ -69,6 +71,7 @@ impl Default for ConsoleConfig {
             fan_out_timeout: Duration::from_secs(10),
             heartbeat_max_age: Duration::from_secs(120),
             node_url_allow: None,
+            scheduler_tick: Duration::from_secs(15),
         }
     }
 }

@@ -21,6 +21,12 @@ pub enum ApiError {
     /// 404.
     #[error("{0}")]
     NotFound(String),
+    /// 409: the request conflicts with the stored state.
+    #[error("{0}")]
+    Conflict(String),
+    /// 413.
+    #[error("Request body too large (limit {0} bytes)")]
+    TooLarge(usize),
     /// 502: a node could not be reached through the proxy.
     #[error("{0}")]
     BadGateway(String),
@@ -41,6 +47,8 @@ impl ApiError {
             }
             Self::Forbidden(_) => StatusCode::FORBIDDEN,
             Self::NotFound(_) => StatusCode::NOT_FOUND,
+            Self::Conflict(_) => StatusCode::CONFLICT,
+            Self::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Self::BadGateway(_) => StatusCode::BAD_GATEWAY,
             Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -52,5 +60,19 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = self.status();
         (status, Json(json!({ "error": self.to_string() }))).into_response()
+    }
+}
+
+impl From<turnstone_accounts::AccountsError> for ApiError {
+    fn from(e: turnstone_accounts::AccountsError) -> Self {
+        use turnstone_accounts::AccountsError as A;
+        match e {
+            A::BadRequest(m) => Self::BadRequest(m),
+            A::NotFound(m) => Self::NotFound(m),
+            A::Conflict(m) => Self::Conflict(m),
+            A::TooLarge => Self::TooLarge(crate::BODY_LIMIT),
+            A::Unavailable(m) => Self::Unavailable(m),
+            A::Internal(m) => Self::Internal(m),
+        }
     }
 }

@@ -499,6 +499,8 @@ async fn start_all(
     let mut cmd = member(console_bin, &dir, secret, &token);
     cmd.args(["--host", &opts.host, "--port", &opts.port.to_string()])
         .args(["--redis-url", &redis_url])
+        .arg("--db-path")
+        .arg(dir.join("console.db"))
         // A local cluster is small: notice changes within seconds.
         .args(["--discovery-interval", "2", "--poll-interval", "2"]);
     let mut p = spawn(cmd, "turnstone-console", &dir.join("console.log"), true)?;

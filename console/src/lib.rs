@@ -19,7 +19,14 @@
 //! * [`trust`] — which heartbeats are trusted with credentials (signature, age, URL allow-list);
 //! * [`routes`] — what every console route needs (the table next to [`router`]; proxied
 //!   paths by the node's own table);
-//! * [`login`] — the node's auth scheme (tokens, JWT, cookie) on every console route;
+//! * [`login`] — the node's auth scheme (tokens, JWT, cookie) on every console route, and
+//!   login with stored users (`turnstone-accounts`, as the node);
+//! * users, API tokens and roles under `/v1/api/admin/` — the node's handlers
+//!   (`turnstone_accounts::admin_routes`) on the console's store (SQLite by default, or the
+//!   PostgreSQL the nodes share);
+//! * [`schedules`], [`scheduler`] — cron and one-shot tasks in the store, fired by one
+//!   console at a time (`{prefix}:scheduler:lock`) as queued `create_workstream`s;
+//! * [`openapi`] — `/openapi.json` and `/docs` from the node's generator and this route table;
 //! * [`metrics`], [`ui`] — `/metrics` and the embedded dashboard;
 //! * [`launcher`] — `turnstone-cluster up`: a whole local cluster as child processes.
 //!
@@ -39,8 +46,11 @@ pub mod launcher;
 pub mod login;
 pub mod metrics;
 pub mod model;
+pub mod openapi;
 pub mod proxy;
 pub mod routes;
+pub mod scheduler;
+pub mod schedules;
 pub mod state;
 pub mod trust;
 pub mod ui;
@@ -82,6 +92,8 @@ pub fn router(console: Arc<Console>) -> Router {
         .route("/health", get(api::health))
         .route("/ready", get(api::ready))
         .route("/metrics", get(metrics::metrics))
+        .route("/openapi.json", get(openapi::openapi_json))
+        .route("/docs", get(openapi::docs))
         .route("/v1/api/cluster/overview", get(api::overview))
         .route("/v1/api/cluster/nodes", get(api::nodes))
         .route("/v1/api/cluster/workstreams", get(api::workstreams))
@@ -100,7 +112,23 @@ pub fn router(console: Arc<Console>) -> Router {
         .route("/v1/api/admin/mcp-servers", get(admin::mcp_servers))
         .route("/v1/api/admin/mcp-servers/reload", post(admin::reload_mcp))
         .route("/v1/api/admin/models", get(admin::models))
+        .nest("/v1", turnstone_accounts::admin_routes::<Console>())
+        .route(
+            "/v1/api/admin/schedules",
+            get(schedules::list).post(schedules::create),
+        )
+        .route(
+            "/v1/api/admin/schedules/{task_id}",
+            get(schedules::get)
+                .put(schedules::update)
+                .delete(schedules::delete),
+        )
+        .route(
+            "/v1/api/admin/schedules/{task_id}/runs",
+            get(schedules::runs),
+        )
         .route("/v1/api/auth/login", post(login::login))
+        .route("/v1/api/auth/setup", post(login::setup))
         .route("/v1/api/auth/logout", post(login::logout))
         .route("/v1/api/auth/status", get(login::status))
         .route("/v1/api/auth/whoami", get(login::whoami))
@@ -121,7 +149,6 @@ async fn not_found() -> ApiError {
 }
 
 /// Everything [`start`] needs.
-#[derive(Debug)]
 pub struct Options {
     pub config: ConsoleConfig,
     /// Where Redis is and how to log in (URL, ACL user, password, TLS files).
@@ -130,6 +157,19 @@ pub struct Options {
     pub auth: Authenticator,
     /// What the console presents to nodes.
     pub credentials: NodeCredentials,
+    /// The console's storage (users, API tokens, roles); `None` leaves the admin routes
+    /// answering 503 and password login off.
+    pub store: Option<Arc<dyn turnstone_store::Store>>,
+}
+
+impl std::fmt::Debug for Options {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Options")
+            .field("config", &self.config)
+            .field("redis", &self.redis)
+            .field("store", &self.store.as_ref().map(|s| s.backend_name()))
+            .finish_non_exhaustive()
+    }
 }
 
 /// A console serving on a listener, with its collector running. Stops when dropped.
@@ -183,8 +223,20 @@ pub async fn start(options: Options, listener: TcpListener) -> Result<Running, S
     let redis = options.redis.client()?;
     let collector = Collector::new(options.config, redis, options.credentials)?;
     let stop = CancellationToken::new();
-    let console = Console::new(collector.clone(), options.auth, stop.clone())?;
-    let tasks = collector.spawn(stop.clone());
+    // `ts_` API tokens (and the session generation of users' JWTs) come from the store.
+    let auth =
+        match &options.store {
+            Some(store) => options.auth.with_api_tokens(Arc::new(
+                turnstone_accounts::api_tokens::StoreApiTokens(store.clone()),
+            )),
+            None => options.auth,
+        };
+    let console = Console::new(collector.clone(), auth, options.store, stop.clone())?;
+    let mut tasks = collector.spawn(stop.clone());
+    if let Some(store) = console.store.clone() {
+        let every = console.collector.config.scheduler_tick;
+        tasks.push(scheduler::Scheduler::new(console.clone(), store).spawn(every, stop.clone()));
+    }
     let addr = listener.local_addr()?;
     // gRPC (`content-type: application/grpc`) and HTTP share the port.
     let app = turnstone_grpc::serve::multiplex(

@@ -5,23 +5,21 @@
 //! An unauthenticated browser asking for a proxied node page is sent to the console's login
 //! (`/?next=…`) instead of a JSON 401; nothing unauthenticated ever reaches a node.
 
-use std::collections::{HashMap, VecDeque};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::extract::{ConnectInfo, FromRequestParts, MatchedPath, RawPathParams};
 use axum::extract::{Request, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::{Extension, Json};
-use parking_lot::Mutex;
-use serde_json::{Value, json};
-use tokio::time::Instant;
-use turnstone_runtime::auth::{
-    DEFAULT_TOKEN_TTL, Identity, clear_cookie_header, set_cookie_header,
-};
+use serde_json::json;
+use turnstone_accounts::body::AccountsJson;
+use turnstone_accounts::login::{AuthStatusReply, LoginBody};
+use turnstone_accounts::session::SignIn;
+use turnstone_accounts::users::NewUserBody;
+use turnstone_runtime::auth::Identity;
 
 use crate::error::ApiError;
 use crate::routes::{NODE_PROXY_ROUTE, RouteNotInTable, route_access};
@@ -122,13 +120,8 @@ pub fn encode_component(s: &str) -> String {
     out
 }
 
-fn with_cookie(mut response: Response, cookie: &str) -> Response {
-    if let Ok(value) = HeaderValue::from_str(cookie) {
-        response.headers_mut().append(header::SET_COOKIE, value);
-    }
-    response
-}
-
+/// Whether the client says it reached the console over HTTPS (the console is run behind a
+/// TLS-terminating proxy or not at all over TLS).
 fn is_https(req_headers: &axum::http::HeaderMap) -> bool {
     req_headers
         .get("x-forwarded-proto")
@@ -136,143 +129,97 @@ fn is_https(req_headers: &axum::http::HeaderMap) -> bool {
         .is_some_and(|v| v.trim().eq_ignore_ascii_case("https"))
 }
 
-/// Failed logins allowed per client address within [`LOGIN_WINDOW`] (as the node).
-pub const LOGIN_MAX_FAILURES: usize = 5;
-/// The window of the login limiter.
-pub const LOGIN_WINDOW: Duration = Duration::from_secs(300);
-/// Addresses tracked before expired entries are swept.
-const SWEEP_THRESHOLD: usize = 4096;
-
-/// Failed login attempts per client address, in a sliding window.
-#[derive(Debug, Default)]
-pub struct LoginLimiter {
-    failures: Mutex<HashMap<IpAddr, VecDeque<Instant>>>,
+fn header_str(headers: &axum::http::HeaderMap, name: header::HeaderName) -> Option<&str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
 }
 
-impl LoginLimiter {
-    /// `Some(retry_after)` when `ip` used up its failures.
-    pub fn blocked(&self, ip: IpAddr, now: Instant) -> Option<Duration> {
-        let mut map = self.failures.lock();
-        let times = map.get_mut(&ip)?;
-        while times
-            .front()
-            .is_some_and(|t| now.duration_since(*t) >= LOGIN_WINDOW)
-        {
-            times.pop_front();
+/// The limiter's key of a client: its address (IPv6 per /64, as the node), `unknown`
+/// without connect info.
+fn client_key(peer: Option<Extension<ConnectInfo<SocketAddr>>>) -> String {
+    match peer.map(|p| p.0.0.ip()) {
+        Some(IpAddr::V6(v6)) if v6.to_ipv4_mapped().is_none() => {
+            let s = v6.segments();
+            format!("{:x}:{:x}:{:x}:{:x}::/64", s[0], s[1], s[2], s[3])
         }
-        (times.len() >= LOGIN_MAX_FAILURES)
-            .then(|| {
-                times
-                    .front()
-                    .map(|oldest| LOGIN_WINDOW.saturating_sub(now.duration_since(*oldest)))
-            })
-            .flatten()
-    }
-
-    pub fn record_failure(&self, ip: IpAddr, now: Instant) {
-        let mut map = self.failures.lock();
-        if map.len() >= SWEEP_THRESHOLD {
-            map.retain(|_, t| {
-                t.back()
-                    .is_some_and(|last| now.duration_since(*last) < LOGIN_WINDOW)
-            });
-        }
-        map.entry(ip).or_default().push_back(now);
+        Some(IpAddr::V6(v6)) => v6
+            .to_ipv4_mapped()
+            .map_or_else(String::new, |v4| v4.to_string()),
+        Some(ip) => ip.to_string(),
+        None => "unknown".into(),
     }
 }
 
-fn invalid_credentials() -> Response {
-    (
-        StatusCode::UNAUTHORIZED,
-        Json(json!({"error": "Invalid credentials"})),
-    )
-        .into_response()
-}
-
-/// `POST /v1/api/auth/login` with `{"token"}`: a session JWT (audience
-/// `turnstone-console`) in the body and the `turnstone_auth` cookie.
+/// `POST /v1/api/auth/login` with `{"token"}` or `{"username", "password"}` (a user in the
+/// console's store): a session JWT (audience `turnstone-console`) in the body and the
+/// `turnstone_auth` cookie. The node's flow and limiter rules (`turnstone_accounts`).
 pub async fn login(
     State(console): State<Arc<Console>>,
     peer: Option<Extension<ConnectInfo<SocketAddr>>>,
     headers: axum::http::HeaderMap,
-    body: axum::body::Bytes,
+    AccountsJson(body): AccountsJson<LoginBody>,
 ) -> Response {
-    let ip = peer.map_or(IpAddr::from([0, 0, 0, 0]), |p| p.0.0.ip());
-    let now = Instant::now();
-    if let Some(wait) = console.login_limiter.blocked(ip, now) {
-        let mut response = (
-            StatusCode::TOO_MANY_REQUESTS,
-            Json(json!({"error": "Too many login attempts"})),
-        )
-            .into_response();
-        let secs = wait.as_secs().max(1);
-        response
-            .headers_mut()
-            .insert(header::RETRY_AFTER, HeaderValue::from(secs));
-        return response;
-    }
-    let Ok(body) = serde_json::from_slice::<Value>(&body) else {
-        return ApiError::BadRequest("Invalid JSON body".into()).into_response();
+    let client = client_key(peer);
+    let at = SignIn {
+        auth: &console.auth,
+        store: console.store.as_ref(),
+        limiter: &console.login_limiter,
+        client: &client,
+        https: is_https(&headers),
     };
-    let token = body
-        .get("token")
-        .and_then(Value::as_str)
-        .map(str::trim)
-        .unwrap_or_default();
-    let identity = if token.is_empty() {
-        None
-    } else {
-        console.auth.authenticate_token(token).await.ok()
-    };
-    let Some(identity) = identity else {
-        console.login_limiter.record_failure(ip, now);
-        return invalid_credentials();
-    };
-    let jwt = match console.auth.mint_for(&identity, DEFAULT_TOKEN_TTL) {
-        Ok(jwt) => jwt,
-        Err(e) => {
-            return ApiError::Auth {
-                status: e.status(),
-                message: e.body_message(),
-            }
-            .into_response();
-        }
-    };
-    let cookie = set_cookie_header(jwt.as_deref().unwrap_or(token), is_https(&headers));
-    let mut reply = json!({
-        "status": "ok",
-        "role": identity.role().as_str(),
-        "scopes": identity.scopes.to_string(),
-    });
-    if let Some(o) = reply.as_object_mut() {
-        if !identity.permissions.is_empty() {
-            o.insert(
-                "permissions".into(),
-                json!(identity.permissions.to_string()),
-            );
-        }
-        if let Some(jwt) = jwt {
-            o.insert("jwt".into(), json!(jwt));
-        }
-        if !identity.user_id.is_empty() {
-            o.insert("user_id".into(), json!(identity.user_id));
-        }
-    }
-    with_cookie(Json(reply).into_response(), &cookie)
+    turnstone_accounts::session::login(at, body).await
 }
 
-/// `POST /v1/api/auth/logout`.
-pub async fn logout() -> Response {
-    with_cookie(
-        Json(json!({"status": "ok"})).into_response(),
-        &clear_cookie_header(),
+/// `POST /v1/api/auth/logout`: clears the cookie and ends the sessions of a user's JWT.
+pub async fn logout(
+    State(console): State<Arc<Console>>,
+    headers: axum::http::HeaderMap,
+) -> Response {
+    turnstone_accounts::session::logout(
+        &console.auth,
+        console.store.as_ref(),
+        header_str(&headers, header::AUTHORIZATION),
+        header_str(&headers, header::COOKIE),
     )
+    .await
+}
+
+/// `POST /v1/api/auth/setup`: the first user (admin) of the console's store, once; needs a
+/// credential with the approve scope and `admin.users` (the console's full-access token).
+pub async fn setup(
+    State(console): State<Arc<Console>>,
+    headers: axum::http::HeaderMap,
+    AccountsJson(body): AccountsJson<NewUserBody>,
+) -> Response {
+    if !turnstone_accounts::session::is_bootstrap_credential(
+        &console.auth,
+        header_str(&headers, header::AUTHORIZATION),
+        header_str(&headers, header::COOKIE),
+    )
+    .await
+    {
+        return turnstone_accounts::session::error(
+            StatusCode::UNAUTHORIZED,
+            "Setup needs the console's full-access token (Authorization: Bearer)",
+        );
+    }
+    turnstone_accounts::session::setup(
+        &console.auth,
+        console.store.as_ref(),
+        is_https(&headers),
+        &body,
+    )
+    .await
 }
 
 /// `GET /v1/api/auth/status`.
-pub async fn status(State(console): State<Arc<Console>>) -> Json<Value> {
-    let enabled = console.auth.is_enabled();
-    Json(json!({"auth_enabled": enabled, "has_users": false, "setup_required": false}))
+pub async fn status(State(console): State<Arc<Console>>) -> Json<AuthStatusReply> {
+    let auth_enabled = console.auth.is_enabled();
+    let has_users = turnstone_accounts::users::has_users(console.store.as_ref()).await;
+    Json(AuthStatusReply {
+        auth_enabled,
+        has_users,
+        setup_required: auth_enabled && !has_users && console.store.is_some(),
+    })
 }
 
 /// `GET /v1/api/auth/whoami`.

@@ -662,21 +662,27 @@ impl Cluster {
         json!({"nodes": nodes, "overview": self.overview(), "timestamp": now_epoch})
     }
 
-    /// `auto` placement: among reachable nodes that are neither zombies nor drifted, the one
-    /// with the most free capacity (`max_ws - ws_total`); ties go to the first in activity
-    /// order.
-    pub fn place_auto(&self) -> Option<Placement> {
+    /// The nodes work may be placed on, with their free capacity (`max_ws - ws_total`), in
+    /// activity order: reachable, trusted, neither zombies nor drifted.
+    pub fn placeable_nodes(&self) -> Vec<(&NodeRecord, i64)> {
         let majority = self.majority_version();
+        self.sorted_nodes(NodeSort::Activity)
+            .into_iter()
+            .filter(|n| {
+                n.reachable
+                    && n.zombie_reason().is_none()
+                    && n.untrusted.is_none()
+                    && !self.drifted(n, majority.as_deref())
+            })
+            .map(|n| (n, n.free_capacity()))
+            .collect()
+    }
+
+    /// `auto` placement: the placeable node with the most free capacity; ties go to the
+    /// first in activity order.
+    pub fn place_auto(&self) -> Option<Placement> {
         let mut best: Option<(&NodeRecord, i64)> = None;
-        for n in self.sorted_nodes(NodeSort::Activity) {
-            if !n.reachable
-                || n.zombie_reason().is_some()
-                || n.untrusted.is_some()
-                || self.drifted(n, majority.as_deref())
-            {
-                continue;
-            }
-            let free = n.free_capacity();
+        for (n, free) in self.placeable_nodes() {
             if best.is_none_or(|(_, b)| free > b) {
                 best = Some((n, free));
             }

@@ -20,6 +20,9 @@ pub enum Needs {
     Public,
     /// A credential granting the scope.
     Scope(Scope),
+    /// The scope and, for a user's credential, the RBAC permission (identity-less config
+    /// tokens hold every permission).
+    Permission(Scope, &'static str),
     /// What the node's route for the proxied path needs, never less than `read`.
     NodeProxy,
 }
@@ -28,6 +31,9 @@ use Needs::{NodeProxy, Public};
 const READ: Needs = Needs::Scope(Scope::Read);
 const WRITE: Needs = Needs::Scope(Scope::Write);
 const APPROVE: Needs = Needs::Scope(Scope::Approve);
+const ADMIN_USERS: Needs = Needs::Permission(Scope::Approve, "admin.users");
+const ADMIN_ROLES: Needs = Needs::Permission(Scope::Approve, "admin.roles");
+const ADMIN_SCHEDULES: Needs = Needs::Permission(Scope::Approve, "admin.schedules");
 
 /// The template of the console's reverse proxy to a node.
 pub const NODE_PROXY_ROUTE: &str = "/node/{node_id}/{*tail}";
@@ -41,6 +47,8 @@ pub const CONSOLE_ROUTES: &RouteTable<Needs> = &[
     ("GET", "/health", Public),
     ("GET", "/ready", Public),
     ("GET", "/metrics", Public),
+    ("GET", "/openapi.json", Public),
+    ("GET", "/docs", Public),
     // The cluster API (cluster spec §6.3).
     ("GET", "/v1/api/cluster/overview", READ),
     ("GET", "/v1/api/cluster/nodes", READ),
@@ -55,8 +63,37 @@ pub const CONSOLE_ROUTES: &RouteTable<Needs> = &[
     ("GET", "/v1/api/admin/mcp-servers", APPROVE),
     ("POST", "/v1/api/admin/mcp-servers/reload", APPROVE),
     ("GET", "/v1/api/admin/models", APPROVE),
+    // Users, API tokens and roles in the console's store (`turnstone_accounts::ADMIN_ROUTES`).
+    ("GET", "/v1/api/admin/users", ADMIN_USERS),
+    ("POST", "/v1/api/admin/users", ADMIN_USERS),
+    ("PUT", "/v1/api/admin/users/{user_id}", ADMIN_USERS),
+    ("DELETE", "/v1/api/admin/users/{user_id}", ADMIN_USERS),
+    ("PUT", "/v1/api/admin/users/{user_id}/roles", ADMIN_ROLES),
+    ("GET", "/v1/api/admin/tokens", ADMIN_USERS),
+    ("POST", "/v1/api/admin/tokens", ADMIN_USERS),
+    ("DELETE", "/v1/api/admin/tokens/{token_id}", ADMIN_USERS),
+    ("GET", "/v1/api/admin/roles", ADMIN_ROLES),
+    ("POST", "/v1/api/admin/roles", ADMIN_ROLES),
+    ("PUT", "/v1/api/admin/roles/{role_id}", ADMIN_ROLES),
+    ("DELETE", "/v1/api/admin/roles/{role_id}", ADMIN_ROLES),
+    // The scheduler's tasks.
+    ("GET", "/v1/api/admin/schedules", ADMIN_SCHEDULES),
+    ("POST", "/v1/api/admin/schedules", ADMIN_SCHEDULES),
+    ("GET", "/v1/api/admin/schedules/{task_id}", ADMIN_SCHEDULES),
+    ("PUT", "/v1/api/admin/schedules/{task_id}", ADMIN_SCHEDULES),
+    (
+        "DELETE",
+        "/v1/api/admin/schedules/{task_id}",
+        ADMIN_SCHEDULES,
+    ),
+    (
+        "GET",
+        "/v1/api/admin/schedules/{task_id}/runs",
+        ADMIN_SCHEDULES,
+    ),
     // Login.
     ("POST", "/v1/api/auth/login", Public),
+    ("POST", "/v1/api/auth/setup", Public),
     ("POST", "/v1/api/auth/logout", Public),
     ("GET", "/v1/api/auth/status", Public),
     ("GET", "/v1/api/auth/whoami", READ),
@@ -88,11 +125,17 @@ pub fn route_access(
     match lookup(CONSOLE_ROUTES, method, template) {
         Lookup::Entry(Public) => Ok(Access::Public),
         Lookup::Entry(Needs::Scope(scope)) => Ok(Access::Requires(scope)),
+        Lookup::Entry(Needs::Permission(scope, permission)) => {
+            Ok(Access::RequiresPermission(scope, permission))
+        }
         Lookup::Entry(NodeProxy) => Ok(proxied_access(method, tail.unwrap_or_default())),
         Lookup::OtherMethod => Ok(Access::strictest(rows_of(CONSOLE_ROUTES, template).map(
             |needs| match needs {
                 Public => Access::Public,
                 Needs::Scope(scope) => Access::Requires(scope),
+                Needs::Permission(scope, permission) => {
+                    Access::RequiresPermission(scope, permission)
+                }
                 NodeProxy => Access::Requires(Scope::Read),
             },
         ))),
@@ -231,6 +274,18 @@ mod tests {
             access("POST", "/node/n1/v1/api/workstreams/new"),
             Access::RequiresPermission(Scope::Write, "workstreams.create")
         );
+    }
+
+    #[test]
+    fn every_shared_admin_route_has_its_permission() {
+        for (method, path, permission) in turnstone_accounts::ADMIN_ROUTES {
+            let template = format!("/v1{path}");
+            assert_eq!(
+                lookup(CONSOLE_ROUTES, method, &template),
+                Lookup::Entry(Needs::Permission(Scope::Approve, permission)),
+                "{method} {template}"
+            );
+        }
     }
 
     #[test]

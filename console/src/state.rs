@@ -33,8 +33,11 @@ pub struct Console {
     pub proxy_http: reqwest::Client,
     pub stats: HttpStats,
     pub started: Instant,
-    /// Failed sign-ins per client address.
-    pub login_limiter: crate::login::LoginLimiter,
+    /// Failed sign-ins per client address and per address and username (the node's rules).
+    pub login_limiter: turnstone_accounts::limiter::LoginLimiter,
+    /// Users, tokens, roles (and schedules); `None` when storage could not be opened (the
+    /// admin routes then answer 503).
+    pub store: Option<Arc<dyn turnstone_store::Store>>,
     /// Fired at shutdown: open event streams (cluster and proxied) end.
     pub shutdown: CancellationToken,
     /// Bounds the node requests of every admin fan-out ([`crate::admin`]).
@@ -52,6 +55,7 @@ impl Console {
     pub fn new(
         collector: Arc<Collector>,
         auth: Authenticator,
+        store: Option<Arc<dyn turnstone_store::Store>>,
         shutdown: CancellationToken,
     ) -> Result<Arc<Self>, reqwest::Error> {
         let proxy_http = reqwest::Client::builder()
@@ -68,7 +72,8 @@ impl Console {
             proxy_http,
             stats: HttpStats::default(),
             started: Instant::now(),
-            login_limiter: crate::login::LoginLimiter::default(),
+            login_limiter: turnstone_accounts::limiter::LoginLimiter::default(),
+            store,
             shutdown,
             fan_out: tokio::sync::Semaphore::new(fan_out_limit),
             redis: AsyncMutex::new(None),
@@ -77,7 +82,19 @@ impl Console {
 
     /// `RPUSH key value` on the shared connection, reconnecting once on failure.
     pub async fn rpush(&self, key: &str, value: &str) -> redis::RedisResult<()> {
+        let _: i64 = self
+            .redis_query(redis::cmd("RPUSH").arg(key).arg(value))
+            .await?;
+        Ok(())
+    }
+
+    /// One command on the shared connection, reconnecting once on failure.
+    pub async fn redis_query<T: redis::FromRedisValue>(
+        &self,
+        cmd: &redis::Cmd,
+    ) -> redis::RedisResult<T> {
         let mut guard = self.redis.lock().await;
+        let mut last = None;
         for attempt in 0..2 {
             if guard.is_none() {
                 *guard = Some(self.collector.redis_connection().await?);
@@ -85,20 +102,24 @@ impl Console {
             let Some(conn) = guard.as_mut() else {
                 continue;
             };
-            let result: redis::RedisResult<i64> = redis::cmd("RPUSH")
-                .arg(key)
-                .arg(value)
-                .query_async(conn)
-                .await;
-            match result {
-                Ok(_) => return Ok(()),
+            match cmd.query_async(conn).await {
+                Ok(v) => return Ok(v),
                 Err(e) if attempt == 0 => {
-                    tracing::warn!(error = %e, "RPUSH failed; reconnecting");
+                    tracing::warn!(error = %e, "Redis command failed; reconnecting");
                     *guard = None;
+                    last = Some(e);
                 }
                 Err(e) => return Err(e),
             }
         }
-        Ok(())
+        Err(last.unwrap_or_else(|| {
+            redis::RedisError::from((redis::ErrorKind::Io, "no Redis connection"))
+        }))
+    }
+}
+
+impl turnstone_accounts::AccountsHost for Console {
+    fn accounts_store(&self) -> Option<Arc<dyn turnstone_store::Store>> {
+        self.store.clone()
     }
 }

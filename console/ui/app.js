@@ -66,10 +66,11 @@
     setTimeout(() => t.remove(), 5000);
   }
 
-  async function api(path, body) {
+  async function api(path, body, method) {
     const opts = { credentials: "same-origin", cache: "no-store", headers: {} };
+    if (method) opts.method = method;
     if (body !== undefined) {
-      opts.method = "POST";
+      opts.method = method || "POST";
       opts.headers["Content-Type"] = "application/json";
       opts.body = JSON.stringify(body);
     }
@@ -235,14 +236,15 @@
     setConn("signed out");
     $("login-overlay").hidden = false;
     $("login-error").textContent = "";
-    setTimeout(() => $("login-token").focus(), 0);
+    setTimeout(() => $("login-username").focus(), 0);
   }
 
-  async function login(token) {
+  async function login(token, username, password) {
+    const credentials = username ? { username, password } : { token };
     const resp = await fetch("/v1/api/auth/login", {
       method: "POST",
       headers: { "Content-Type": "application/json" },
-      body: JSON.stringify({ token }),
+      body: JSON.stringify(credentials),
       credentials: "same-origin",
     });
     let body = null;
@@ -321,6 +323,14 @@
     return cell;
   }
 
+  // A node's MCP servers from its health (`mcp.servers`, with resources and prompts).
+  function mcpCell(n) {
+    const m = (n.health && n.health.mcp) || null;
+    if (!m) return el("td", { class: "num muted mcp", text: "—" });
+    return el("td", { class: "num mcp", title: (m.servers || 0) + " MCP servers · " + (m.resources || 0) + " resources · " + (m.prompts || 0) + " prompts",
+      text: String(m.servers || 0) });
+  }
+
   function renderNodes() {
     const body = $("nodes-body");
     const rows = sortedNodes().map(({ n, c }) => {
@@ -343,6 +353,7 @@
       el("td", { class: "num", text: c.total }),
       el("td", { class: "num", text: c.running }),
       el("td", { class: "num", text: c.attention }),
+      mcpCell(n),
       el("td", { class: "num", text: fmtNum(c.tokens) }),
       el("td", {}, el("span", { class: "load", title: c.total + " of " + max + " workstreams" },
         el("span", { class: "bar" }, el("span", { class: "fill", dataset: { level }, style: { width: pct + "%" } })),
@@ -487,6 +498,152 @@
     }
   }
 
+  // ------------------------------------------------------------ admin area
+
+  const admin = { tab: "users" };
+
+  function toggleAdmin(open) {
+    const panel = $("admin-panel");
+    panel.hidden = open === undefined ? !panel.hidden : !open;
+    $("admin-btn").setAttribute("aria-expanded", String(!panel.hidden));
+    if (!panel.hidden) showTab(admin.tab);
+  }
+
+  function showTab(tab) {
+    admin.tab = tab;
+    for (const t of ["users", "schedules"]) {
+      const selected = t === tab;
+      $("tab-" + t).setAttribute("aria-selected", String(selected));
+      $("tab-" + t).tabIndex = selected ? 0 : -1;
+      $("admin-" + t).hidden = !selected;
+    }
+    if (tab === "users") loadUsers(); else loadSchedules();
+  }
+
+  function adminError(target, err) {
+    $(target).textContent = err.status === 503 ? "The console has no storage." : err.message;
+  }
+
+  async function loadUsers() {
+    try {
+      const r = await api("/v1/api/admin/users");
+      const rows = (r.users || []).map((u) => el("tr", { dataset: { username: u.username } },
+        el("td", {}, u.username), el("td", {}, u.display_name), el("td", {}, (u.roles || []).map((x) => x.replace(/^builtin-/, "")).join(", ")),
+        el("td", { class: "muted" }, (u.created || "").slice(0, 16).replace("T", " ")),
+        el("td", {}, el("button", { type: "button", class: "link-btn", "aria-label": "Delete user " + u.username,
+          onclick: () => deleteUser(u) }, "Delete"))));
+      $("users-body").replaceChildren(...rows);
+      $("users-empty").hidden = rows.length > 0;
+      $("user-error").textContent = "";
+    } catch (err) { adminError("user-error", err); }
+  }
+
+  async function deleteUser(u) {
+    if (!confirm("Delete user " + u.username + "?")) return;
+    try { await api("/v1/api/admin/users/" + encodeURIComponent(u.user_id), undefined, "DELETE"); toast("User " + u.username + " deleted", "ok"); }
+    catch (err) { toast(err.message, "error"); }
+    loadUsers();
+  }
+
+  async function submitUser(e) {
+    e.preventDefault();
+    $("user-submit").disabled = true;
+    try {
+      await api("/v1/api/admin/users", { username: $("user-username").value.trim(), display_name: $("user-display").value.trim(),
+        password: $("user-password").value, role: $("user-role").value });
+      $("user-form").reset();
+      toast("User created", "ok");
+      loadUsers();
+    } catch (err) { adminError("user-error", err); }
+    finally { $("user-submit").disabled = false; }
+  }
+
+  function fmtTime(iso) {
+    if (!iso) return "—";
+    const d = new Date(iso);
+    return isNaN(d) ? iso : d.toLocaleString();
+  }
+
+  async function loadSchedules() {
+    const targets = [el("option", { value: "auto", text: "Auto (best node)" }), el("option", { value: "pool", text: "General pool" }),
+      el("option", { value: "all", text: "Every node" })];
+    for (const { n } of sortedNodes()) targets.push(el("option", { value: n.node_id, text: n.node_id }));
+    const keep = $("schedule-target").value;
+    $("schedule-target").replaceChildren(...targets);
+    if (keep) $("schedule-target").value = keep;
+    try {
+      const r = await api("/v1/api/admin/schedules");
+      const rows = (r.tasks || []).map((t) => el("tr", { dataset: { name: t.name } },
+        el("td", {}, t.name),
+        el("td", {}, el("code", {}, t.schedule_type === "cron" ? t.cron_expr : "at " + fmtTime(t.at_time))),
+        el("td", {}, t.target_mode),
+        el("td", { class: "next-run" }, t.enabled ? fmtTime(t.next_run) : "—"),
+        el("td", { class: "last-result" }, t.last_status ? t.last_status + (t.last_error ? ": " + t.last_error : "") : "never run"),
+        el("td", {}, el("input", { type: "checkbox", checked: t.enabled, "aria-label": "Enabled: " + t.name,
+          onchange: (ev) => setEnabled(t, ev.target.checked) })),
+        el("td", {}, el("button", { type: "button", class: "link-btn", "aria-label": "Delete task " + t.name,
+          onclick: () => deleteSchedule(t) }, "Delete"))));
+      $("schedules-body").replaceChildren(...rows);
+      $("schedules-empty").hidden = rows.length > 0;
+      $("schedule-error").textContent = "";
+    } catch (err) { adminError("schedule-error", err); }
+  }
+
+  async function setEnabled(t, enabled) {
+    try { await api("/v1/api/admin/schedules/" + encodeURIComponent(t.task_id), { enabled }, "PUT"); }
+    catch (err) { toast(err.message, "error"); }
+    loadSchedules();
+  }
+
+  async function deleteSchedule(t) {
+    if (!confirm("Delete task " + t.name + "?")) return;
+    try { await api("/v1/api/admin/schedules/" + encodeURIComponent(t.task_id), undefined, "DELETE"); toast("Task deleted", "ok"); }
+    catch (err) { toast(err.message, "error"); }
+    loadSchedules();
+  }
+
+  function scheduleKind() {
+    const at = $("schedule-type").value === "at";
+    for (const id of ["schedule-at", "schedule-at-label"]) $(id).hidden = !at;
+    for (const id of ["schedule-cron", "schedule-cron-label"]) $(id).hidden = at;
+  }
+
+  async function submitSchedule(e) {
+    e.preventDefault();
+    const kind = $("schedule-type").value;
+    const body = { name: $("schedule-name").value.trim(), schedule_type: kind, target_mode: $("schedule-target").value,
+      initial_message: $("schedule-message").value };
+    if (kind === "cron") body.cron_expr = $("schedule-cron").value.trim();
+    else {
+      const local = $("schedule-at").value;
+      const d = local ? new Date(local) : null;
+      body.at_time = d && !isNaN(d) ? d.toISOString() : local;
+    }
+    $("schedule-submit").disabled = true;
+    try {
+      await api("/v1/api/admin/schedules", body);
+      $("schedule-form").reset();
+      scheduleKind();
+      toast("Task scheduled", "ok");
+      loadSchedules();
+    } catch (err) { adminError("schedule-error", err); }
+    finally { $("schedule-submit").disabled = false; }
+  }
+
+  function bindAdmin() {
+    $("admin-btn").addEventListener("click", () => toggleAdmin());
+    $("tab-users").addEventListener("click", () => showTab("users"));
+    $("tab-schedules").addEventListener("click", () => showTab("schedules"));
+    for (const [id, other] of [["tab-users", "schedules"], ["tab-schedules", "users"]]) {
+      $(id).addEventListener("keydown", (e) => {
+        if (e.key === "ArrowRight" || e.key === "ArrowLeft") { showTab(other); $("tab-" + other).focus(); }
+      });
+    }
+    $("user-form").addEventListener("submit", submitUser);
+    $("schedule-form").addEventListener("submit", submitSchedule);
+    $("schedule-type").addEventListener("change", scheduleKind);
+  }
+
   // ------------------------------------------------------------ wiring
 
   function applyTheme(theme) {
@@ -504,9 +661,10 @@
       e.preventDefault();
       $("login-submit").disabled = true;
       try {
-        await login($("login-token").value.trim());
+        await login($("login-token").value.trim(), $("login-username").value.trim(), $("login-password").value);
         $("login-overlay").hidden = true;
         $("login-token").value = "";
+        $("login-password").value = "";
         $("logout-btn").hidden = false;
         const next = new URL(location.href).searchParams.get("next");
         if (next && next.startsWith("/node/")) { location.href = next; return; }
@@ -565,6 +723,7 @@
 
   applyTheme();
   bind();
+  bindAdmin();
   render();
   start();
 })();

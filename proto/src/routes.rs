@@ -181,9 +181,39 @@ pub const NODE_ROUTES: &RouteTable<Needs> = &[
         Permission(Scope::Approve, "admin.users"),
     ),
     (
+        "PUT",
+        "/v1/api/admin/users/{user_id}",
+        Permission(Scope::Approve, "admin.users"),
+    ),
+    (
         "DELETE",
         "/v1/api/admin/users/{user_id}",
         Permission(Scope::Approve, "admin.users"),
+    ),
+    (
+        "PUT",
+        "/v1/api/admin/users/{user_id}/roles",
+        Permission(Scope::Approve, "admin.roles"),
+    ),
+    (
+        "GET",
+        "/v1/api/admin/roles",
+        Permission(Scope::Approve, "admin.roles"),
+    ),
+    (
+        "POST",
+        "/v1/api/admin/roles",
+        Permission(Scope::Approve, "admin.roles"),
+    ),
+    (
+        "PUT",
+        "/v1/api/admin/roles/{role_id}",
+        Permission(Scope::Approve, "admin.roles"),
+    ),
+    (
+        "DELETE",
+        "/v1/api/admin/roles/{role_id}",
+        Permission(Scope::Approve, "admin.roles"),
     ),
     (
         "GET",

@@ -20,7 +20,11 @@ const SPEC: ServiceSpec = ServiceSpec {
     home_config: None,
     aliases: &[REDIS_ENV_ALIASES],
     secrets: &[
-        &["TURNSTONE_JWT_SECRET", "TURNSTONE_AUTH_TOKEN"],
+        &[
+            "TURNSTONE_JWT_SECRET",
+            "TURNSTONE_AUTH_TOKEN",
+            "TURNSTONE_DB_URL",
+        ],
         REDIS_SECRETS,
     ],
     extra_env: &[],
@@ -41,6 +45,9 @@ struct Args {
     /// Seconds between polls of every node.
     #[arg(long, default_value_t = 10.0)]
     poll_interval: f64,
+    /// Seconds between two looks of the scheduler for due tasks.
+    #[arg(long, default_value_t = 15.0)]
+    scheduler_tick: f64,
     /// Seconds between scans of the heartbeat keys.
     #[arg(long, default_value_t = 15.0)]
     discovery_interval: f64,
@@ -71,6 +78,10 @@ struct Args {
     /// with any other URL gets no credentials (not polled, not proxied to).
     #[arg(long, env = "TURNSTONE_NODE_URL_ALLOW")]
     node_url_allow: Option<String>,
+    /// `--db-backend` (`sqlite`, default, or `postgresql` — the nodes' database shares users,
+    /// tokens and roles with them), `--db-path`, `--db-url`, `--db-pool-size`.
+    #[command(flatten)]
+    db: turnstone_accounts::db::DbArgs,
     /// A static token: accepted by the console (full access) and sent to the nodes.
     #[arg(long, env = "TURNSTONE_AUTH_TOKEN", hide_env_values = true)]
     auth_token: Option<String>,
@@ -91,6 +102,7 @@ fn seconds(name: &str, v: f64) -> anyhow::Result<Duration> {
 struct Prepared {
     options: Options,
     bind: SocketAddr,
+    store: turnstone_store::StoreConfig,
 }
 
 fn prepare(settings: &Settings<Args>) -> anyhow::Result<Prepared> {
@@ -116,11 +128,13 @@ fn prepare(settings: &Settings<Args>) -> anyhow::Result<Prepared> {
         );
     }
     let credentials = NodeCredentials::new(secret, args.auth_token.clone());
+    let store = args.db.store_config().map_err(anyhow::Error::msg)?;
     let redis = args.redis.settings();
     redis.validate()?;
     let config = ConsoleConfig {
         prefix: args.redis.prefix.clone(),
         poll_interval: seconds("poll-interval", args.poll_interval)?,
+        scheduler_tick: seconds("scheduler-tick", args.scheduler_tick)?,
         discovery_interval: seconds("discovery-interval", args.discovery_interval)?,
         poll_timeout: seconds("poll-timeout", args.poll_timeout)?,
         poll_concurrency: args.poll_concurrency.max(1),
@@ -143,8 +157,10 @@ fn prepare(settings: &Settings<Args>) -> anyhow::Result<Prepared> {
             redis,
             auth,
             credentials,
+            store: None,
         },
         bind: SocketAddr::new(args.host, args.port),
+        store,
     })
 }
 
@@ -152,10 +168,11 @@ fn prepare(settings: &Settings<Args>) -> anyhow::Result<Prepared> {
 async fn main() -> anyhow::Result<()> {
     let settings =
         Settings::<Args>::load(&SPEC).unwrap_or_else(|e| exit_config_error(SPEC.binary, &e));
-    let prepared = prepare(&settings).unwrap_or_else(|e| exit_config_error(SPEC.binary, &e));
+    let mut prepared = prepare(&settings).unwrap_or_else(|e| exit_config_error(SPEC.binary, &e));
     if settings.check {
         settings.print_check(&[
             ("redis", prepared.options.redis.display()),
+            ("storage", settings.args.db.display()),
             (
                 "auth_enabled",
                 prepared.options.auth.is_enabled().to_string(),
@@ -188,6 +205,18 @@ async fn main() -> anyhow::Result<()> {
             "no TURNSTONE_JWT_SECRET and no --node-url-allow: any heartbeat written to Redis decides where the console sends its token"
         ),
     }
+    // Without storage the console still aggregates and proxies; users, tokens and roles are
+    // then off (503) and only config tokens sign in (cluster spec §6.1).
+    prepared.options.store = match turnstone_store::connect(&prepared.store).await {
+        Ok(store) => {
+            tracing::info!(backend = store.backend_name(), "storage open");
+            Some(store)
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "storage unavailable: user administration and password login are off");
+            None
+        }
+    };
     let listener = tokio::net::TcpListener::bind(prepared.bind).await?;
     let running = turnstone_console::start(prepared.options, listener).await?;
     println!("turnstone-console listening on {}", running.url());

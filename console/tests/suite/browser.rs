@@ -45,7 +45,49 @@ async fn ensure_tools() {
     }
 }
 
-/// Runs the browser script against a console; panics with its output on failure.
+/// Runs one browser script (`tests/browser/<script>`) with `vars` and the common ones;
+/// panics with its output unless it exits 0 printing `marker`.
+async fn run_browser(
+    script: &str,
+    marker: &str,
+    console_url: &str,
+    token: &str,
+    artifacts: &Path,
+    vars: &[(&str, &str)],
+) {
+    ensure_tools().await;
+    std::fs::create_dir_all(artifacts).unwrap();
+    let profile = tempfile::tempdir().unwrap();
+    let mut cmd = tokio::process::Command::new("node");
+    cmd.arg(script)
+        .current_dir(browser_dir())
+        .env("CONSOLE_URL", console_url)
+        .env("TURNSTONE_TOKEN", token)
+        .env("TURNSTONE_CHROMIUM", CHROMIUM)
+        .env("TURNSTONE_ARTIFACTS", artifacts)
+        .env("TURNSTONE_PROFILE", profile.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    for (k, v) in vars {
+        cmd.env(k, v);
+    }
+    let child = cmd.spawn().expect("node is installed");
+    let output = tokio::time::timeout(Duration::from_secs(180), child.wait_with_output())
+        .await
+        .expect("the browser test finishes within 180 s")
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success() && stdout.contains(marker),
+        "browser test {script} failed ({})\n--- stdout\n{stdout}\n--- stderr\n{stderr}",
+        output.status
+    );
+}
+
+/// Runs the dashboard script against a console; panics with its output on failure.
 pub async fn run_script(
     console_url: &str,
     token: &str,
@@ -54,40 +96,53 @@ pub async fn run_script(
     message_node: &str,
     artifacts: &Path,
 ) {
-    ensure_tools().await;
-    std::fs::create_dir_all(artifacts).unwrap();
-    let profile = tempfile::tempdir().unwrap();
-    let child = tokio::process::Command::new("node")
-        .arg("console.test.mjs")
-        .current_dir(browser_dir())
-        .env("CONSOLE_URL", console_url)
-        .env("TURNSTONE_TOKEN", token)
-        .env("TURNSTONE_CHROMIUM", CHROMIUM)
-        .env("TURNSTONE_ARTIFACTS", artifacts)
-        .env("TURNSTONE_PROFILE", profile.path())
-        .env("EXPECT_NODES", nodes.join(","))
-        .env("EXPECT_DRIFT", drift.unwrap_or(""))
-        .env("MESSAGE_NODE", message_node)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("node is installed");
-    let output = tokio::time::timeout(Duration::from_secs(180), child.wait_with_output())
-        .await
-        .expect("the browser test finishes within 180 s")
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success() && stdout.contains("console browser test: all steps passed"),
-        "browser test failed ({})\n--- stdout\n{stdout}\n--- stderr\n{stderr}",
-        output.status
-    );
+    let nodes = nodes.join(",");
+    run_browser(
+        "console.test.mjs",
+        "console browser test: all steps passed",
+        console_url,
+        token,
+        artifacts,
+        &[
+            ("EXPECT_NODES", &nodes),
+            ("EXPECT_DRIFT", drift.unwrap_or("")),
+            ("MESSAGE_NODE", message_node),
+        ],
+    )
+    .await;
     for shot in ["console.png", "proxied-node.png", "console-dark.png"] {
         assert!(artifacts.join(shot).exists(), "screenshot {shot}");
     }
+}
+
+/// The Admin area (users, scheduled tasks) on a console with storage, in Chromium.
+#[tokio::test]
+async fn the_admin_area_manages_users_and_schedules_in_chromium() {
+    let db = super::db::sqlite().await;
+    let p = prefix();
+    let console = TestConsole::start_with_store(&p, db.store.clone()).await;
+    let artifacts = artifacts_dir("console-admin");
+    run_browser(
+        "admin.test.mjs",
+        "admin browser test: all steps passed",
+        &console.url,
+        TOKEN,
+        &artifacts,
+        &[],
+    )
+    .await;
+    for shot in ["admin-users.png", "admin-schedules.png", "admin-viewer.png"] {
+        assert!(artifacts.join(shot).exists(), "screenshot {shot}");
+    }
+    // What the browser did is in the store.
+    let (_, users) = console.get("/v1/api/admin/users").await;
+    assert_eq!(users["users"][0]["username"], "ui-user", "{users}");
+    let (_, tasks) = console.get("/v1/api/admin/schedules").await;
+    assert_eq!(
+        tasks["tasks"],
+        serde_json::json!([]),
+        "the task was deleted"
+    );
 }
 
 #[tokio::test]

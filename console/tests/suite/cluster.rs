@@ -16,13 +16,22 @@ use turnstone_console::model::CONSOLE_VERSION;
 
 use super::*;
 
-struct ClusterNode {
-    url: String,
-    node: Proc,
+/// The scripted model server (`turnstone-fake-llm`) on a free port: the process and its URL.
+pub(super) async fn start_llm(dir: &Path) -> (Proc, String) {
+    let mut cmd = Command::new(workspace_binary("turnstone-fake-llm"));
+    cmd.args(["--port", "0"]);
+    let mut llm = Proc::spawn(cmd, dir.join("llm.log"));
+    let url = llm.line_after(" listening on ").await;
+    (llm, url)
+}
+
+pub(super) struct ClusterNode {
+    pub(super) url: String,
+    pub(super) node: Proc,
     _bridge: Proc,
 }
 
-async fn start_node(
+pub(super) async fn start_node(
     dir: &Path,
     prefix: &str,
     id: &str,
@@ -82,15 +91,7 @@ async fn start_node(
 async fn a_whole_cluster_places_flags_drift_proxies_and_notices_a_lost_node() {
     let p = prefix();
     let dir = tempfile::tempdir().unwrap();
-    let mut llm = Proc::spawn(
-        {
-            let mut c = Command::new(workspace_binary("turnstone-fake-llm"));
-            c.args(["--port", "0"]);
-            c
-        },
-        dir.path().join("llm.log"),
-    );
-    let llm_url = llm.line_after(" listening on ").await;
+    let (_llm, llm_url) = start_llm(dir.path()).await;
     let n1 = start_node(dir.path(), &p, "node-1", &llm_url, None, 50).await;
     let n2 = start_node(dir.path(), &p, "node-2", &llm_url, None, 50).await;
     let n3 = start_node(dir.path(), &p, "node-3", &llm_url, Some("9.9.9"), 100).await;

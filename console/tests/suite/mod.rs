@@ -1,10 +1,12 @@
 //! Shared fixtures: node processes, a console on port 0, heartbeats and cluster events
 //! written to the real Redis under a per-test prefix, an SSE reader.
 
+mod accounts;
 mod admin;
 mod api;
 mod browser;
 mod cluster;
+mod db;
 mod events;
 mod fake_node;
 mod grpc;
@@ -12,6 +14,7 @@ mod processes;
 mod proxy;
 mod python_sdk;
 mod routes;
+mod scheduler;
 mod zombie;
 
 use std::time::Duration;
@@ -119,6 +122,17 @@ pub struct NodeServer {
 
 impl NodeServer {
     pub async fn start(node_id: &str, version: &str, max_ws: usize) -> Self {
+        Self::start_with(node_id, version, max_ws, &["--no-persistence"], &[]).await
+    }
+
+    /// A node with other storage flags (`storage`) and more environment (`env`).
+    pub async fn start_with(
+        node_id: &str,
+        version: &str,
+        max_ws: usize,
+        storage: &[&str],
+        env: &[(&str, &str)],
+    ) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let mut cmd = tokio::process::Command::new(workspace_binary("turnstone-server"));
         cmd.args(["--host", "127.0.0.1", "--port", "0", "--node-id", node_id])
@@ -128,12 +142,8 @@ impl NodeServer {
                 "--max-workstreams",
                 &max_ws.to_string(),
             ])
-            .args([
-                "--no-persistence",
-                "--skip-permissions",
-                "--log-level",
-                "warn",
-            ])
+            .args(storage)
+            .args(["--skip-permissions", "--log-level", "warn"])
             .arg("--cwd")
             .arg(dir.path())
             .current_dir(dir.path())
@@ -148,8 +158,14 @@ impl NodeServer {
             "TURNSTONE_BASE_URL",
             "TURNSTONE_CONFIG",
             "TURNSTONE_MODEL",
+            "TURNSTONE_DB_BACKEND",
+            "TURNSTONE_DB_PATH",
+            "TURNSTONE_DB_URL",
         ] {
             cmd.env_remove(var);
+        }
+        for (k, v) in env {
+            cmd.env(k, v);
         }
         let mut proc = Proc::spawn(cmd, dir.path().join("node.log"));
         let url = proc.line_after(" listening on ").await;
@@ -193,22 +209,7 @@ impl NodeServer {
 
     /// The id of the node's workstream named `name`, if there is one.
     pub async fn workstream_named(&self, name: &str) -> Option<String> {
-        let list: Value = self
-            .http
-            .get(format!("{}/v1/api/workstreams", self.url))
-            .bearer_auth(NODE_TOKEN)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        list["workstreams"]
-            .as_array()?
-            .iter()
-            .find(|w| w["name"] == name)
-            .and_then(|w| w["id"].as_str())
-            .map(str::to_string)
+        workstream_named_at(&self.url, name).await
     }
 
     /// A workstream's history as the node reports it: the `history` event that opens its
@@ -227,6 +228,25 @@ impl NodeServer {
     }
 }
 
+/// The id of the workstream named `name` on the node at `url` (asked with [`NODE_TOKEN`]).
+pub async fn workstream_named_at(url: &str, name: &str) -> Option<String> {
+    let list: Value = reqwest::Client::new()
+        .get(format!("{url}/v1/api/workstreams"))
+        .bearer_auth(NODE_TOKEN)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    list["workstreams"]
+        .as_array()?
+        .iter()
+        .find(|w| w["name"] == name)
+        .and_then(|w| w["id"].as_str())
+        .map(str::to_string)
+}
+
 /// A console in-process with fast discovery and polling.
 pub struct TestConsole {
     /// Kept for its lifetime: dropping it stops the console.
@@ -241,6 +261,22 @@ impl TestConsole {
     }
 
     pub async fn start_with(prefix: &str, tweak: impl FnOnce(&mut ConsoleConfig)) -> Self {
+        Self::start_full(prefix, tweak, None).await
+    }
+
+    /// A console with storage (users, tokens, roles).
+    pub async fn start_with_store(
+        prefix: &str,
+        store: std::sync::Arc<dyn turnstone_store::Store>,
+    ) -> Self {
+        Self::start_full(prefix, |_| {}, Some(store)).await
+    }
+
+    pub async fn start_full(
+        prefix: &str,
+        tweak: impl FnOnce(&mut ConsoleConfig),
+        store: Option<std::sync::Arc<dyn turnstone_store::Store>>,
+    ) -> Self {
         let mut config = ConsoleConfig {
             prefix: prefix.into(),
             poll_interval: Duration::from_millis(200),
@@ -266,6 +302,7 @@ impl TestConsole {
                 redis: turnstone_queue::RedisSettings::from_url(REDIS_URL),
                 auth,
                 credentials: NodeCredentials::new(Some(JwtSecret::new(SECRET)), None),
+                store,
             },
             listener,
         )
@@ -297,6 +334,26 @@ impl TestConsole {
 
     pub async fn get(&self, path: &str) -> (u16, Value) {
         self.get_as(path, Some(TOKEN)).await
+    }
+
+    /// Any method, an optional JSON body and an optional bearer token.
+    pub async fn call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+        token: Option<&str>,
+    ) -> (u16, Value) {
+        let mut req = self.http.request(method, self.url(path));
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        let resp = req.send().await.unwrap();
+        let status = resp.status().as_u16();
+        (status, resp.json().await.unwrap_or(Value::Null))
     }
 
     pub async fn post(&self, path: &str, body: &str) -> (u16, Value) {

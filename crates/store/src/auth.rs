@@ -134,6 +134,10 @@ pub(crate) fn merge_permissions(lists: &[String]) -> Vec<String> {
     set.into_iter().collect()
 }
 
+/// Ends every session of the user `$1` (their JWTs carry an older generation from now on).
+pub(crate) const BUMP_GENERATION: &str =
+    "UPDATE users SET session_generation = session_generation + 1 WHERE user_id = $1";
+
 macro_rules! user_columns {
     () => {
         "user_id, username, display_name, org_id, created"
@@ -176,6 +180,38 @@ macro_rules! impl_auth_store {
                     created: row.try_get("created")?,
                     expires: row.try_get("expires")?,
                 })
+            }
+
+            /// Gives `user_id` the role inside `tx`; an unknown role is
+            /// [`crate::StoreError::InvalidInput`].
+            async fn assign_role(
+                tx: &mut sqlx::Transaction<'_, $db>,
+                user_id: &str,
+                role: &str,
+                assigned_by: &str,
+                created: &str,
+            ) -> $crate::error::Result<()> {
+                let known: Option<String> =
+                    sqlx::query_scalar("SELECT role_id FROM roles WHERE role_id = $1")
+                        .bind(role)
+                        .fetch_optional(&mut **tx)
+                        .await?;
+                if known.is_none() {
+                    return Err($crate::error::StoreError::InvalidInput(format!(
+                        "unknown role {role:?}"
+                    )));
+                }
+                sqlx::query(
+                    "INSERT INTO user_roles (user_id, role_id, assigned_by, created) \
+                     VALUES ($1, $2, $3, $4)",
+                )
+                .bind(user_id)
+                .bind(role)
+                .bind(assigned_by)
+                .bind(created)
+                .execute(&mut **tx)
+                .await?;
+                Ok(())
             }
 
             /// Inserts the user (only when `first_only` holds: no user exists) and its roles
@@ -225,23 +261,7 @@ macro_rules! impl_auth_store {
                     return Ok(None);
                 }
                 for role in &user.roles {
-                    let known: Option<String> =
-                        sqlx::query_scalar("SELECT role_id FROM roles WHERE role_id = $1")
-                            .bind(role)
-                            .fetch_optional(&mut *tx)
-                            .await?;
-                    if known.is_none() {
-                        return Err(StoreError::InvalidInput(format!("unknown role {role:?}")));
-                    }
-                    sqlx::query(
-                        "INSERT INTO user_roles (user_id, role_id, assigned_by, created) \
-                         VALUES ($1, $2, '', $3)",
-                    )
-                    .bind(&record.user_id)
-                    .bind(role)
-                    .bind(&record.created)
-                    .execute(&mut *tx)
-                    .await?;
+                    Self::assign_role(&mut tx, &record.user_id, role, "", &record.created).await?;
                 }
                 tx.commit().await?;
                 Ok(Some(record))

@@ -38,6 +38,9 @@
 //!   UNIQUE, JSON columns as JSON text, flags as 0/1 integers (migration 0003, which also
 //!   renamed the memory type `general` to `project`).
 //! * `watches` — periodic command polls of a workstream ([`WatchStore`], `watches.rs`).
+//! * `roles`, `user_roles` changes through [`RoleStore`] (`roles.rs`); `scheduled_tasks`,
+//!   `scheduled_task_runs` — the console scheduler's tasks and runs ([`ScheduleStore`],
+//!   `schedules.rs`).
 //! * `tool_policies` — admin allow/deny/ask rules on tool names ([`ToolPolicyStore`],
 //!   `policies.rs`); `intent_verdicts` — judge verdicts on gated tool calls and the human's
 //!   decision, an audit log kept after its workstream ([`VerdictStore`], `verdicts.rs`).
@@ -69,6 +72,8 @@ pub mod policies;
 mod postgres;
 pub mod queued;
 mod resume;
+pub mod roles;
+pub mod schedules;
 pub mod skills;
 mod sql_common;
 mod sqlite;
@@ -91,6 +96,8 @@ pub use policies::{NewToolPolicy, ToolPolicyRecord, ToolPolicyStore, ToolPolicyU
 pub use postgres::PostgresStore;
 pub use queued::{QueuedSend, QueuedSendStore, QueuedState};
 pub use resume::rebuild_messages;
+pub use roles::{NewRole, Role, RoleStore, RoleUpdate, UserUpdate};
+pub use schedules::{NewTaskRun, ScheduleStore, ScheduledTask, TaskRun};
 pub use skills::{Skill, SkillSpec, SkillStore};
 pub use sqlite::{BUSY_TIMEOUT, SqliteStore};
 pub use store::{

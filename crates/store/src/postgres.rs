@@ -112,6 +112,8 @@ impl PostgresStore {
 
 impl_store!(PostgresStore, sqlx::Postgres, "postgresql");
 crate::auth::impl_auth_store!(PostgresStore, sqlx::Postgres);
+crate::roles::impl_role_store!(PostgresStore, sqlx::Postgres);
+crate::schedules::impl_schedule_store!(PostgresStore, sqlx::Postgres);
 crate::skills::impl_skill_store!(PostgresStore, sqlx::Postgres);
 crate::watches::impl_watch_store!(PostgresStore, sqlx::Postgres);
 crate::queued::impl_queued_send_store!(PostgresStore, sqlx::Postgres);

@@ -98,6 +98,8 @@ impl SqliteStore {
 
 impl_store!(SqliteStore, sqlx::Sqlite, "sqlite");
 crate::auth::impl_auth_store!(SqliteStore, sqlx::Sqlite);
+crate::roles::impl_role_store!(SqliteStore, sqlx::Sqlite);
+crate::schedules::impl_schedule_store!(SqliteStore, sqlx::Sqlite);
 crate::skills::impl_skill_store!(SqliteStore, sqlx::Sqlite);
 crate::watches::impl_watch_store!(SqliteStore, sqlx::Sqlite);
 crate::queued::impl_queued_send_store!(SqliteStore, sqlx::Sqlite);

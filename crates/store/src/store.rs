@@ -89,6 +89,8 @@ pub async fn connect(config: &StoreConfig) -> Result<Arc<dyn Store>> {
 #[async_trait]
 pub trait Store:
     crate::auth::AuthStore
+    + crate::roles::RoleStore
+    + crate::schedules::ScheduleStore
     + SkillStore
     + crate::watches::WatchStore
     + crate::queued::QueuedSendStore

@@ -53,6 +53,7 @@
 //! # }
 //! ```
 
+pub mod db;
 pub mod error;
 pub mod eventually;
 pub mod fake_anthropic;

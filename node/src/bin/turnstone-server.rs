@@ -77,18 +77,9 @@ struct Args {
     /// Working directory of the tools.
     #[arg(long)]
     cwd: Option<PathBuf>,
-    /// Storage backend: `sqlite` (default, one file) or `postgresql`.
-    #[arg(long, env = "TURNSTONE_DB_BACKEND", default_value = "sqlite")]
-    db_backend: String,
-    /// SQLite file.
-    #[arg(long, env = "TURNSTONE_DB_PATH", default_value = ".turnstone.db")]
-    db_path: PathBuf,
-    /// PostgreSQL URL (with `--db-backend postgresql`).
-    #[arg(long, env = "TURNSTONE_DB_URL", hide_env_values = true)]
-    db_url: Option<String>,
-    /// PostgreSQL pool size.
-    #[arg(long, env = "TURNSTONE_DB_POOL_SIZE", default_value_t = 2)]
-    db_pool_size: u32,
+    /// `--db-backend`, `--db-path`, `--db-url`, `--db-pool-size`.
+    #[command(flatten)]
+    db: turnstone_accounts::db::DbArgs,
     /// Most messages one workstream's queue holds (sends that arrive while it is busy and
     /// opt in with `"queue": true`); past it a send is answered `busy` with a reason.
     /// Default: `[server] max_queued_sends`, else 1000.
@@ -541,21 +532,7 @@ fn store_config(args: &Args) -> Result<Option<StoreConfig>, String> {
     if args.no_persistence {
         return Ok(None);
     }
-    let config = match args.db_backend.as_str() {
-        "sqlite" => StoreConfig::sqlite(&args.db_path),
-        "postgresql" | "postgres" => {
-            let url = args.db_url.clone().ok_or_else(|| {
-                "--db-backend postgresql needs --db-url (or TURNSTONE_DB_URL / TURNSTONE_DB_URL_FILE)"
-                    .to_string()
-            })?;
-            StoreConfig::postgres(url, args.db_pool_size)
-        }
-        other => {
-            return Err(format!(
-                "--db-backend {other}: expected sqlite or postgresql"
-            ));
-        }
-    };
+    let config = args.db.store_config()?;
     Ok(Some(config))
 }
 

@@ -2,7 +2,6 @@
 //! `turnstone-proto`. Unparseable JSON is `400 {"error": "Invalid JSON body"}`; a body over
 //! the limit is `413`.
 
-use axum::body::Bytes;
 use axum::extract::{FromRequest, Request};
 use serde::de::DeserializeOwned;
 
@@ -23,17 +22,9 @@ where
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let bytes = Bytes::from_request(req, state).await.map_err(|e| {
-            if e.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
-                ApiError::TooLarge(BODY_LIMIT)
-            } else {
-                ApiError::BadRequest(format!("Cannot read request body: {}", e.body_text()))
-            }
-        })?;
-        let what = std::any::type_name::<T>()
-            .rsplit("::")
-            .next()
-            .unwrap_or("body");
-        Ok(Self(turnstone_proto::api::decode(what, &bytes)?))
+        turnstone_accounts::body::read_wire_json(req, state)
+            .await
+            .map(Self)
+            .map_err(|e| ApiError::from(turnstone_accounts::AccountsError::from(e)))
     }
 }

@@ -71,6 +71,23 @@ impl IntoResponse for ApiError {
     }
 }
 
+impl From<turnstone_accounts::AccountsError> for ApiError {
+    fn from(e: turnstone_accounts::AccountsError) -> Self {
+        use turnstone_accounts::AccountsError as A;
+        match e {
+            A::BadRequest(m) => Self::BadRequest(m),
+            A::NotFound(m) => Self::NotFound(m),
+            A::Conflict(message) => Self::Conflict {
+                message,
+                detail: Value::Null,
+            },
+            A::TooLarge => Self::TooLarge(super::body::BODY_LIMIT),
+            A::Unavailable(m) => Self::Unavailable(m),
+            A::Internal(m) => Self::Internal(m),
+        }
+    }
+}
+
 impl From<turnstone_proto::ProtoError> for ApiError {
     fn from(e: turnstone_proto::ProtoError) -> Self {
         match e {

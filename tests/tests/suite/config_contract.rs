@@ -457,6 +457,44 @@ fn console_check_config_reads_its_table_secret_files_and_old_names() {
         ),
         &["poll-interval"],
     );
+
+    // Storage: the node's flags; the PostgreSQL URL is a secret (a file, redacted).
+    std::fs::write(
+        dir.join("db-url"),
+        format!("postgresql://console:{PASSWORD}@db.internal:5432/turnstone\n"),
+    )
+    .unwrap();
+    let env = [
+        ("TURNSTONE_JWT_SECRET_FILE", f.path("jwt")),
+        ("TURNSTONE_DB_BACKEND", "postgresql".into()),
+        ("TURNSTONE_DB_URL_FILE", f.path("db-url")),
+    ];
+    let (code, out, err) = check("turnstone-console", dir, &[], &env);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("db_backend = \"postgresql\""), "{out}");
+    assert!(out.contains("db_url = \"<redacted>\"  # file "), "{out}");
+    assert!(
+        !out.contains(PASSWORD) && !err.contains(PASSWORD),
+        "a secret leaked"
+    );
+    assert_refused(
+        check(
+            "turnstone-console",
+            dir,
+            &["--db-backend", "postgresql"],
+            &[("TURNSTONE_JWT_SECRET_FILE", f.path("jwt"))],
+        ),
+        &["--db-backend postgresql needs --db-url"],
+    );
+    assert_refused(
+        check(
+            "turnstone-console",
+            dir,
+            &["--db-backend", "mysql"],
+            &[("TURNSTONE_JWT_SECRET_FILE", f.path("jwt"))],
+        ),
+        &["expected sqlite or postgresql"],
+    );
 }
 
 fn hostname() -> String {

@@ -4,6 +4,7 @@ mod governance;
 mod large;
 mod memory;
 mod queued;
+mod roles_schedules;
 mod schema;
 mod search;
 mod sessions;

@@ -39,6 +39,8 @@ async fn sqlite_and_postgres_schemas_match() {
             "prompt_templates",
             "queued_sends",
             "roles",
+            "scheduled_task_runs",
+            "scheduled_tasks",
             "structured_memories",
             "tool_policies",
             "user_roles",

@@ -284,6 +284,8 @@ async fn bridge_console_and_queue_client_use_acl_user_password_file_and_mutual_t
             "1",
             "--discovery-interval",
             "1",
+            "--db-path",
+            &secrets.path().join("console.db").to_string_lossy(),
         ],
         &[
             env.clone(),
@@ -331,7 +333,14 @@ async fn bridge_console_and_queue_client_use_acl_user_password_file_and_mutual_t
     wrong_env.push(("TURNSTONE_REDIS_PREFIX".into(), prefix.clone()));
     let _refused = spawn(
         "turnstone-console",
-        &["--host", "127.0.0.1", "--port", &port2.to_string()],
+        &[
+            "--host",
+            "127.0.0.1",
+            "--port",
+            &port2.to_string(),
+            "--db-path",
+            &secrets.path().join("console-2.db").to_string_lossy(),
+        ],
         &wrong_env,
     );
     let ready2 = format!("http://127.0.0.1:{port2}/ready");

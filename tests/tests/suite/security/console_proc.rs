@@ -14,12 +14,15 @@ pub struct ConsoleProc {
     pub url: String,
     pub http: reqwest::Client,
     _proc: Proc,
+    /// Holds the console's SQLite store.
+    _dir: tempfile::TempDir,
 }
 
 impl ConsoleProc {
     /// A console of `prefix` on `redis_url` with `extra` flags.
     pub async fn start(redis_url: &str, prefix: &str, extra: &[&str]) -> Self {
         let port = free_port();
+        let dir = tempfile::tempdir().unwrap();
         let child = Command::new(binary("turnstone-console"))
             .args([
                 "--host",
@@ -37,6 +40,8 @@ impl ConsoleProc {
                 "--log-level",
                 "warn",
             ])
+            .arg("--db-path")
+            .arg(dir.path().join("console.db"))
             .args(extra)
             .env("TURNSTONE_JWT_SECRET", SECRET)
             .env_remove("TURNSTONE_AUTH_TOKEN")
@@ -50,6 +55,7 @@ impl ConsoleProc {
             url: format!("http://127.0.0.1:{port}"),
             http: reqwest::Client::new(),
             _proc: Proc { child },
+            _dir: dir,
         };
         for _ in 0..200 {
             if console

@@ -1,0 +1,131 @@
+// Drives the console's Admin area in headless Debian Chromium: users (create, list, sign in
+// as the new user by password, whose viewer role is refused the admin routes) and scheduled
+// tasks (create a cron task, see its next run, disable it, delete it), with the keyboard on
+// the tabs. Run by console/tests/suite/browser.rs with a console that has storage; it passes
+// CONSOLE_URL, TURNSTONE_TOKEN, TURNSTONE_CHROMIUM, TURNSTONE_ARTIFACTS, TURNSTONE_PROFILE.
+// Prints "admin browser test: all steps passed" and exits 0; on failure saves
+// admin-failure.png and exits 1.
+
+import { chromium } from "playwright-core";
+import { mkdirSync } from "node:fs";
+import { join } from "node:path";
+
+const env = (name) => {
+  const v = process.env[name];
+  if (v === undefined) throw new Error(`missing environment variable ${name}`);
+  return v;
+};
+const BASE = env("CONSOLE_URL");
+const TOKEN = env("TURNSTONE_TOKEN");
+const ARTIFACTS = env("TURNSTONE_ARTIFACTS");
+mkdirSync(ARTIFACTS, { recursive: true });
+const log = (...a) => console.log("[admin-browser]", ...a);
+function assert(cond, message) {
+  if (!cond) throw new Error("assertion failed: " + message);
+}
+
+const context = await chromium.launchPersistentContext(env("TURNSTONE_PROFILE"), {
+  executablePath: env("TURNSTONE_CHROMIUM"),
+  headless: true,
+  args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+  viewport: { width: 1360, height: 900 },
+  deviceScaleFactor: 1,
+  colorScheme: "light",
+});
+context.setDefaultTimeout(20000);
+const page = context.pages()[0] || (await context.newPage());
+const pageErrors = [];
+page.on("pageerror", (e) => pageErrors.push(String(e)));
+page.on("dialog", (d) => d.accept());
+const shot = (name) => page.screenshot({ path: join(ARTIFACTS, name + ".png"), animations: "disabled" });
+async function step(name, fn) {
+  log("step:", name);
+  await fn();
+}
+
+try {
+  await step("sign in with the token", async () => {
+    await page.goto(BASE + "/");
+    await page.locator("#login-overlay").waitFor({ state: "visible" });
+    await page.locator("#login-token").fill(TOKEN);
+    await page.locator("#login-submit").click();
+    await page.locator("#login-overlay").waitFor({ state: "hidden" });
+  });
+
+  await step("the admin area lists and creates users", async () => {
+    await page.locator("#admin-btn").click();
+    await page.locator("#admin-panel").waitFor({ state: "visible" });
+    assert((await page.locator("#admin-btn").getAttribute("aria-expanded")) === "true", "the button says it is open");
+    await page.locator("#users-empty").waitFor({ state: "visible" });
+    await page.getByLabel("Username").fill("ui-user");
+    await page.getByLabel("Display name").fill("UI User");
+    await page.locator("#user-password").fill("correct horse battery");
+    await page.locator("#user-role").selectOption("viewer");
+    await page.locator("#user-submit").click();
+    await page.locator('#users-body tr[data-username="ui-user"]').waitFor();
+    const roles = await page.locator('#users-body tr[data-username="ui-user"] td').nth(2).textContent();
+    assert(roles === "viewer", "the role is shown: " + roles);
+    // A bad user: the server's message is shown.
+    await page.getByLabel("Username").fill("ui-user");
+    await page.getByLabel("Display name").fill("Again");
+    await page.locator("#user-password").fill("correct horse battery");
+    await page.locator("#user-submit").click();
+    await page.waitForFunction(() => document.getElementById("user-error").textContent.includes("taken"));
+    await shot("admin-users");
+  });
+
+  await step("the schedules tab (by keyboard) creates a cron task with its next run", async () => {
+    await page.locator("#tab-users").focus();
+    await page.keyboard.press("ArrowRight");
+    await page.locator("#admin-schedules").waitFor({ state: "visible" });
+    assert((await page.locator("#tab-schedules").getAttribute("aria-selected")) === "true", "tab selected");
+    await page.getByLabel("Name", { exact: true }).fill("ui-nightly");
+    await page.locator("#schedule-cron").fill("0 3 * * *");
+    await page.locator("#schedule-target").selectOption("pool");
+    await page.locator("#schedule-message").fill("write the nightly report");
+    await page.locator("#schedule-submit").click();
+    const row = page.locator('#schedules-body tr[data-name="ui-nightly"]');
+    await row.waitFor();
+    const next = await row.locator(".next-run").textContent();
+    assert(next && next !== "—", "a next run is shown: " + next);
+    assert((await row.locator(".last-result").textContent()) === "never run", "no run yet");
+    // A bad expression: the server's message.
+    await page.getByLabel("Name", { exact: true }).fill("broken");
+    await page.locator("#schedule-cron").fill("61 * * * *");
+    await page.locator("#schedule-message").fill("x");
+    await page.locator("#schedule-submit").click();
+    await page.waitForFunction(() => document.getElementById("schedule-error").textContent.includes("Invalid cron_expr"));
+    await shot("admin-schedules");
+    // Disable, then delete.
+    await row.getByRole("checkbox").uncheck();
+    await page.waitForFunction(() => {
+      const r = document.querySelector('#schedules-body tr[data-name="ui-nightly"] input[type=checkbox]');
+      return r && !r.checked;
+    });
+    await row.getByRole("button", { name: "Delete task ui-nightly" }).click();
+    await row.waitFor({ state: "detached" });
+  });
+
+  await step("the new user signs in by password and is refused the admin routes", async () => {
+    await page.locator("#logout-btn").click();
+    await page.locator("#login-overlay").waitFor({ state: "visible" });
+    await page.locator("#login-username").fill("ui-user");
+    await page.locator("#login-password").fill("correct horse battery");
+    await page.locator("#login-submit").click();
+    await page.locator("#login-overlay").waitFor({ state: "hidden" });
+    if (await page.locator("#admin-panel").isHidden()) await page.locator("#admin-btn").click();
+    await page.locator("#tab-users").click();
+    await page.waitForFunction(() => document.getElementById("user-error").textContent.includes("Forbidden"));
+    await shot("admin-viewer");
+  });
+
+  assert(pageErrors.length === 0, "no page errors: " + pageErrors.join("; "));
+  console.log("admin browser test: all steps passed");
+  await context.close();
+} catch (e) {
+  console.error(e);
+  try { await shot("admin-failure"); } catch (_) { /* best effort */ }
+  await context.close();
+  process.exit(1);
+}
