@@ -24,6 +24,7 @@ const SPEC: ServiceSpec = ServiceSpec {
         REDIS_SECRETS,
     ],
     extra_env: &[],
+    tables: &[],
 };
 
 #[derive(Debug, Parser)]

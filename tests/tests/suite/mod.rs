@@ -8,6 +8,7 @@ mod mcp_skills_node;
 mod openai_load;
 mod otel;
 mod python_sdk;
+mod real_model;
 mod schemathesis;
 mod security;
 mod turn_order;

@@ -231,7 +231,11 @@ async fn malformed_messages_are_dead_lettered_with_reasons_and_the_bridge_keeps_
         },
     )
     .await;
-    assert_eq!(mq.dead_letters().await.len(), expected, "no message dead-lettered twice");
+    assert_eq!(
+        mq.dead_letters().await.len(),
+        expected,
+        "no message dead-lettered twice"
+    );
     let ps = mq.subscribe(&[&format!("events:{ws}")]).await;
     let mut s = ps.into_on_message();
     mq.push("inbound", &json!({"type": "send", "ws_id": ws, "message": "still here", "correlation_id": "a0a0a0a0a0a0"})).await;
