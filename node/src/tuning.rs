@@ -273,7 +273,7 @@ mod tests {
                 "circuit_breaker_threshold",
             ),
             (
-                &["--circuit-breaker-cooldown", "-1"][..],
+                &["--circuit-breaker-cooldown=-1"][..],
                 "circuit_breaker_cooldown",
             ),
         ] {

@@ -360,7 +360,10 @@ server_url = "http://elsewhere:8080"
     }
     assert!(out.contains("max_tokens = \"512\"  # flag"), "{out}");
     assert!(out.contains("context_window = \"0\"  # default"), "{out}");
-    assert!(out.contains("reasoning_effort = \"medium\"  # default"), "{out}");
+    assert!(
+        out.contains("reasoning_effort = \"medium\"  # default"),
+        "{out}"
+    );
     assert!(
         out.contains("workstream_idle_timeout = \"120\"  # default"),
         "{out}"
@@ -433,7 +436,12 @@ server_url = "http://elsewhere:8080"
         &["temperature must be between 0 and 2"],
     );
     assert_refused(
-        check("turnstone-server", dir, &["--reasoning-effort", "extreme"], &[]),
+        check(
+            "turnstone-server",
+            dir,
+            &["--reasoning-effort", "extreme"],
+            &[],
+        ),
         &["reasoning_effort", "extreme"],
     );
 }

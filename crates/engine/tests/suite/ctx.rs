@@ -754,7 +754,8 @@ async fn without_a_usage_chunk_the_estimate_moves_the_gauge_and_compacts() {
         r#"{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#.into(),
         "[DONE]".into(),
     ]));
-    h.llm.push_reply(ScriptReply::text("## Summary\nthe user sent many words"));
+    h.llm
+        .push_reply(ScriptReply::text("## Summary\nthe user sent many words"));
     let mut sub = send(&ws, &long);
     let events = read_turn(&mut sub).await;
     let statuses: Vec<&turnstone_engine::StatusInfo> = events

