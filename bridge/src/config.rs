@@ -20,6 +20,7 @@ pub const SPEC: ServiceSpec = ServiceSpec {
         REDIS_SECRETS,
     ],
     extra_env: &[],
+    tables: &[],
 };
 
 /// `turnstone-bridge` command line.

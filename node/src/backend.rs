@@ -4,6 +4,9 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use turnstone_engine::{Engine, EngineConfig};
 use turnstone_llm::{CircuitBreaker, OpenAiConfig, OpenAiProvider, Resilient, RetryPolicy};
@@ -115,6 +118,53 @@ impl Backend {
     ) -> Result<Arc<Engine>, NodeError> {
         let tools = Arc::new(ToolRegistry::with_builtin_options(options)?);
         Ok(Engine::new(self.provider.clone(), tools, config).await)
+    }
+}
+
+/// How long a node started without `--model` keeps asking the endpoint for its model list
+/// (a model server that is still loading answers 503 or refuses connections) before it gives
+/// up and fails to start.
+pub const DEFAULT_MODEL_DETECT_WAIT: Duration = Duration::from_secs(60);
+
+/// The model a node runs on when `--model` is not given: the first id the endpoint lists
+/// (`GET <base_url>/models`). An endpoint that cannot be reached (or answers an error) is
+/// asked again with growing pauses for up to `wait`; then, or at once when the list is
+/// empty, start-up fails with [`NodeError::ModelDetection`] saying why and what to do.
+pub async fn detect_model(
+    base_url: &str,
+    api_key: Option<String>,
+    wait: Duration,
+) -> Result<String, NodeError> {
+    let mut config = OpenAiConfig::new(base_url.to_string());
+    config.api_key = api_key;
+    config.connect_timeout = Duration::from_secs(5);
+    config.request_timeout = Duration::from_secs(15);
+    let provider = OpenAiProvider::new(config)?;
+    let models_url = format!("{}/models", base_url.trim_end_matches('/'));
+    let deadline = Instant::now() + wait;
+    let mut pause = Duration::from_millis(250);
+    loop {
+        let error = match provider.list_models().await {
+            Ok(ids) => {
+                return ids.into_iter().next().ok_or_else(|| {
+                    NodeError::ModelDetection(format!(
+                        "{models_url} lists no models; pass --model (or TURNSTONE_MODEL)"
+                    ))
+                });
+            }
+            Err(e) => e,
+        };
+        let now = Instant::now();
+        if now >= deadline {
+            return Err(NodeError::ModelDetection(format!(
+                "cannot list the models at {models_url} (tried for {}s): {error}; start the \
+                 model server, or pass --model (or TURNSTONE_MODEL)",
+                wait.as_secs()
+            )));
+        }
+        tracing::warn!(url = %models_url, error = %error, "model list unavailable; asking again");
+        tokio::time::sleep(pause.min(deadline - now)).await;
+        pause = (pause * 2).min(Duration::from_secs(5));
     }
 }
 

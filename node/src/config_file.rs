@@ -86,6 +86,103 @@ pub const HOME_CONFIG: &str = ".config/turnstone/config.toml";
 /// binary's settings (defaults < file < environment < flags).
 pub const SERVER_OWN_KEYS: &[&str] = &["auto_compact_pct", "compact_max_tokens", "auto_title"];
 
+/// The keys of `[tools]` read here ([`ToolsSection`]); its other keys are flags' (see
+/// [`NODE_TABLES`]).
+const TOOLS_OWN_KEYS: &[&str] = &[
+    "allow_private_network",
+    "searxng_url",
+    "search_backend",
+    "web_search_backend",
+    "notify",
+    "disable_web",
+    "agent_max_turns",
+    "subagent_auto_approve_all",
+    "env_passthrough",
+];
+
+/// The original's other tables the node reads (node spec §7.2/§7.3): each key sets the flag
+/// named beside it (one layer with `[server]`: *flag > env > file > default*, and
+/// `--check-config` names `<file> [table]` as the source), is read here, or is refused with
+/// the reason. Any other key of these tables is an error naming it. `[judge]`, `[models.*]`,
+/// `[model]`, `[mcp]` and `[[policies]]` are typed documents read by [`ServerFile::parse`],
+/// which refuses unknown keys the same way.
+pub const NODE_TABLES: &[turnstone_runtime::TableSpec] = &[
+    turnstone_runtime::TableSpec {
+        table: "database",
+        keys: &[
+            ("backend", "db_backend"),
+            ("url", "db_url"),
+            ("path", "db_path"),
+            ("pool_size", "db_pool_size"),
+        ],
+        own_keys: &[],
+        refused: &[
+            ("sslmode", PG_TLS_IN_URL),
+            ("sslrootcert", PG_TLS_IN_URL),
+            ("sslcert", PG_TLS_IN_URL),
+            ("sslkey", PG_TLS_IN_URL),
+        ],
+    },
+    turnstone_runtime::TableSpec {
+        table: "auth",
+        keys: &[],
+        // `enabled`, `jwt_secret`, `[[auth.tokens]]`; `token` is the terminal client's.
+        own_keys: &["enabled", "jwt_secret", "tokens", "token"],
+        refused: &[],
+    },
+    turnstone_runtime::TableSpec {
+        table: "ratelimit",
+        keys: &[
+            ("enabled", "ratelimit_enabled"),
+            ("requests_per_second", "ratelimit_rps"),
+            ("burst", "ratelimit_burst"),
+            ("trusted_proxies", "trusted_proxy"),
+        ],
+        own_keys: &[],
+        refused: &[],
+    },
+    turnstone_runtime::TableSpec {
+        table: "health",
+        keys: &[
+            ("circuit_breaker_threshold", "circuit_breaker_threshold"),
+            ("circuit_breaker_cooldown", "circuit_breaker_cooldown"),
+        ],
+        own_keys: &[],
+        refused: &[
+            ("backend_probe_interval", NO_BACKEND_PROBE),
+            ("backend_probe_timeout", NO_BACKEND_PROBE),
+        ],
+    },
+    turnstone_runtime::TableSpec {
+        table: "session",
+        keys: &[
+            ("instructions", "instructions"),
+            ("retention_days", "session_retention_days"),
+        ],
+        own_keys: &["compact_max_tokens", "auto_compact_pct"],
+        refused: &[],
+    },
+    turnstone_runtime::TableSpec {
+        table: "tools",
+        keys: &[
+            ("timeout", "tool_timeout"),
+            ("truncation", "tool_truncation"),
+            ("search", "tool_search"),
+            ("search_threshold", "tool_search_threshold"),
+            ("search_max_results", "tool_search_max_results"),
+            ("skip_permissions", "skip_permissions"),
+        ],
+        own_keys: TOOLS_OWN_KEYS,
+        refused: &[],
+    },
+];
+
+const PG_TLS_IN_URL: &str = "give PostgreSQL TLS settings as parameters of `url` \
+     (postgresql://host/db?sslmode=verify-full&sslrootcert=/path/ca.pem&sslcert=…&sslkey=…)";
+const NO_BACKEND_PROBE: &str = "the node runs no background probe of the model backend: its \
+     circuit breaker (circuit_breaker_threshold, circuit_breaker_cooldown) watches the real \
+     requests and /health reports its state";
+
 /// What the node takes from its config file.
 #[derive(Debug, Clone, Default)]
 pub struct ServerFile {
@@ -97,12 +194,17 @@ pub struct ServerFile {
     pub judge: JudgeSection,
     /// `[[policies]]`: read-only tool policies (see `server::policies`).
     pub policies: Vec<crate::server::policies::ConfigPolicy>,
+    /// `[auth]`: `enabled`, `jwt_secret`, `[[auth.tokens]]` (the environment wins), when the
+    /// file has the table.
+    pub auth: Option<turnstone_runtime::auth::AuthConfig>,
 }
 
 pub use crate::judge::JudgeSection;
 
+/// The keys of `[server]` read here. Its other keys are the binary's flags, layered (and an
+/// unknown one refused by name) by `turnstone_runtime::Settings` before this file is read, so
+/// they are no error here.
 #[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct ServerSection {
     pub node_id: Option<String>,
     pub max_workstreams: Option<usize>,
@@ -127,6 +229,34 @@ pub struct ServerSection {
     /// wins. Default: none.
     pub grpc_port: Option<u16>,
 }
+
+/// The compaction keys of `[session]` (its other keys are flags': see [`NODE_TABLES`]).
+#[derive(Debug, Clone, Default, Deserialize)]
+struct SessionSection {
+    auto_compact_pct: Option<f64>,
+    compact_max_tokens: Option<u32>,
+}
+
+impl ServerSection {
+    /// Takes `[session]`'s compaction keys; the same key in `[server]` too is an error.
+    fn take_session(&mut self, session: SessionSection) -> Result<(), String> {
+        if let Some(pct) = session.auto_compact_pct {
+            if self.auto_compact_pct.is_some() {
+                return Err(TWICE.replace("{}", "auto_compact_pct"));
+            }
+            self.auto_compact_pct = Some(pct);
+        }
+        if let Some(n) = session.compact_max_tokens {
+            if self.compact_max_tokens.is_some() {
+                return Err(TWICE.replace("{}", "compact_max_tokens"));
+            }
+            self.compact_max_tokens = Some(n);
+        }
+        Ok(())
+    }
+}
+
+const TWICE: &str = "[session] {} and [server] {} set the same setting; keep one";
 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -153,6 +283,20 @@ pub struct ToolsSection {
     /// `NAME_*` passes a prefix. `TURNSTONE_*` is never passed.
     #[serde(default)]
     pub env_passthrough: Vec<String>,
+    /// Keys of `[tools]` that are flags (`timeout` is `--tool-timeout`, …: see
+    /// [`NODE_TABLES`]); they reach the flags' layer, not this struct.
+    #[serde(default, rename = "timeout")]
+    _timeout: Option<toml::Value>,
+    #[serde(default, rename = "truncation")]
+    _truncation: Option<toml::Value>,
+    #[serde(default, rename = "search")]
+    _search: Option<toml::Value>,
+    #[serde(default, rename = "search_threshold")]
+    _search_threshold: Option<toml::Value>,
+    #[serde(default, rename = "search_max_results")]
+    _search_max_results: Option<toml::Value>,
+    #[serde(default, rename = "skip_permissions")]
+    _skip_permissions: Option<toml::Value>,
 }
 
 /// The engine settings given as flags (or their env vars); `None`: not given, so the file's
@@ -212,9 +356,19 @@ impl ServerFile {
         let doc: toml::Table = toml::from_str(text).map_err(|e| e.to_string())?;
         let section =
             |name: &str| -> Result<Option<toml::Value>, String> { Ok(doc.get(name).cloned()) };
-        let server = match section("server")? {
+        let mut server: ServerSection = match section("server")? {
             Some(v) => v.try_into().map_err(|e| format!("[server]: {e}"))?,
             None => ServerSection::default(),
+        };
+        if let Some(session) = section("session")? {
+            // The original's home of the compaction keys (its other keys are flags').
+            let session: SessionSection =
+                session.try_into().map_err(|e| format!("[session]: {e}"))?;
+            server.take_session(session)?;
+        }
+        let auth = match section("auth")? {
+            Some(v) => Some(v.try_into().map_err(|e| format!("[auth]: {e}"))?),
+            None => None,
         };
         let tools = match section("tools")? {
             Some(v) => v.try_into().map_err(|e| format!("[tools]: {e}"))?,
@@ -264,6 +418,7 @@ impl ServerFile {
             tools,
             judge,
             policies,
+            auth,
         })
     }
 
@@ -498,11 +653,11 @@ web_search_backend = "mcp:brave:brave_web_search"
 
     #[test]
     fn an_unknown_key_is_named() {
-        let err = ServerFile::parse("[server]\nnode_idd = \"x\"\n").unwrap_err();
-        assert!(
-            err.contains("[server]") && err.contains("node_idd"),
-            "{err}"
-        );
+        // `[server]` keys are flags' names: the binary's settings refuse unknown ones (see
+        // tests/tests/suite/config_contract.rs); the flags' keys are no error here.
+        ServerFile::parse("[server]\ntemperature = 0.2\nport = 8081\n").unwrap();
+        let err = ServerFile::parse("[server]\nauto_compact_pct = \"high\"\n").unwrap_err();
+        assert!(err.contains("[server]"), "{err}");
         let err = ServerFile::parse("[tools]\nallow_private = true\n").unwrap_err();
         assert!(err.contains("allow_private"), "{err}");
         let err = ServerFile::parse("[mcp.servers.\"a__b\"]\ncommand = \"x\"\n").unwrap_err();

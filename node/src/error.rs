@@ -16,6 +16,8 @@ pub enum NodeError {
     BadCwd { path: PathBuf },
     #[error("the built-in scripted model could not start: {0}")]
     FakeModel(String),
+    #[error("no model to run on: {0}")]
+    ModelDetection(String),
     #[error("model client: {0}")]
     Llm(#[from] turnstone_llm::LlmError),
     #[error("tool registry: {0}")]

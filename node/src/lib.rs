@@ -32,6 +32,7 @@ pub mod persist;
 pub mod send_queue;
 pub mod server;
 pub mod store_tools;
+pub mod tuning;
 pub mod watch_runner;
 
 pub use error::NodeError;

@@ -28,6 +28,7 @@ const SPEC: ServiceSpec = ServiceSpec {
         REDIS_SECRETS,
     ],
     extra_env: &[],
+    tables: &[],
 };
 
 #[derive(Debug, Parser)]

@@ -58,10 +58,19 @@ impl Engine {
         config: EngineConfig,
     ) -> Arc<Self> {
         let window = if config.context_window > 0 {
+            tracing::info!(
+                context_window = config.context_window,
+                "context window from the configuration"
+            );
             config.context_window
         } else {
+            // The provider's answer: a configured window, else what the server says (llama.cpp
+            // `/props`, a model list's context field), else the default.
             match provider.inner.capabilities(&config.model).await {
-                Ok(c) => c.context_window,
+                Ok(c) => {
+                    tracing::info!(context_window = c.context_window, model = %config.model, "context window from the model backend");
+                    c.context_window
+                }
                 Err(e) => {
                     tracing::warn!(error = %e, "model capabilities unavailable; using the default context window");
                     turnstone_llm::ModelCapabilities::default().context_window

@@ -195,6 +195,7 @@ impl Shared {
             cache_read_tokens: usage.cache_read_tokens,
             tool_calls_this_turn,
             turn_count,
+            usage_estimated: usage.estimated,
         }
     }
 

@@ -357,6 +357,8 @@ impl Turn<'_> {
             usage.total_tokens = usage.prompt_tokens + usage.completion_tokens;
             usage.cache_creation_tokens = usage.cache_creation_tokens.max(u.cache_creation_tokens);
             usage.cache_read_tokens = usage.cache_read_tokens.max(u.cache_read_tokens);
+            // The latest response says whether the counts are the server's or an estimate.
+            usage.estimated = u.estimated;
         });
     }
 

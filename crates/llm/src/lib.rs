@@ -11,6 +11,7 @@
 
 pub mod anthropic;
 pub mod error;
+pub mod estimate;
 mod http;
 pub mod openai;
 pub mod provider;

@@ -139,6 +139,10 @@ pub struct Usage {
     pub total_tokens: u64,
     pub cache_creation_tokens: u64,
     pub cache_read_tokens: u64,
+    /// The server reported no usage: these counts are a tokenizer-free estimate
+    /// ([`crate::estimate`]), not the server's count.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub estimated: bool,
 }
 
 /// Why a response ended, normalised across providers.

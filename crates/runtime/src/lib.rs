@@ -18,7 +18,7 @@ pub mod telemetry;
 
 pub use config::{ConfigError, ConfigLoader};
 pub use service::ServiceArgs;
-pub use settings::{EnvAlias, ServiceSpec, Settings, exit_config_error};
+pub use settings::{EnvAlias, ServiceSpec, Settings, TableSpec, exit_config_error};
 pub use shutdown::{
     DEFAULT_DRAIN_TIMEOUT, DRAIN_RETRY_AFTER_SECS, Drain, Shutdown, signal_received,
 };

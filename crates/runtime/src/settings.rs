@@ -77,6 +77,25 @@ pub struct ServiceSpec {
     pub secrets: &'static [&'static [&'static str]],
     /// `TURNSTONE_*` names it reads outside its arguments (besides the secrets).
     pub extra_env: &'static [&'static str],
+    /// Other tables of `config.toml` it reads (the original's `[database]`, `[ratelimit]`,
+    /// …): their keys set arguments in the same layer as `table`; a key of such a table that
+    /// is neither mapped, read by the service itself, nor refused with a reason is an error
+    /// naming it. Tables listed nowhere are ignored (another service's).
+    pub tables: &'static [TableSpec],
+}
+
+/// A table of `config.toml` besides the service's own ([`ServiceSpec::tables`]).
+#[derive(Debug, Clone, Copy)]
+pub struct TableSpec {
+    /// Its name (`database`).
+    pub table: &'static str,
+    /// `(key, argument id)`: the key sets that argument (`("pool_size", "db_pool_size")`).
+    pub keys: &'static [(&'static str, &'static str)],
+    /// Keys the service reads itself from this table (no error here).
+    pub own_keys: &'static [&'static str],
+    /// `(key, why)`: keys the original reads that this service does not support; each is an
+    /// error saying why, never silently ignored.
+    pub refused: &'static [(&'static str, &'static str)],
 }
 
 /// `TURNSTONE_*` names every service reads outside its arguments (auth, telemetry).
@@ -144,7 +163,11 @@ impl<T: clap::Parser> Settings<T> {
                 path.is_file().then_some(path)
             };
             if let Some(path) = explicit.or_else(at_home) {
-                layers = layers.merge(file_layer(&command, &path, table, spec.own_keys)?);
+                let own = file_layer(&command, &path, table, spec.own_keys)?;
+                for mapped in mapped_layers(&path, spec.tables, &own)? {
+                    layers = layers.merge(mapped);
+                }
+                layers = layers.merge(own);
             }
         }
         let aliased: BTreeSet<&str> = spec
@@ -549,6 +572,72 @@ fn file_layer(
     })
 }
 
+/// The layers of the other tables a service reads ([`ServiceSpec::tables`]), one per table
+/// present in the file. A key setting an argument the service's own table (`own`) sets too
+/// is an error naming both.
+fn mapped_layers(
+    path: &Path,
+    tables: &[TableSpec],
+    own: &Layer,
+) -> Result<Vec<Layer>, ConfigError> {
+    if tables.is_empty() {
+        return Ok(Vec::new());
+    }
+    let doc: Dict = Figment::from(Toml::file_exact(path))
+        .extract()
+        .map_err(|e| ConfigError::Invalid(format!("{}: {e}", path.display())))?;
+    let mut layers = Vec::new();
+    for spec in tables {
+        let values = match doc.get(spec.table) {
+            None => continue,
+            Some(Value::Dict(_, values)) => match Value::serialize(values) {
+                Ok(Value::Dict(_, values)) => values,
+                _ => Dict::new(),
+            },
+            Some(_) => {
+                return Err(ConfigError::Invalid(format!(
+                    "{}: `{}` must be a table",
+                    path.display(),
+                    spec.table
+                )));
+            }
+        };
+        let mut layer = Dict::new();
+        for (key, value) in values {
+            if let Some((_, arg)) = spec.keys.iter().find(|(k, _)| *k == key) {
+                if own.values.contains_key(*arg) {
+                    return Err(ConfigError::Invalid(format!(
+                        "{}: [{}] {key} and `{arg}` of the service's own table set the same \
+                         setting; keep one",
+                        path.display(),
+                        spec.table
+                    )));
+                }
+                layer.insert((*arg).to_string(), value);
+            } else if spec.own_keys.contains(&key.as_str()) {
+                continue;
+            } else if let Some((_, why)) = spec.refused.iter().find(|(k, _)| *k == key) {
+                return Err(ConfigError::Invalid(format!(
+                    "{}: [{}] {key} is not supported: {why}",
+                    path.display(),
+                    spec.table
+                )));
+            } else {
+                return Err(ConfigError::Invalid(format!(
+                    "{}: unknown key `{key}` in [{}]",
+                    path.display(),
+                    spec.table
+                )));
+            }
+        }
+        layers.push(Layer {
+            name: format!("{} [{}]", path.display(), spec.table),
+            values: layer,
+        });
+    }
+    Ok(layers)
+}
+
 /// A layer's value as a flag value: scalars as text, lists joined with commas.
 fn flag_value(value: &Value) -> Option<String> {
     match value {
@@ -640,6 +729,12 @@ mod tests {
         }]],
         secrets: &[&["DEMO_SECRET"]],
         extra_env: &[],
+        tables: &[TableSpec {
+            table: "tuning",
+            keys: &[("workers", "concurrency"), ("host", "redis_host")],
+            own_keys: &["read_by_the_service"],
+            refused: &[("legacy", "use workers")],
+        }],
     };
 
     fn argv(args: &[&str]) -> Vec<OsString> {
@@ -812,5 +907,52 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(err.contains("nope"), "{err}");
+    }
+
+    #[test]
+    fn other_tables_set_their_mapped_arguments_and_name_every_other_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.toml");
+        let load = |text: &str, args: &[&str]| {
+            std::fs::write(&path, text).unwrap();
+            let mut all = vec!["--config", path.to_str().unwrap()];
+            all.extend_from_slice(args);
+            Settings::<Demo>::load_from(&SPEC, argv(&all), &env(&[]))
+        };
+        let s = load(
+            "[tuning]\nworkers = 11\nhost = \"r\"\nread_by_the_service = 1\n[unrelated]\nx = 1\n",
+            &[],
+        )
+        .unwrap();
+        assert_eq!(s.args.concurrency, 11);
+        assert_eq!(s.args.redis_host.as_deref(), Some("r"));
+        assert!(
+            s.report(&[]).contains("concurrency = \"11\"  # ")
+                && s.report(&[]).contains("[tuning]"),
+            "{}",
+            s.report(&[])
+        );
+        // A flag still wins.
+        let s = load("[tuning]\nworkers = 11\n", &["--concurrency", "2"]).unwrap();
+        assert_eq!(s.args.concurrency, 2);
+
+        let err = load("[tuning]\nlegacy = 1\n", &[]).unwrap_err().to_string();
+        assert!(
+            err.contains("[tuning] legacy is not supported: use workers"),
+            "{err}"
+        );
+        let err = load("[tuning]\nmystery = 1\n", &[])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("unknown key `mystery` in [tuning]"), "{err}");
+        let err = load("[demo]\nconcurrency = 1\n[tuning]\nworkers = 2\n", &[])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("[tuning] workers") && err.contains("concurrency"),
+            "{err}"
+        );
+        let err = load("tuning = 3\n", &[]).unwrap_err().to_string();
+        assert!(err.contains("`tuning` must be a table"), "{err}");
     }
 }

@@ -7,13 +7,15 @@ use std::sync::Arc;
 
 use clap::Parser;
 use turnstone_engine::{AgentModel, CreateOptions, EngineConfig, ManagerConfig};
-use turnstone_node::backend::{Backend, resolve_cwd};
-use turnstone_node::config_file::{EngineFlags, HOME_CONFIG, SERVER_OWN_KEYS, ServerFile};
+use turnstone_node::backend::{Backend, detect_model, resolve_cwd};
+use turnstone_node::config_file::{
+    EngineFlags, HOME_CONFIG, NODE_TABLES, SERVER_OWN_KEYS, ServerFile,
+};
 use turnstone_node::persist::Persistence;
 use turnstone_node::server::policies::PolicyRegistry;
 use turnstone_node::server::{self, Node, NodeOptions};
 use turnstone_runtime::auth::{
-    AUDIENCE_SERVER, AuthConfig, AuthEnv, Authenticator, ConfigToken, TokenRole, check_bind_policy,
+    AUDIENCE_SERVER, AuthEnv, Authenticator, ConfigToken, TokenRole, check_bind_policy,
     generate_api_token,
 };
 use turnstone_runtime::{EnvAlias, ServiceSpec, Settings, Shutdown, exit_config_error};
@@ -37,9 +39,14 @@ struct Args {
     /// OpenAI-compatible endpoint. Default: the built-in scripted model (a demo).
     #[arg(long, env = "TURNSTONE_BASE_URL")]
     base_url: Option<String>,
-    /// Model name (default: the first model the endpoint lists).
+    /// Model name (default: the first model the endpoint lists at start-up).
     #[arg(long, env = "TURNSTONE_MODEL")]
     model: Option<String>,
+    /// Without `--model`: seconds to keep asking an unreachable endpoint for its model list
+    /// (a model server may still be loading) before start-up fails. An empty list fails at
+    /// once.
+    #[arg(long, env = "TURNSTONE_MODEL_DETECT_TIMEOUT", default_value_t = 60)]
+    model_detect_timeout: u64,
     /// API key of the endpoint (old env name: `OPENAI_API_KEY`).
     #[arg(long, env = "TURNSTONE_API_KEY", hide_env_values = true)]
     api_key: Option<String>,
@@ -56,6 +63,10 @@ struct Args {
     /// `--log-format`, `--drain-timeout`, `--check-config`.
     #[command(flatten)]
     service: turnstone_runtime::ServiceArgs,
+    /// Model, tool, workstream and circuit-breaker settings (`--instructions`,
+    /// `--temperature`, `--max-tokens`, `--context-window`, `--tool-timeout`, …).
+    #[command(flatten)]
+    tuning: turnstone_node::tuning::TuningArgs,
     /// Node id (default: the host name).
     #[arg(long, env = "TURNSTONE_NODE_ID")]
     node_id: Option<String>,
@@ -181,6 +192,8 @@ const SPEC: ServiceSpec = ServiceSpec {
         "TURNSTONE_DB_URL",
     ]],
     extra_env: &["TURNSTONE_ADVERTISED_VERSION"],
+    // `[database]`, `[auth]`, `[ratelimit]`, `[health]`, `[session]`, `[tools]`.
+    tables: NODE_TABLES,
 };
 
 /// The node id when none is configured: the host name (stable across restarts in a
@@ -217,11 +230,15 @@ async fn main() -> anyhow::Result<()> {
         auth_token: settings.secret("TURNSTONE_AUTH_TOKEN"),
         jwt_secret: settings.secret("TURNSTONE_JWT_SECRET"),
     };
-    let mut auth_config = AuthConfig::default();
+    // `[auth]` of the config file (`enabled`, `jwt_secret`, `[[auth.tokens]]`); the
+    // environment wins over it.
+    let mut auth_config = file.auth.clone().unwrap_or_default();
     let mut printed_token = None;
     if env.auth_token.is_none()
         && env.jwt_secret.is_none()
-        && !matches!(env.auth_enabled.as_deref(), Some("0" | "false" | "no"))
+        && auth_config.jwt_secret.is_none()
+        && auth_config.tokens.is_empty()
+        && turnstone_runtime::auth::auth_enabled(auth_config.enabled, env.auth_enabled.as_deref())
     {
         // Nothing to log in with: make a full-access token for this run and say so once.
         let token = generate_api_token()?;
@@ -247,6 +264,7 @@ async fn main() -> anyhow::Result<()> {
         .unwrap_or_else(|e| config_error(&e));
     file.apply_engine_settings(&args.engine_flags(), &mut EngineConfig::default())
         .unwrap_or_else(|e| config_error(&e));
+    let tuned = args.tuning.check().unwrap_or_else(|e| config_error(&e));
     // `[server]` keys that are flags reached `args` through the settings' layers.
     let node_id = args.node_id.clone().unwrap_or_else(default_node_id);
     if settings.check {
@@ -279,11 +297,21 @@ async fn main() -> anyhow::Result<()> {
     if let Some(path) = &file.path {
         tracing::info!(path = %path.display(), "config file read");
     }
+    if file.auth.as_ref().is_some_and(|a| a.token.is_some()) {
+        tracing::warn!(
+            "[auth] token is the terminal client's outgoing token; the node does not use it \
+             (its tokens are [[auth.tokens]] and TURNSTONE_AUTH_TOKEN)"
+        );
+    }
     if !auth.is_enabled() {
         tracing::warn!(host = %args.host, "auth is DISABLED (allowed only on a loopback bind)");
     }
 
-    let (backend, model, agent_model, models) = connect_backend(args, &file).await?;
+    let (mut backend, model, agent_model, models) = connect_backend(args, &file).await?;
+    backend.provider.breaker = Arc::new(turnstone_llm::CircuitBreaker::new(
+        tuned.breaker_threshold,
+        tuned.breaker_cooldown,
+    ));
     let model_alias = models
         .as_ref()
         .map(|r| r.default_alias().to_string())
@@ -303,12 +331,17 @@ async fn main() -> anyhow::Result<()> {
         cwd: resolve_cwd(args.cwd.clone())?,
         ..EngineConfig::default()
     };
+    // Instructions, sampling, context window, tool output and tool search settings.
+    args.tuning
+        .apply_engine(&mut config)
+        .map_err(anyhow::Error::msg)?;
     // agent_max_turns, subagent_auto_approve_all, compaction, auto_title: flag > file.
     file.apply_engine_settings(&args.engine_flags(), &mut config)
         .map_err(anyhow::Error::msg)?;
     // `mcp:server:tool` searches find the MCP manager here once it starts.
     let mcp_slot = turnstone_node::mcp_search::McpSlot::new();
-    let tool_options = builtin_options(&file, &backend, &model, &mcp_slot)?;
+    let mut tool_options = builtin_options(&file, &backend, &model, &mcp_slot)?;
+    tool_options.bash_default_timeout = tuned.tool_timeout;
     let mcp_names: Vec<String> = mcp_servers.iter().map(|s| s.name.clone()).collect();
     if let Some(server) = turnstone_node::mcp_search::unconfigured_server(
         file.tools.search_backend.as_deref(),
@@ -330,11 +363,12 @@ async fn main() -> anyhow::Result<()> {
     if hibernate_after.is_some() && store_config.is_none() {
         tracing::warn!("hibernate_after_secs needs persistence; workstreams stay in memory");
     }
-    let manager_config = ManagerConfig {
+    let mut manager_config = ManagerConfig {
         max_workstreams: args.max_workstreams,
         hibernate_after: hibernate_after.filter(|_| store_config.is_some()),
         ..ManagerConfig::default()
     };
+    args.tuning.apply_manager(&mut manager_config);
     let options = NodeOptions {
         node_id: node_id.clone(),
         model,
@@ -606,10 +640,20 @@ async fn connect_backend(
         ));
     }
     let backend = Backend::connect(args.base_url.as_deref(), args.api_key.clone()).await?;
-    let model = args
-        .model
-        .clone()
-        .unwrap_or_else(|| "fake-model".to_string());
+    let model = match &args.model {
+        Some(model) => model.clone(),
+        None => {
+            // The endpoint's first model (the scripted model lists its own).
+            let wait = std::time::Duration::from_secs(args.model_detect_timeout);
+            let model = detect_model(&backend.base_url, args.api_key.clone(), wait).await?;
+            tracing::info!(
+                model = %model,
+                url = %backend.base_url,
+                "no --model: using the first model the endpoint lists"
+            );
+            model
+        }
+    };
     Ok((backend, model, None, None))
 }
 

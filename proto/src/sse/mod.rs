@@ -146,6 +146,10 @@ wire_struct! {
         pub cache_read_tokens: u64 = 0,
         pub tool_calls_this_turn: u64 = 0,
         pub turn_count: u64 = 0,
+        /// Ours, additive: the token counts are a tokenizer-free estimate because the model
+        /// server reported no usage (llama-cpp-python streams none). Absent when false.
+        #[serde(skip_serializing_if = "is_false")]
+        pub usage_estimated: bool = false,
     }
 }
 

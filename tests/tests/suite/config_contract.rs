@@ -281,6 +281,171 @@ fn node_settings_layer_flag_over_env_over_file_over_default() {
     );
 }
 
+/// The node's model, tool and workstream settings (issue 18 §6) are flags, environment
+/// names and `[server]` keys; the original's `[database]`, `[ratelimit]`, `[health]`,
+/// `[session]`, `[tools]` and `[auth]` tables set them too (`--check-config` names the table
+/// as the source), and a key of those tables the node does not read is refused by name.
+#[test]
+fn node_reads_the_originals_tables_and_refuses_unknown_keys_by_name() {
+    let f = Files::new();
+    let dir = f.dir.path();
+    std::fs::write(
+        dir.join("tables.toml"),
+        r#"
+[server]
+temperature = 0.3
+[database]
+backend = "sqlite"
+path = "from-file.db"
+pool_size = 4
+[ratelimit]
+enabled = true
+requests_per_second = 2.5
+burst = 7
+trusted_proxies = "10.0.0.0/8"
+[health]
+circuit_breaker_threshold = 3
+circuit_breaker_cooldown = 9.5
+[session]
+instructions = "Be terse."
+retention_days = 30
+auto_compact_pct = 0.5
+compact_max_tokens = 2048
+[tools]
+timeout = 45
+truncation = 9000
+search = "off"
+search_threshold = 12
+search_max_results = 7
+allow_private_network = true
+[auth]
+enabled = true
+[[auth.tokens]]
+value = "token-from-the-file"
+role = "read"
+[bridge]
+server_url = "http://elsewhere:8080"
+"#,
+    )
+    .unwrap();
+    let config = f.path("tables.toml");
+    let (code, out, err) = check(
+        "turnstone-server",
+        dir,
+        &["--config", &config, "--max-tokens", "512"],
+        &[],
+    );
+    assert_eq!(code, 0, "{out}\n{err}");
+    for (key, value, table) in [
+        ("temperature", "0.3", "server"),
+        ("db_backend", "sqlite", "database"),
+        ("db_path", "from-file.db", "database"),
+        ("db_pool_size", "4", "database"),
+        ("ratelimit_enabled", "true", "ratelimit"),
+        ("ratelimit_rps", "2.5", "ratelimit"),
+        ("ratelimit_burst", "7", "ratelimit"),
+        ("trusted_proxy", "10.0.0.0/8", "ratelimit"),
+        ("circuit_breaker_threshold", "3", "health"),
+        ("circuit_breaker_cooldown", "9.5", "health"),
+        ("instructions", "Be terse.", "session"),
+        ("session_retention_days", "30", "session"),
+        ("tool_timeout", "45", "tools"),
+        ("tool_truncation", "9000", "tools"),
+        ("tool_search", "off", "tools"),
+        ("tool_search_threshold", "12", "tools"),
+        ("tool_search_max_results", "7", "tools"),
+    ] {
+        let line = format!("{key} = \"{value}\"  # {config} [{table}]");
+        assert!(out.contains(&line), "`{line}` not in:\n{out}");
+    }
+    assert!(out.contains("max_tokens = \"512\"  # flag"), "{out}");
+    assert!(out.contains("context_window = \"0\"  # default"), "{out}");
+    assert!(
+        out.contains("reasoning_effort = \"medium\"  # default"),
+        "{out}"
+    );
+    assert!(
+        out.contains("workstream_idle_timeout = \"120\"  # default"),
+        "{out}"
+    );
+    assert!(!out.contains("token-from-the-file"), "{out}");
+
+    // Environment over the table, flag over the environment.
+    let (code, out, err) = check(
+        "turnstone-server",
+        dir,
+        &["--config", &config, "--tool-timeout", "50"],
+        &[("TURNSTONE_TOOL_TRUNCATION", "777".into())],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("tool_timeout = \"50\"  # flag"), "{out}");
+    assert!(
+        out.contains("tool_truncation = \"777\"  # env TURNSTONE_TOOL_TRUNCATION"),
+        "{out}"
+    );
+
+    let refused = |name: &str, text: &str, needles: &[&str]| {
+        std::fs::write(dir.join(name), text).unwrap();
+        assert_refused(
+            check("turnstone-server", dir, &["--config", &f.path(name)], &[]),
+            needles,
+        );
+    };
+    refused(
+        "ssl.toml",
+        "[database]\nsslmode = \"require\"\n",
+        &["[database] sslmode is not supported", "url"],
+    );
+    refused(
+        "probe.toml",
+        "[health]\nbackend_probe_interval = 30\n",
+        &["[health] backend_probe_interval is not supported"],
+    );
+    refused(
+        "rl.toml",
+        "[ratelimit]\nrps = 3\n",
+        &["unknown key `rps` in [ratelimit]"],
+    );
+    refused(
+        "auth.toml",
+        "[auth]\nsecret = \"x\"\n",
+        &["unknown key `secret` in [auth]"],
+    );
+    refused(
+        "session.toml",
+        "[session]\nmystery = 1\n",
+        &["unknown key `mystery` in [session]"],
+    );
+    refused(
+        "tools.toml",
+        "[tools]\ntimeout = 0\n",
+        &["tool_timeout must be between 1 and 3600"],
+    );
+    refused(
+        "twice.toml",
+        "[server]\nauto_compact_pct = 0.5\n[session]\nauto_compact_pct = 0.6\n",
+        &["[session] auto_compact_pct and [server] auto_compact_pct"],
+    );
+    refused(
+        "db-twice.toml",
+        "[server]\ndb_path = \"a.db\"\n[database]\npath = \"b.db\"\n",
+        &["[database] path", "db_path"],
+    );
+    assert_refused(
+        check("turnstone-server", dir, &["--temperature", "3"], &[]),
+        &["temperature must be between 0 and 2"],
+    );
+    assert_refused(
+        check(
+            "turnstone-server",
+            dir,
+            &["--reasoning-effort", "extreme"],
+            &[],
+        ),
+        &["reasoning_effort", "extreme"],
+    );
+}
+
 #[test]
 fn bridge_check_config_reads_its_table_secret_files_and_old_names() {
     let f = Files::new();

@@ -10,6 +10,7 @@ mod openai_load;
 mod otel;
 mod python_grpc;
 mod python_sdk;
+mod real_model;
 mod schemathesis;
 pub(crate) mod security;
 mod turn_order;

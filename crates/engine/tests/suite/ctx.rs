@@ -741,3 +741,42 @@ async fn restoring_loaded_tools_is_not_journaled_again() {
     let config: BTreeMap<_, _> = journal.config.lock().unwrap().iter().cloned().collect();
     assert!(config.is_empty(), "{config:?}");
 }
+
+/// A server that streams no usage chunk (llama-cpp-python): the provider's tokenizer-free
+/// estimate drives `status` (marked `usage_estimated`) and the compaction threshold.
+#[tokio::test]
+async fn without_a_usage_chunk_the_estimate_moves_the_gauge_and_compacts() {
+    let h = small_window().await;
+    let ws = h.workstream();
+    let long = "word ".repeat(500); // ≈ 625 estimated prompt tokens > 1000 × 0.5
+    h.llm.push_fault(Fault::RawSse(vec![
+        r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":"noted"}}]}"#.into(),
+        r#"{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#.into(),
+        "[DONE]".into(),
+    ]));
+    h.llm
+        .push_reply(ScriptReply::text("## Summary\nthe user sent many words"));
+    let mut sub = send(&ws, &long);
+    let events = read_turn(&mut sub).await;
+    let statuses: Vec<&turnstone_engine::StatusInfo> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Status(s) => Some(s),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(statuses.len(), 2, "{:?}", types(&events));
+    let turn = statuses[0];
+    assert!(turn.usage_estimated, "{turn:?}");
+    assert!(turn.prompt_tokens > 500, "{turn:?}");
+    assert_eq!(turn.completion_tokens, 2, "`noted`: 5 bytes");
+    assert!(turn.pct > 50.0, "{turn:?}");
+    assert!(
+        infos(&events)
+            .iter()
+            .any(|m| m.contains("[Auto-compacting: prompt exceeds 50% of context window]")),
+        "{:?}",
+        infos(&events)
+    );
+    assert!(statuses[1].prompt_tokens < turn.prompt_tokens);
+}

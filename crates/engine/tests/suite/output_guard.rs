@@ -148,7 +148,9 @@ async fn ordinary_output_passes_byte_identical_and_raises_no_warning() {
     assert!(warnings(&events).is_empty(), "{:?}", types(&events));
     let results = tool_results(&events);
     assert_eq!(results.len(), 1);
-    assert_eq!(results[0].1, ordinary);
+    // bash's result is stripped of surrounding whitespace (as the original's); the streamed
+    // chunks are the raw lines.
+    assert_eq!(results[0].1, ordinary.trim());
     assert_eq!(chunks(&events), ordinary);
     let counts = h.manager.engine().output_guard_counts();
     assert_eq!((counts.warnings, counts.redactions), (0, 0));
@@ -174,7 +176,11 @@ async fn with_redaction_off_the_warning_is_emitted_and_the_text_kept() {
     assert!(!warned[0].redacted);
     assert!(warned[0].flags.contains(&"credential_leak".to_string()));
     let results = tool_results(&events);
-    assert_eq!(results[0].1, text, "the text is kept as it was");
+    assert_eq!(
+        results[0].1,
+        text.trim(),
+        "the text is kept as it was (stripped)"
+    );
     assert_eq!(chunks(&events), text);
 
     // With the guard off entirely: no warning either.
@@ -191,7 +197,7 @@ async fn with_redaction_off_the_warning_is_emitted_and_the_text_kept() {
     let mut sub = send(&ws, "TOOL: cat secrets.txt");
     let events = read_turn(&mut sub).await;
     assert!(warnings(&events).is_empty());
-    assert_eq!(tool_results(&events)[0].1, text);
+    assert_eq!(tool_results(&events)[0].1, text.trim());
     let _ = secrets;
 }
 

@@ -266,6 +266,7 @@ fn usage_of(u: &WireUsage) -> Usage {
         total_tokens: prompt + completion,
         cache_creation_tokens: creation,
         cache_read_tokens: read,
+        estimated: false,
     }
 }
 

@@ -97,6 +97,7 @@ async fn thinking_text_and_partial_json_tool_use() {
                 total_tokens: 52,
                 cache_creation_tokens: 5,
                 cache_read_tokens: 7,
+                estimated: false,
             }),
             StreamEvent::Finish(FinishReason::ToolCalls),
         ]

@@ -127,12 +127,45 @@ impl OpenAiProvider {
         }
     }
 
-    async fn fetch_capabilities(&self, model: &str) -> Result<ModelCapabilities, LlmError> {
+    /// The server's model list (`GET /models`) as JSON.
+    async fn model_list(&self) -> Result<Value, LlmError> {
         let response = self.send(self.client.get(self.url("models"))).await?;
         let body = self.read_body(response).await?;
-        let list: Value = serde_json::from_slice(&body)
-            .map_err(|e| LlmError::Malformed(format!("model list is not JSON: {e}")))?;
-        Ok(capabilities_from_model_list(&list, model))
+        serde_json::from_slice(&body)
+            .map_err(|e| LlmError::Malformed(format!("model list is not JSON: {e}")))
+    }
+
+    /// The ids of the models the server lists (`GET /models`), in its order. What a node
+    /// started without `--model` runs on is the first of them.
+    pub async fn list_models(&self) -> Result<Vec<String>, LlmError> {
+        let list = self.model_list().await?;
+        Ok(model_entries(&list).iter().filter_map(model_id).collect())
+    }
+
+    /// The context window the server runs with, when it tells: llama.cpp's `GET /props`
+    /// (at the server's root, beside `/v1`): the per-slot `default_generation_settings.n_ctx`
+    /// (what one request can fill), else the top-level `n_ctx`. `None` when the server has
+    /// no such endpoint or says nothing usable (never an error: the configured or listed
+    /// window applies then).
+    pub async fn server_context_window(&self) -> Option<u32> {
+        let base = self.config.base_url.trim_end_matches('/');
+        let root = base.strip_suffix("/v1").unwrap_or(base);
+        let response = self
+            .send(self.client.get(format!("{root}/props")))
+            .await
+            .ok()?;
+        let body = self.read_body(response).await.ok()?;
+        let props: Value = serde_json::from_slice(&body).ok()?;
+        context_from_props(&props)
+    }
+
+    async fn fetch_capabilities(&self, model: &str) -> Result<ModelCapabilities, LlmError> {
+        let list = self.model_list().await?;
+        let mut caps = capabilities_from_model_list(&list, model);
+        if let Some(window) = self.server_context_window().await {
+            caps.context_window = window;
+        }
+        Ok(caps)
     }
 
     async fn read_body(&self, response: reqwest::Response) -> Result<bytes::Bytes, LlmError> {
@@ -161,10 +194,17 @@ impl Provider for OpenAiProvider {
             // The server ignored `stream: true` and sent one JSON completion.
             let body = self.read_body(response).await?;
             let events = completion_events(parse_completion(&body));
-            return Ok(Box::pin(futures::stream::iter(events)));
+            return Ok(crate::estimate::with_usage_estimate(
+                Box::pin(futures::stream::iter(events)),
+                crate::estimate::prompt_tokens(request),
+            ));
         }
         tracing::debug!(model = %request.model, "chat stream started");
-        Ok(event_stream(response.bytes_stream()))
+        // Servers that stream no usage chunk (llama-cpp-python) get an estimate.
+        Ok(crate::estimate::with_usage_estimate(
+            event_stream(response.bytes_stream()),
+            crate::estimate::prompt_tokens(request),
+        ))
     }
 
     async fn complete(&self, request: &ChatRequest) -> Result<Completion, LlmError> {
@@ -306,23 +346,10 @@ fn parse_completion(body: &[u8]) -> Result<Completion, LlmError> {
 /// Reads the capabilities of `model` from a `/models` answer (`{"data": [...]}`,
 /// `{"models": [...]}` or a bare list). Unknown model or no context field → defaults.
 fn capabilities_from_model_list(list: &Value, model: &str) -> ModelCapabilities {
-    let entries: &[Value] = match list {
-        Value::Array(items) => items,
-        Value::Object(map) => ["data", "models"]
-            .iter()
-            .find_map(|k| map.get(*k).and_then(Value::as_array))
-            .map_or(&[], Vec::as_slice),
-        _ => &[],
-    };
-    let id_of = |e: &Value| {
-        ["id", "model", "name"]
-            .iter()
-            .find_map(|k| e.get(*k).and_then(Value::as_str))
-            .map(str::to_string)
-    };
+    let entries = model_entries(list);
     let entry = entries
         .iter()
-        .find(|e| id_of(e).as_deref() == Some(model))
+        .find(|e| model_id(e).as_deref() == Some(model))
         .or(if entries.len() == 1 {
             entries.first()
         } else {
@@ -345,6 +372,39 @@ fn capabilities_from_model_list(list: &Value, model: &str) -> ModelCapabilities 
         caps.max_output_tokens = u32::try_from(max_output).unwrap_or(u32::MAX);
     }
     caps
+}
+
+/// The entries of a `/models` answer: `{"data": [...]}`, `{"models": [...]}` or a bare list.
+fn model_entries(list: &Value) -> &[Value] {
+    match list {
+        Value::Array(items) => items,
+        Value::Object(map) => ["data", "models"]
+            .iter()
+            .find_map(|k| map.get(*k).and_then(Value::as_array))
+            .map_or(&[], Vec::as_slice),
+        _ => &[],
+    }
+}
+
+/// The id of one `/models` entry (`id`, else `model`, else `name`); blank ids are none.
+fn model_id(entry: &Value) -> Option<String> {
+    ["id", "model", "name"]
+        .iter()
+        .find_map(|k| entry.get(*k).and_then(Value::as_str))
+        .map(str::trim)
+        .filter(|id| !id.is_empty())
+        .map(str::to_string)
+}
+
+/// The context window in a llama.cpp `/props` answer (see
+/// [`OpenAiProvider::server_context_window`]).
+fn context_from_props(props: &Value) -> Option<u32> {
+    let number = |v: Option<&Value>| {
+        v.and_then(Value::as_u64)
+            .filter(|n| *n > 0)
+            .map(|n| u32::try_from(n).unwrap_or(u32::MAX))
+    };
+    number(props.pointer("/default_generation_settings/n_ctx")).or(number(props.get("n_ctx")))
 }
 
 #[cfg(test)]

@@ -100,6 +100,7 @@ async fn plain_text_with_role_chunk_empty_final_delta_and_usage() {
                 total_tokens: 12,
                 cache_creation_tokens: 0,
                 cache_read_tokens: 4,
+                estimated: false,
             }),
             StreamEvent::Finish(FinishReason::Stop),
         ]
@@ -438,4 +439,29 @@ fn config_debug_hides_secrets() {
         "{text}"
     );
     assert!(text.contains("X-Api-Token"));
+}
+
+#[test]
+fn model_ids_in_list_order_skipping_blank_ones() {
+    let list = json!({"object": "list", "data": [
+        {"id": "smollm2-135m", "object": "model"},
+        {"id": "  "},
+        {"model": "second"},
+        {"object": "model"}
+    ]});
+    let ids: Vec<String> = model_entries(&list).iter().filter_map(model_id).collect();
+    assert_eq!(ids, ["smollm2-135m", "second"]);
+    assert!(model_entries(&json!({"data": []})).is_empty());
+}
+
+#[test]
+fn llama_cpp_props_context_prefers_the_slot_window() {
+    let props = json!({"default_generation_settings": {"n_ctx": 4096}, "n_ctx": 8192});
+    assert_eq!(context_from_props(&props), Some(4096));
+    assert_eq!(context_from_props(&json!({"n_ctx": 8192})), Some(8192));
+    assert_eq!(
+        context_from_props(&json!({"default_generation_settings": {"n_ctx": 0}, "n_ctx": 2048})),
+        Some(2048)
+    );
+    assert_eq!(context_from_props(&json!({"model_path": "x"})), None);
 }

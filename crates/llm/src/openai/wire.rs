@@ -251,6 +251,7 @@ impl From<&WireUsage> for Usage {
                 .as_ref()
                 .and_then(|d| d.cached_tokens)
                 .unwrap_or(0),
+            estimated: false,
         }
     }
 }

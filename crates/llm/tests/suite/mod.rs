@@ -1,4 +1,5 @@
 //! Anthropic adapter and model registry tests against real local HTTP fakes.
 
 mod anthropic;
+mod openai_server;
 mod registry;

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::time::Instant;
 
-use super::{blocklist, finish, header};
+use super::{blocklist, header};
 use crate::arguments::Args;
 use crate::child_env::ChildEnv;
 use crate::error::RegistryError;
@@ -151,7 +151,9 @@ impl Tool for BashTool {
             timeout,
             limit,
         };
-        finish(run.execute(self.environment(), ctx, out).await, ctx)
+        // Cut to the limit by `report` itself: the exit-code line comes after the cut, as in
+        // the original, and must not be cut again.
+        run.execute(self.environment(), ctx, out).await
     }
 }
 
@@ -215,7 +217,7 @@ impl Run<'_> {
                     text.push_str("\n\n[output before the timeout]\n");
                     text.push_str(&partial);
                 }
-                return ToolOutput::error(text);
+                return ToolOutput::error(truncate_output(&text, self.limit));
             }
             Ok(Err(e)) => return ToolOutput::error(format!("Error: waiting for bash failed: {e}")),
             Ok(Ok(status)) => status,
@@ -225,43 +227,36 @@ impl Run<'_> {
         self.report(status, combine(collected))
     }
 
+    /// The result as the original reports it (node spec §5.2): standard output, then the
+    /// `[stderr] ` lines, stripped of surrounding whitespace and cut to the limit; then
+    /// `\n[exit code: N]` when the exit code is not 0 (`-N` for death by signal N, as
+    /// Python reports it); `(no output)` when nothing is left. An error when the code is
+    /// neither 0 nor 1 (grep's "no match" is not one), or any non-zero under `stop_on_error`.
     fn report(&self, status: ExitStatus, body: String) -> ToolOutput {
-        let mut text = body;
-        let is_error = match (status.code(), status.signal()) {
-            (Some(0), _) => false,
-            (Some(code), _) => {
-                push_note(&mut text, &format!("[exit code: {code}]"));
-                code >= 2 || self.stop_on_error
-            }
-            (None, Some(signal)) => {
-                push_note(&mut text, &format!("[killed by signal {signal}]"));
-                true
-            }
-            (None, None) => {
-                push_note(&mut text, "[exit status unknown]");
-                true
-            }
+        let mut text = truncate_output(body.trim(), self.limit);
+        let code = match (status.code(), status.signal()) {
+            (Some(code), _) => Some(code),
+            (None, Some(signal)) => Some(-signal),
+            (None, None) => None,
         };
+        let is_error = match code {
+            Some(0) => false,
+            Some(code) => code != 1 || self.stop_on_error,
+            None => true,
+        };
+        match code {
+            Some(0) => {}
+            Some(code) => text.push_str(&format!("\n[exit code: {code}]")),
+            None => text.push_str("\n[exit status unknown]"),
+        }
         if text.is_empty() {
             text.push_str("(no output)");
         }
-        let text = truncate_output(&text, self.limit);
         ToolOutput {
             content: text,
             is_error,
         }
     }
-}
-
-/// Appends a status line after the output, on its own line.
-fn push_note(text: &mut String, note: &str) {
-    while text.ends_with('\n') {
-        text.pop();
-    }
-    if !text.is_empty() {
-        text.push('\n');
-    }
-    text.push_str(note);
 }
 
 /// Longest piece of a line without a newline that is held before it is passed on.
@@ -293,12 +288,13 @@ async fn read_line_capped(
     }
 }
 
-/// Standard output, then standard error lines marked `[stderr] `.
+/// Standard output, then the standard error lines (each marked `[stderr] `) after a line
+/// break, as the original joins them (so stdout ending in a newline leaves a blank line).
 fn combine(collected: Collected) -> String {
     let mut text = collected.stdout.finish();
     let stderr = collected.stderr.finish();
     if !stderr.is_empty() {
-        if !text.is_empty() && !text.ends_with('\n') {
+        if !text.is_empty() {
             text.push('\n');
         }
         text.push_str(&stderr);

@@ -14,7 +14,25 @@ async fn exit_zero_returns_stdout() {
     let (_d, ctx) = ctx();
     let out = run("bash", json!({"command": "echo hello; echo world"}), &ctx).await;
     assert!(!out.is_error);
-    assert_eq!(out.content, "hello\nworld\n");
+    // Stripped of surrounding whitespace, as the original answers.
+    assert_eq!(out.content, "hello\nworld");
+}
+
+#[tokio::test]
+async fn empty_output_is_no_output_and_whitespace_only_output_too() {
+    let (_d, ctx) = ctx();
+    let out = run("bash", json!({"command": "true"}), &ctx).await;
+    assert!(!out.is_error);
+    assert_eq!(out.content, "(no output)");
+    let blank = run("bash", json!({"command": "printf '  \\n\\n\\t'"}), &ctx).await;
+    assert_eq!(blank.content, "(no output)");
+    let padded = run(
+        "bash",
+        json!({"command": "printf '\\n  tool-output-42  \\n\\n'"}),
+        &ctx,
+    )
+    .await;
+    assert_eq!(padded.content, "tool-output-42");
 }
 
 #[tokio::test]
@@ -22,7 +40,8 @@ async fn exit_one_is_reported_but_not_an_error() {
     let (_d, ctx) = ctx();
     let out = run("bash", json!({"command": "grep nothing /dev/null"}), &ctx).await;
     assert!(!out.is_error);
-    assert_eq!(out.content, "[exit code: 1]");
+    // Nothing printed: the exit-code line alone, after its line break (as the original).
+    assert_eq!(out.content, "\n[exit code: 1]");
 }
 
 #[tokio::test]
@@ -37,9 +56,22 @@ async fn exit_two_and_more_is_an_error() {
 async fn stderr_lines_are_marked_and_follow_stdout() {
     let (_d, ctx) = ctx();
     let out = run("bash", json!({"command": "echo oops >&2; echo fine"}), &ctx).await;
-    assert_eq!(out.content, "fine\n[stderr] oops\n");
+    // The original joins stdout and the tagged stderr with a line break even after stdout's
+    // own, then strips the ends.
+    assert_eq!(out.content, "fine\n\n[stderr] oops");
     let merged = run("bash", json!({"command": "echo oops 2>&1"}), &ctx).await;
-    assert_eq!(merged.content, "oops\n");
+    assert_eq!(merged.content, "oops");
+    let only_stderr = run(
+        "bash",
+        json!({"command": "echo a >&2; echo b >&2; exit 3"}),
+        &ctx,
+    )
+    .await;
+    assert!(only_stderr.is_error);
+    assert_eq!(
+        only_stderr.content,
+        "[stderr] a\n[stderr] b\n[exit code: 3]"
+    );
 }
 
 #[tokio::test]
@@ -47,11 +79,8 @@ async fn death_by_signal_is_an_error() {
     let (_d, ctx) = ctx();
     let out = run("bash", json!({"command": "kill -TERM $$"}), &ctx).await;
     assert!(out.is_error);
-    assert!(
-        out.content.contains("killed by signal 15"),
-        "{}",
-        out.content
-    );
+    // Python's return code for death by signal N is -N.
+    assert_eq!(out.content, "\n[exit code: -15]");
 }
 
 #[tokio::test]
@@ -69,7 +98,7 @@ async fn stop_on_error_aborts_the_script() {
     );
     assert!(!out.content.contains("after"), "{}", out.content);
     let lenient = run("bash", json!({"command": "false\necho after"}), &ctx).await;
-    assert_eq!(lenient.content, "after\n");
+    assert_eq!(lenient.content, "after");
 }
 
 #[tokio::test]
@@ -135,7 +164,7 @@ async fn chunks_arrive_while_the_command_is_still_running() {
         std::fs::write(&gate, "").unwrap();
     };
     let (out, ()) = tokio::join!(exec, watch);
-    assert_eq!(out.content, "first\nsecond\n");
+    assert_eq!(out.content, "first\nsecond");
     assert_eq!(rec.chunks(), ["first\n", "second\n"]);
 }
 
@@ -294,7 +323,7 @@ async fn background_job_holding_the_pipe_does_not_hang_the_call() {
     let (_d, ctx) = ctx();
     let out = run("bash", json!({"command": "sleep 60 & echo done"}), &ctx).await;
     assert!(!out.is_error);
-    assert_eq!(out.content, "done\n");
+    assert_eq!(out.content, "done");
 }
 
 #[tokio::test]
@@ -308,7 +337,7 @@ async fn output_respects_the_truncation_limit() {
     )
     .await;
     assert!(out.content.starts_with("line-1\n"));
-    assert!(out.content.ends_with("line-200\n"));
+    assert!(out.content.ends_with("line-200"));
     assert!(
         out.content
             .contains("chars truncated — output exceeded 100 char limit"),

@@ -369,7 +369,7 @@ async fn a_notice_waits_while_the_workstream_is_busy_and_is_not_polled_twice() {
     t.post("/v1/api/approve", json!({"ws_id": ws, "approved": true}))
         .await;
     let first = events.until("turn_complete").await;
-    assert_eq!(first.last().unwrap().data["content"], "done: hold\n");
+    assert_eq!(first.last().unwrap().data["content"], "done: hold");
     let second = events.until("turn_complete").await;
     let content = second.last().unwrap().data["content"]
         .as_str()

@@ -142,7 +142,8 @@ impl NodeProc {
         cmd.args(&self.extra_args);
         let child = cmd.spawn().unwrap();
         self.proc = Some(Proc { child });
-        for _ in 0..200 {
+        // Generous: a debug build on a loaded 2-core machine (60 s).
+        for _ in 0..1200 {
             if self
                 .http
                 .get(format!("{}/health", self.url))

@@ -4,6 +4,7 @@
 
 mod auth_node;
 mod auto_approve_scope;
+mod config_tokens;
 pub(crate) mod console_proc;
 mod cross_site;
 mod file_tools_outside;
