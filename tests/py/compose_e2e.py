@@ -9,7 +9,7 @@ stack publishes on 127.0.0.1: the console (SDK `TurnstoneConsole`) and Redis (MQ
 `TurnstoneClient`, the bridges' queues). The nodes run the scripted demo model, which echoes.
 
 Checks: the console sees both nodes; a workstream created through the console on node-b
-answers; then SENDS messages are pushed through the MQ client to the shared queue (each
+answers; the console's administration has its store (the nodes' PostgreSQL); then SENDS messages are pushed through the MQ client to the shared queue (each
 creates its own workstream on whichever node takes it) while node-a's container restarts.
 (Sends hard-targeted at a node that is down are dead-lettered by design, docs/queue.md.) Every send must end in exactly one `turn_complete` with its own text (0 lost, 0
 duplicated), counted in the bridges' per-workstream Redis streams, and nothing may reach the
@@ -25,6 +25,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 import uuid
 
 import redis
@@ -77,6 +78,11 @@ def main() -> None:
         check("console.nodes", True, sorted((x.node_id, x.server_url) for x in nodes.nodes))
         created = console.create_workstream(node_id="node-b", name="compose-e2e", initial_message="hello through the console")
         check("console.create_workstream", created.status == "ok" and created.target_node == "node-b", created)
+    # The console's administration runs on the nodes' PostgreSQL (not "storage unavailable").
+    request = urllib.request.Request(f"{console_url}/v1/api/admin/users", headers={"Authorization": f"Bearer {token}"})
+    with urllib.request.urlopen(request, timeout=10) as reply:
+        users = json.loads(reply.read())
+    check("console.store", reply.status == 200 and "users" in users, users)
 
     r = redis.Redis(host="127.0.0.1", port=int(redis_port), password=redis_password, decode_responses=True)
     with TurnstoneClient(host="127.0.0.1", port=int(redis_port), password=redis_password) as client:

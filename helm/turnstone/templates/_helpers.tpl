@@ -200,3 +200,31 @@ preStop:
 {{- fail "console.ingress.enabled needs console.enabled" -}}
 {{- end -}}
 {{- end -}}
+
+{{/*
+The store of a node or the console: `node.database.backend` for both. PostgreSQL: the URL
+from the Secret, as a file (one database: the console shares users, tokens and roles with the
+nodes). SQLite: the file `path` (the node's on its volume; the console's in an emptyDir).
+*/}}
+{{- define "turnstone.dbEnv" -}}
+- name: TURNSTONE_DB_BACKEND
+  value: {{ .ctx.Values.node.database.backend | quote }}
+{{- if eq .ctx.Values.node.database.backend "postgresql" }}
+- name: TURNSTONE_DB_URL_FILE
+  value: {{ .secretsDir }}/db_url
+{{- else }}
+- name: TURNSTONE_DB_PATH
+  value: {{ .path }}
+{{- end }}
+{{- end }}
+
+{{/* The projected source of the PostgreSQL URL file (nothing for SQLite). */}}
+{{- define "turnstone.dbSecretSource" -}}
+{{- if eq .Values.node.database.backend "postgresql" }}
+- secret:
+    name: {{ .Values.node.database.postgresql.existingSecret }}
+    items:
+      - key: {{ .Values.node.database.postgresql.key }}
+        path: db_url
+{{- end }}
+{{- end }}
