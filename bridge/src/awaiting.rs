@@ -163,11 +163,15 @@ pub(crate) async fn reconcile(ctx: &Ctx, boot: u64) -> bool {
             forgotten = forget.len(),
             "awaited sends the node no longer holds or removed; no turn_complete will come"
         );
-        let _: Result<(), _> = redis::cmd("HDEL")
+        let r: Result<(), _> = redis::cmd("HDEL")
             .arg(&key)
             .arg(&forget)
             .query_async(&mut conn)
             .await;
+        if let Err(e) = r {
+            // They stay awaited; the next reconciliation forgets them.
+            tracing::warn!(error = %e, "forgotten awaited sends not removed yet");
+        }
     }
     true
 }
