@@ -1,6 +1,11 @@
-//! The model backend a terminal frontend runs its engine on: a real OpenAI-compatible
-//! endpoint, or — without a base URL — the scripted fake model started in-process on
-//! `127.0.0.1` (handy for trying the client and for its tests).
+//! The model backend a node or a terminal frontend runs its engine on: a real
+//! OpenAI-compatible endpoint, Anthropic's Messages API, or — without a base URL — the
+//! scripted fake model started in-process on `127.0.0.1` (handy for trying the client and
+//! for its tests).
+//!
+//! [`connect_target`] is the one place that turns `--provider`, `--base-url`, `--api-key`
+//! and `--model` into a connected [`Backend`] and the model name requests carry; the node,
+//! the terminal client and `turnstone-eval` all call it.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -63,6 +68,15 @@ impl Backend {
         base_url: Option<&str>,
         api_key: Option<String>,
     ) -> Result<Self, NodeError> {
+        Self::connect_seeded(base_url, api_key, None).await
+    }
+
+    /// [`Backend::connect`] with a sampling seed sent with every request.
+    pub async fn connect_seeded(
+        base_url: Option<&str>,
+        api_key: Option<String>,
+        seed: Option<u64>,
+    ) -> Result<Self, NodeError> {
         let (fake, base_url) = match base_url {
             Some(url) => (None, url.to_string()),
             None => {
@@ -72,6 +86,7 @@ impl Backend {
         };
         let mut config = OpenAiConfig::new(base_url.clone());
         config.api_key = api_key;
+        config.seed = seed;
         let provider = Resilient::new(
             Arc::new(OpenAiProvider::new(config)?),
             RetryPolicy::default(),
@@ -119,6 +134,140 @@ impl Backend {
         let tools = Arc::new(ToolRegistry::with_builtin_options(options)?);
         Ok(Engine::new(self.provider.clone(), tools, config).await)
     }
+}
+
+/// The model providers [`connect_target`] speaks.
+pub const PROVIDERS: &[&str] = &["openai", "anthropic"];
+
+/// Where Anthropic's Messages API is when no base URL is given.
+pub const ANTHROPIC_DEFAULT_URL: &str = "https://api.anthropic.com";
+
+/// The model service a frontend talks to, as its flags and config file name it.
+#[derive(Clone, Default)]
+pub struct ModelTarget {
+    /// `openai` (any OpenAI-compatible endpoint) or `anthropic` (the Messages API).
+    pub provider: String,
+    /// The endpoint. `None`: the scripted model (`openai`) or [`ANTHROPIC_DEFAULT_URL`].
+    pub base_url: Option<String>,
+    /// The endpoint's key (never logged; `Debug` hides it). `anthropic` needs one.
+    pub api_key: Option<String>,
+    /// The model requests name. `None`: the first model the endpoint lists (`openai`);
+    /// `anthropic` needs one.
+    pub model: Option<String>,
+    /// Sampling seed sent with every request (`openai` only; Anthropic has none).
+    pub seed: Option<u64>,
+}
+
+impl std::fmt::Debug for ModelTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ModelTarget")
+            .field("provider", &self.provider)
+            .field("base_url", &self.base_url)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("model", &self.model)
+            .field("seed", &self.seed)
+            .finish()
+    }
+}
+
+/// `provider` when it is one [`connect_target`] speaks, else
+/// [`NodeError::UnsupportedProvider`].
+pub fn check_provider(provider: &str) -> Result<(), NodeError> {
+    if PROVIDERS.contains(&provider) {
+        Ok(())
+    } else {
+        Err(NodeError::UnsupportedProvider(provider.to_string()))
+    }
+}
+
+/// The API key a provider finds in the environment when none is given: for `anthropic`
+/// `ANTHROPIC_API_KEY`, for `openai` `TURNSTONE_API_KEY` then `OPENAI_API_KEY`; each name
+/// `X` may also be given as `X_FILE` (a file holding the key, as every secret of the
+/// services). Giving both `X` and `X_FILE` is an error naming them.
+pub fn env_api_key(
+    provider: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Option<String>, NodeError> {
+    let names: &[&str] = match provider {
+        "anthropic" => &["ANTHROPIC_API_KEY"],
+        _ => &["TURNSTONE_API_KEY", "OPENAI_API_KEY"],
+    };
+    for name in names {
+        let file_var = format!("{name}_FILE");
+        let inline = env(name).filter(|v| !v.is_empty());
+        let file = env(&file_var).filter(|v| !v.trim().is_empty());
+        match (inline, file) {
+            (Some(_), Some(_)) => {
+                return Err(NodeError::Config(turnstone_runtime::ConfigError::Env {
+                    var: file_var,
+                    message: format!("{name} is given too; give the key one way only"),
+                }));
+            }
+            (Some(key), None) => return Ok(Some(key)),
+            (None, Some(path)) => {
+                let key = turnstone_runtime::settings::read_secret_file(
+                    &file_var,
+                    std::path::Path::new(&path),
+                )?;
+                return Ok(Some(key));
+            }
+            (None, None) => {}
+        }
+    }
+    Ok(None)
+}
+
+/// Connects to `target` and returns the backend with the model name requests carry. An
+/// OpenAI-compatible target without a model asks the endpoint for its list (for up to
+/// `detect_wait`, see [`detect_model`]); `anthropic` needs a key and a model.
+pub async fn connect_target(
+    target: &ModelTarget,
+    detect_wait: Duration,
+) -> Result<(Backend, String), NodeError> {
+    check_provider(&target.provider)?;
+    if target.provider == "anthropic" {
+        let url = target
+            .base_url
+            .clone()
+            .unwrap_or_else(|| ANTHROPIC_DEFAULT_URL.to_string());
+        let mut config = turnstone_llm::AnthropicConfig::new(url.clone());
+        config.api_key = target.api_key.clone().filter(|k| !k.is_empty());
+        if config.api_key.is_none() {
+            return Err(NodeError::ProviderSetup(
+                "--provider anthropic needs an API key: --api-key, ANTHROPIC_API_KEY or \
+                 ANTHROPIC_API_KEY_FILE"
+                    .into(),
+            ));
+        }
+        let model = target
+            .model
+            .clone()
+            .filter(|m| !m.is_empty())
+            .ok_or_else(|| NodeError::ProviderSetup("--provider anthropic needs --model".into()))?;
+        let provider = turnstone_llm::AnthropicProvider::new(config)?;
+        return Ok((Backend::from_provider(Arc::new(provider), url), model));
+    }
+    let backend = Backend::connect_seeded(
+        target.base_url.as_deref(),
+        target.api_key.clone(),
+        target.seed,
+    )
+    .await?;
+    let model = match target.model.clone().filter(|m| !m.is_empty()) {
+        Some(model) => model,
+        None => {
+            // The endpoint's first model (the scripted model lists its own).
+            let model =
+                detect_model(&backend.base_url, target.api_key.clone(), detect_wait).await?;
+            tracing::info!(
+                model = %model,
+                url = %backend.base_url,
+                "no model given: using the first model the endpoint lists"
+            );
+            model
+        }
+    };
+    Ok((backend, model))
 }
 
 /// How long a node started without `--model` keeps asking the endpoint for its model list

@@ -9,9 +9,13 @@ pub enum NodeError {
     #[error(transparent)]
     Config(#[from] turnstone_runtime::ConfigError),
     #[error(
-        "provider `{0}` is not supported yet (only `openai`, i.e. any OpenAI-compatible endpoint)"
+        "provider `{0}` is not supported (expected `openai`, any OpenAI-compatible endpoint, or \
+         `anthropic`, the Messages API)"
     )]
     UnsupportedProvider(String),
+    /// The provider is known but what it needs is missing (an API key, a model name).
+    #[error("{0}")]
+    ProviderSetup(String),
     #[error("working directory {path} is not a directory")]
     BadCwd { path: PathBuf },
     #[error("the built-in scripted model could not start: {0}")]

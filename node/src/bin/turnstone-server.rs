@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use clap::Parser;
 use turnstone_engine::{AgentModel, CreateOptions, EngineConfig, ManagerConfig};
-use turnstone_node::backend::{Backend, detect_model, resolve_cwd};
+use turnstone_node::backend::{Backend, ModelTarget, connect_target, resolve_cwd};
 use turnstone_node::config_file::{
     EngineFlags, HOME_CONFIG, NODE_TABLES, SERVER_OWN_KEYS, ServerFile,
 };
@@ -613,47 +613,23 @@ async fn connect_backend(
             Some(registry),
         ));
     }
-    if args.provider == "anthropic" {
-        let url = args
-            .base_url
-            .clone()
-            .unwrap_or_else(|| "https://api.anthropic.com".to_string());
-        let mut config = turnstone_llm::AnthropicConfig::new(url.clone());
-        config.api_key = args
-            .api_key
-            .clone()
-            .or_else(|| std::env::var("ANTHROPIC_API_KEY").ok())
-            .filter(|k| !k.is_empty());
-        if config.api_key.is_none() {
-            anyhow::bail!("--provider anthropic needs --api-key or ANTHROPIC_API_KEY");
+    // `--provider anthropic` takes its key from `--api-key`, else ANTHROPIC_API_KEY(_FILE).
+    let api_key = match (&args.api_key, args.provider.as_str()) {
+        (Some(key), _) => Some(key.clone()),
+        (None, "anthropic") => {
+            turnstone_node::backend::env_api_key("anthropic", &|v| std::env::var(v).ok())?
         }
-        let provider = turnstone_llm::AnthropicProvider::new(config)?;
-        let model = args
-            .model
-            .clone()
-            .ok_or_else(|| anyhow::anyhow!("--provider anthropic needs --model"))?;
-        return Ok((
-            Backend::from_provider(Arc::new(provider), url),
-            model,
-            None,
-            None,
-        ));
-    }
-    let backend = Backend::connect(args.base_url.as_deref(), args.api_key.clone()).await?;
-    let model = match &args.model {
-        Some(model) => model.clone(),
-        None => {
-            // The endpoint's first model (the scripted model lists its own).
-            let wait = std::time::Duration::from_secs(args.model_detect_timeout);
-            let model = detect_model(&backend.base_url, args.api_key.clone(), wait).await?;
-            tracing::info!(
-                model = %model,
-                url = %backend.base_url,
-                "no --model: using the first model the endpoint lists"
-            );
-            model
-        }
+        (None, _) => None,
     };
+    let target = ModelTarget {
+        provider: args.provider.clone(),
+        base_url: args.base_url.clone(),
+        api_key,
+        model: args.model.clone(),
+        seed: None,
+    };
+    let wait = std::time::Duration::from_secs(args.model_detect_timeout);
+    let (backend, model) = connect_target(&target, wait).await?;
     Ok((backend, model, None, None))
 }
 

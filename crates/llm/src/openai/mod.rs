@@ -40,6 +40,9 @@ pub struct OpenAiConfig {
     pub request_timeout: Duration,
     /// Extra headers sent with every request.
     pub extra_headers: BTreeMap<String, String>,
+    /// Sent as the request's `seed` (reproducible sampling where the server honours it;
+    /// `turnstone-eval --seed`); `None`: no seed.
+    pub seed: Option<u64>,
 }
 
 impl OpenAiConfig {
@@ -52,6 +55,7 @@ impl OpenAiConfig {
             connect_timeout: Duration::from_secs(10),
             request_timeout: Duration::from_secs(600),
             extra_headers: BTreeMap::new(),
+            seed: None,
         }
     }
 }
@@ -68,6 +72,7 @@ impl std::fmt::Debug for OpenAiConfig {
                 "extra_headers",
                 &self.extra_headers.keys().collect::<Vec<_>>(),
             )
+            .field("seed", &self.seed)
             .finish()
     }
 }
@@ -183,7 +188,7 @@ impl Provider for OpenAiProvider {
     }
 
     async fn stream(&self, request: &ChatRequest) -> Result<ChatStream, LlmError> {
-        let body = WireRequest::new(request, true);
+        let body = WireRequest::new(request, true).with_seed(self.config.seed);
         let builder = self
             .client
             .post(self.url("chat/completions"))
@@ -208,7 +213,7 @@ impl Provider for OpenAiProvider {
     }
 
     async fn complete(&self, request: &ChatRequest) -> Result<Completion, LlmError> {
-        let body = WireRequest::new(request, false);
+        let body = WireRequest::new(request, false).with_seed(self.config.seed);
         let builder = self.client.post(self.url("chat/completions")).json(&body);
         let response = self.send(builder).await?;
         let body = self.read_body(response).await?;

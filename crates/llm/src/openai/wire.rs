@@ -22,6 +22,10 @@ pub(crate) struct WireRequest<'a> {
     pub tools: Vec<WireTool<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub chat_template_kwargs: Option<ChatTemplateKwargs<'a>>,
+    /// Sampling seed (`OpenAiConfig::seed`): servers that honour it (OpenAI, vLLM,
+    /// llama.cpp) sample reproducibly.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
 }
 
 #[derive(Debug, Serialize)]
@@ -95,7 +99,14 @@ impl<'a> WireRequest<'a> {
                     reasoning_effort: effort,
                 }
             }),
+            seed: None,
         }
+    }
+
+    /// The same body with a sampling seed (`None`: the field is left out).
+    pub fn with_seed(mut self, seed: Option<u64>) -> Self {
+        self.seed = seed;
+        self
     }
 }
 
@@ -272,6 +283,23 @@ pub(crate) fn error_text(error: &Value) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_seed_is_sent_only_when_configured() {
+        let request = ChatRequest {
+            model: "m".into(),
+            messages: vec![ChatMessage::user("hi")],
+            tools: Vec::new(),
+            temperature: None,
+            max_tokens: None,
+            reasoning_effort: None,
+        };
+        let body = serde_json::to_value(WireRequest::new(&request, false)).unwrap();
+        assert!(body.get("seed").is_none(), "{body}");
+        let body =
+            serde_json::to_value(WireRequest::new(&request, false).with_seed(Some(7))).unwrap();
+        assert_eq!(body["seed"], 7);
+    }
 
     #[test]
     fn request_body_has_the_openai_shape() {
