@@ -24,7 +24,7 @@ pub enum Command {
     New,
     /// `/name <name>`
     Name(String),
-    /// `/model [name]`
+    /// `/model [alias]`
     Model(Option<String>),
     /// `/tools`: the exact tool array of the latest model request.
     Tools,
@@ -50,7 +50,7 @@ Commands:
   /compact           replace the conversation by a summary (frees context)
   /name <name>       name the current workstream
   /resume <x>        resume a saved session (needs persistence)
-  /model             show the model
+  /model [alias]     show the model, or switch to a configured alias
   /tools             the tool array of the latest model request (names, bytes, digest)
   /help              this help
   /exit, /quit       leave (Ctrl-C cancels a running turn; twice exits)

@@ -64,7 +64,7 @@ enum Flow {
 
 /// The terminal client over one [`Manager`].
 pub struct Repl<W: Write> {
-    manager: Manager,
+    manager: Arc<Manager>,
     persistence: Option<Arc<Persistence>>,
     opts: ReplOptions,
     out: W,
@@ -137,10 +137,14 @@ impl<W: Write> Repl<W> {
         self.switch_to(idx)
     }
 
-    pub fn new(manager: Manager, opts: ReplOptions, out: W) -> Result<Self, NodeError> {
+    pub fn new(
+        manager: impl Into<Arc<Manager>>,
+        opts: ReplOptions,
+        out: W,
+    ) -> Result<Self, NodeError> {
         let (events_tx, events_rx) = mpsc::channel(EVENT_BUFFER);
         let mut repl = Self {
-            manager,
+            manager: manager.into(),
             renderer: MarkdownRenderer::new(opts.style),
             tool_out: ToolOutput::new(opts.style),
             spinner: Spinner::new(opts.spinner),
@@ -517,10 +521,20 @@ impl<W: Write> Repl<W> {
                 self.current = idx.min(self.list.len() - 1);
                 self.info(&format!("Started a fresh {}", self.describe(self.current)))?;
             }
-            Command::Model(None) => self.info(&format!(
-                "Model: {} (openai-compatible endpoint {})",
-                self.opts.model, self.opts.endpoint
-            ))?,
+            Command::Model(None) => {
+                let (model, alias) = self.current().model();
+                let aliases = self.manager.engine().model_aliases();
+                let text = if aliases.is_empty() {
+                    format!("Model: {model} (endpoint {})", self.opts.endpoint)
+                } else {
+                    format!(
+                        "Model: {model} (alias {}). Aliases: {}. Switch with /model <alias>.",
+                        if alias.is_empty() { "-" } else { &alias },
+                        aliases.join(", ")
+                    )
+                };
+                self.info(&text)?
+            }
             Command::Tools => {
                 let text = match self.current().prepared_tools() {
                     None => "No model request yet in this workstream.".to_string(),
@@ -528,10 +542,15 @@ impl<W: Write> Repl<W> {
                 };
                 self.info(&text)?
             }
-            Command::Model(Some(_)) => self.info(&format!(
-                "Switching models is not supported yet; the model is {} (restart with --model).",
-                self.opts.model
-            ))?,
+            // The workstream's next request uses the alias (the node's `/model`); the
+            // engine's answer says what is in use or why not.
+            Command::Model(Some(alias)) => {
+                let text = match self.current().select_model(&alias).await {
+                    Ok((model, alias)) => format!("Model switched to {alias} ({model})."),
+                    Err(e) => e.to_string(),
+                };
+                self.info(&text)?
+            }
         }
         Ok(Flow::Continue)
     }

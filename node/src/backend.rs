@@ -180,8 +180,9 @@ pub fn check_provider(provider: &str) -> Result<(), NodeError> {
     }
 }
 
-/// The API key a provider finds in the environment when none is given: for `anthropic`
-/// `ANTHROPIC_API_KEY`, for `openai` `TURNSTONE_API_KEY` then `OPENAI_API_KEY`; each name
+/// The API key a provider finds in the environment when none is given: `TURNSTONE_API_KEY`,
+/// then the vendor's own variable (`ANTHROPIC_API_KEY` or `OPENAI_API_KEY`, never the other
+/// vendor's: a key is not sent where it does not belong); each name
 /// `X` may also be given as `X_FILE` (a file holding the key, as every secret of the
 /// services). Giving both `X` and `X_FILE` is an error naming them.
 pub fn env_api_key(
@@ -189,7 +190,7 @@ pub fn env_api_key(
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Option<String>, NodeError> {
     let names: &[&str] = match provider {
-        "anthropic" => &["ANTHROPIC_API_KEY"],
+        "anthropic" => &["TURNSTONE_API_KEY", "ANTHROPIC_API_KEY"],
         _ => &["TURNSTONE_API_KEY", "OPENAI_API_KEY"],
     };
     for name in names {
@@ -268,6 +269,67 @@ pub async fn connect_target(
         }
     };
     Ok((backend, model))
+}
+
+/// A backend built from a config file's model registry (`[models.*]`, `[model]`).
+#[derive(Debug)]
+pub struct RegistryBackend {
+    /// The default alias's fallback chain.
+    pub backend: Backend,
+    /// The default alias's model name.
+    pub model: String,
+    /// The default alias.
+    pub alias: String,
+    /// The model `task_agent` sub-agents run on when `[model] agent_model` names another
+    /// alias.
+    pub agent_model: Option<turnstone_engine::AgentModel>,
+    /// The registry, for per-workstream `/model <alias>` switching.
+    pub registry: turnstone_llm::ModelRegistry,
+}
+
+/// Builds the backend of a model registry (the node's and the terminal client's
+/// `[models.*]` tables): the default alias's fallback chain, and the sub-agent model.
+pub fn connect_registry(
+    config: &turnstone_llm::RegistryConfig,
+) -> Result<RegistryBackend, NodeError> {
+    let registry = turnstone_llm::ModelRegistry::from_config(config)
+        .map_err(|e| NodeError::ProviderSetup(format!("[models]: {e}")))?;
+    let alias = registry.default_alias().to_string();
+    let model = registry
+        .get(&alias)
+        .map_err(|e| NodeError::ProviderSetup(format!("[models]: {e}")))?
+        .entry
+        .model
+        .clone();
+    tracing::info!(alias, model, aliases = ?registry.aliases(), "model registry");
+    let agent_alias = registry.agent_alias().to_string();
+    let agent_model = if agent_alias == alias {
+        None
+    } else {
+        let agent = registry
+            .get(&agent_alias)
+            .map_err(|e| NodeError::ProviderSetup(format!("[model] agent_model: {e}")))?;
+        tracing::info!(alias = %agent_alias, model = %agent.entry.model, "sub-agent model");
+        Some(turnstone_engine::AgentModel {
+            model: agent.entry.model.clone(),
+            provider: Backend::from_provider(
+                Arc::new(registry.agent_chain()),
+                format!("registry:{agent_alias}"),
+            )
+            .provider,
+        })
+    };
+    let backend = Backend::from_provider(
+        Arc::new(registry.default_chain()),
+        format!("registry:{alias}"),
+    );
+    Ok(RegistryBackend {
+        backend,
+        model,
+        alias,
+        agent_model,
+        registry,
+    })
 }
 
 /// How long a node started without `--model` keeps asking the endpoint for its model list

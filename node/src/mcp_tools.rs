@@ -135,3 +135,21 @@ pub fn spawn_sync(
         }
     })
 }
+
+/// Connects an engine to MCP servers: `read_resource` and `use_prompt` join its registry,
+/// the servers' prompt catalog its system prompt, and the servers' tools are mirrored into
+/// the registry from now on (the returned task; abort it at shutdown). The node and the
+/// terminal client both attach their engine with it.
+pub fn attach(
+    manager: &Arc<McpManager>,
+    engine: &turnstone_engine::Engine,
+) -> tokio::task::JoinHandle<()> {
+    let registry = engine.registry();
+    if let Err(e) = crate::mcp_resource_tools::register(manager, registry) {
+        tracing::warn!(error = %e, "read_resource and use_prompt not registered");
+    }
+    engine.add_system_section(Arc::new(crate::mcp_resource_tools::PromptCatalog(
+        manager.clone(),
+    )));
+    spawn_sync(manager.clone(), registry.clone())
+}

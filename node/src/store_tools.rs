@@ -3,6 +3,9 @@
 //! [`register`], which adds the three tools to the engine's live registry once persistence
 //! is open.
 //!
+//! The terminal client registers the same tools over its own store with
+//! [`register_with`] and [`ManagerWorkstreams`].
+//!
 //! The `skill` backend activates a skill on a live workstream, so it reaches the node's
 //! workstream manager through a [`Weak`] reference (the node owns the engine that owns the
 //! registry that owns the tool: a strong reference would be a cycle).
@@ -20,6 +23,8 @@ use turnstone_tools::{
     SkillBackend, SkillSummary, SkillTool, ToolRegistry,
 };
 
+use turnstone_engine::{Engine, Manager, WorkstreamHandle};
+
 use crate::server::Node;
 
 /// Adds `memory`, `recall` and `skill` (backed by `store`; `skill load` activates on
@@ -28,6 +33,57 @@ pub fn register(
     registry: &ToolRegistry,
     store: Arc<dyn Store>,
     node: Weak<Node>,
+) -> Result<(), RegistryError> {
+    register_with(registry, store, Arc::new(NodeWorkstreams(node)))
+}
+
+/// Finds the live workstream `skill load` activates a skill on, and its engine: the
+/// node's workstreams, or the terminal client's manager.
+pub trait SkillHost: Send + Sync {
+    /// The workstream `ws_id` and the engine it runs on; `Err` says why not.
+    fn workstream(&self, ws_id: &str) -> Result<(WorkstreamHandle, Arc<Engine>), BackendError>;
+}
+
+/// The node's workstreams (a [`Weak`] reference: see the module docs).
+struct NodeWorkstreams(Weak<Node>);
+
+impl SkillHost for NodeWorkstreams {
+    fn workstream(&self, ws_id: &str) -> Result<(WorkstreamHandle, Arc<Engine>), BackendError> {
+        let node = self
+            .0
+            .upgrade()
+            .ok_or_else(|| BackendError("the node is shutting down".into()))?;
+        let ws = node
+            .workstream(ws_id)
+            .ok_or_else(|| BackendError(format!("Unknown workstream: {ws_id}")))?;
+        Ok((ws, node.manager.engine().clone()))
+    }
+}
+
+/// A manager's workstreams (the terminal client's; a [`Weak`] reference, as the manager
+/// owns the engine that owns the tool).
+#[derive(Debug, Clone)]
+pub struct ManagerWorkstreams(pub Weak<Manager>);
+
+impl SkillHost for ManagerWorkstreams {
+    fn workstream(&self, ws_id: &str) -> Result<(WorkstreamHandle, Arc<Engine>), BackendError> {
+        let manager = self
+            .0
+            .upgrade()
+            .ok_or_else(|| BackendError("shutting down".into()))?;
+        let ws = manager
+            .get(ws_id)
+            .ok_or_else(|| BackendError(format!("Unknown workstream: {ws_id}")))?;
+        Ok((ws, manager.engine().clone()))
+    }
+}
+
+/// Adds `memory`, `recall` and `skill` (backed by `store`; `skill load` activates on the
+/// workstreams `host` finds) to `registry`. Workstreams see them from their next turn on.
+pub fn register_with(
+    registry: &ToolRegistry,
+    store: Arc<dyn Store>,
+    host: Arc<dyn SkillHost>,
 ) -> Result<(), RegistryError> {
     registry.add(
         Arc::new(MemoryTool::new(Arc::new(StoreMemories(store.clone())))?),
@@ -38,7 +94,7 @@ pub fn register(
         Provenance::Builtin,
     )?;
     registry.add(
-        Arc::new(SkillTool::new(Arc::new(NodeSkills { store, node }))?),
+        Arc::new(SkillTool::new(Arc::new(StoreSkills { store, host }))?),
         Provenance::Builtin,
     )?;
     tracing::info!("memory, recall and skill tools registered");
@@ -231,14 +287,14 @@ pub fn skill_summary(skill: &Skill) -> SkillSummary {
     }
 }
 
-/// [`SkillBackend`] over the store's skills and the node's workstreams.
-struct NodeSkills {
+/// [`SkillBackend`] over the store's skills and the workstreams of a [`SkillHost`].
+struct StoreSkills {
     store: Arc<dyn Store>,
-    node: Weak<Node>,
+    host: Arc<dyn SkillHost>,
 }
 
 #[async_trait]
-impl SkillBackend for NodeSkills {
+impl SkillBackend for StoreSkills {
     async fn candidates(
         &self,
         query: &str,
@@ -258,14 +314,8 @@ impl SkillBackend for NodeSkills {
     }
 
     async fn activate(&self, ws_id: &str, name: &str) -> Result<SkillSummary, BackendError> {
-        let node = self
-            .node
-            .upgrade()
-            .ok_or_else(|| BackendError("the node is shutting down".into()))?;
-        let ws = node
-            .workstream(ws_id)
-            .ok_or_else(|| BackendError(format!("Unknown workstream: {ws_id}")))?;
-        let skill = crate::server::skills::activate(&node, &ws, name)
+        let (ws, engine) = self.host.workstream(ws_id)?;
+        let skill = crate::server::skills::activate_in(self.store.as_ref(), &engine, &ws, name)
             .await
             .map_err(|e| BackendError(e.to_string()))?;
         Ok(skill_summary(&skill))

@@ -12,10 +12,49 @@ use turnstone_node::NodeError;
 use turnstone_cli::render::Style;
 use turnstone_cli::repl::{Repl, ReplOptions, ctrl_c_presses, stdin_lines};
 use turnstone_cli::settings::{CliArgs, Settings};
-use turnstone_node::backend::{Backend, resolve_cwd};
+use turnstone_mcp::{McpManager, McpOptions, ServerState};
+use turnstone_node::backend::{connect_registry, connect_target, resolve_cwd};
 use turnstone_node::persist::{Persistence, StoreJournal};
+use turnstone_node::store_tools;
 use turnstone_runtime::{LogFormat, init_tracing};
 use turnstone_store::StoreConfig;
+
+/// How long start-up waits for the MCP servers' first connection (the first prompt should
+/// see their tools); a server still connecting then joins in the background.
+const MCP_STARTUP_WAIT: std::time::Duration = std::time::Duration::from_secs(20);
+
+/// Waits (at most [`MCP_STARTUP_WAIT`]) until every MCP server has connected or failed and
+/// the tools of the connected ones are in `registry`; says on stderr how it went.
+async fn wait_for_mcp(mcp: &Arc<McpManager>, registry: &turnstone_tools::ToolRegistry) {
+    let settled = || {
+        let status = mcp.status();
+        let connecting = status
+            .keys()
+            .filter(|name| matches!(mcp.server_state(name), Some(ServerState::Connecting)))
+            .count();
+        let mirrored = mcp
+            .tools_snapshot()
+            .iter()
+            .all(|t| registry.get(&t.qualified_name).is_some());
+        connecting == 0 && mirrored
+    };
+    let deadline = tokio::time::Instant::now() + MCP_STARTUP_WAIT;
+    while !settled() && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    for name in mcp.server_names() {
+        match mcp.server_state(&name) {
+            Some(ServerState::Ready) => {}
+            Some(ServerState::Failed { reason }) => {
+                eprintln!("[MCP server {name} failed: {reason}; retrying in the background]")
+            }
+            _ => eprintln!("[MCP server {name} is still connecting]"),
+        }
+    }
+}
+
+/// Without a model name: how long to wait for the endpoint's model list.
+const MODEL_DETECT_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -35,15 +74,36 @@ async fn run(args: CliArgs) -> Result<(), NodeError> {
         eprintln!("turnstone: logging disabled: {e}");
     }
     let cwd = resolve_cwd(settings.cwd.clone())?;
-    let backend = Backend::connect(settings.base_url.as_deref(), settings.api_key.clone()).await?;
+    // The model: the config file's registry, else the one endpoint (the node's wiring).
+    let (backend, model, agent_model, registry) = match &settings.registry {
+        Some(config) => {
+            let r = connect_registry(config)?;
+            (
+                r.backend,
+                r.model,
+                r.agent_model,
+                Some(Arc::new(r.registry)),
+            )
+        }
+        None => {
+            let (backend, model) = connect_target(&settings.target(), MODEL_DETECT_WAIT).await?;
+            (backend, model, None, None)
+        }
+    };
     if backend.is_scripted() {
         eprintln!(
             "[using the built-in scripted model at {}; pass --base-url for a real one]",
             backend.base_url
         );
     }
-    let engine = backend.engine(settings.engine_config(cwd)).await?;
-    turnstone_engine::register_subagent(&engine)?;
+    let mut config = settings.engine_config(model.clone(), cwd);
+    config.model_alias = registry
+        .as_ref()
+        .map(|r| r.default_alias().to_string())
+        .unwrap_or_default();
+    config.models = registry;
+    let engine = backend.engine(config).await?;
+    turnstone_engine::register_subagent_with(&engine, agent_model)?;
     let mut manager = Manager::new(
         engine,
         ManagerConfig {
@@ -61,6 +121,24 @@ async fn run(args: CliArgs) -> Result<(), NodeError> {
         manager = manager.with_journal(Arc::new(StoreJournal(p.clone())));
         Some(p)
     };
+    let manager = Arc::new(manager);
+    // memory, recall and skill over the session store (as the node has them).
+    if let Some(p) = &persistence {
+        store_tools::register_with(
+            manager.engine().registry(),
+            p.store.clone(),
+            Arc::new(store_tools::ManagerWorkstreams(Arc::downgrade(&manager))),
+        )?;
+    }
+    // MCP servers connect in the background; their tools join as they are discovered.
+    let mcp = (!settings.mcp_servers.is_empty())
+        .then(|| McpManager::start_with(settings.mcp_servers.clone(), McpOptions::default()));
+    let mcp_sync = mcp
+        .as_ref()
+        .map(|m| turnstone_node::mcp_tools::attach(m, manager.engine()));
+    if let Some(m) = &mcp {
+        wait_for_mcp(m, manager.engine().registry()).await;
+    }
 
     let interactive = std::io::stdin().is_terminal();
     let stdout_tty = std::io::stdout().is_terminal();
@@ -70,7 +148,7 @@ async fn run(args: CliArgs) -> Result<(), NodeError> {
         stdout_tty,
         style: Style::detect(stdout_tty, no_color.as_deref()),
         spinner: interactive && std::io::stderr().is_terminal(),
-        model: settings.model.clone(),
+        model,
         endpoint: backend.base_url.clone(),
     };
     let mut repl = Repl::new(manager, options, std::io::stdout())?;
@@ -78,6 +156,9 @@ async fn run(args: CliArgs) -> Result<(), NodeError> {
         repl = repl.with_persistence(p.clone());
     }
     let result = repl.run(stdin_lines(), ctrl_c_presses()).await;
+    if let Some(task) = mcp_sync {
+        task.abort();
+    }
     if let Some(p) = persistence {
         p.writer.shutdown().await;
     }

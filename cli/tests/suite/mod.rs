@@ -1,5 +1,6 @@
 //! End-to-end tests of the `turnstone` binary against its built-in scripted model.
 
+mod parity;
 mod pipe;
 mod tty;
 
@@ -12,6 +13,10 @@ pub const SCRUBBED_ENV: &[&str] = &[
     "TURNSTONE_NO_PERSISTENCE",
     "TURNSTONE_BASE_URL",
     "TURNSTONE_API_KEY",
+    "TURNSTONE_API_KEY_FILE",
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_API_KEY_FILE",
+    "OPENAI_API_KEY_FILE",
     "TURNSTONE_MODEL",
     "TURNSTONE_LOG_LEVEL",
     "OPENAI_API_KEY",

@@ -8,10 +8,10 @@ use tokio::process::Command;
 
 use super::{SCRUBBED_ENV, binary};
 
-struct Run {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
+pub(super) struct Run {
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
 }
 
 /// Runs `turnstone` with `input` on stdin (then end of input) and waits for it to exit.
@@ -22,6 +22,16 @@ async fn run(args: &[&str], input: &str) -> Run {
 
 /// [`run`] with sessions saved in `db`.
 async fn run_with_db(args: &[&str], input: &str, db: &std::path::Path) -> Run {
+    run_full(args, &[], input, db).await
+}
+
+/// [`run`] with extra environment variables.
+pub(super) async fn run_env(args: &[&str], env: &[(&str, &str)], input: &str) -> Run {
+    let home = tempfile::tempdir().unwrap();
+    run_full(args, env, input, &home.path().join("sessions.db")).await
+}
+
+async fn run_full(args: &[&str], env: &[(&str, &str)], input: &str, db: &std::path::Path) -> Run {
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
     let mut cmd = Command::new(binary());
@@ -30,6 +40,7 @@ async fn run_with_db(args: &[&str], input: &str, db: &std::path::Path) -> Run {
     }
     cmd.env("HOME", home.path())
         .env("TURNSTONE_DB_PATH", db)
+        .envs(env.iter().copied())
         .arg("--cwd")
         .arg(work.path())
         .args(args)
@@ -177,9 +188,12 @@ async fn new_replaces_the_current_workstream_in_place() {
 
 #[tokio::test]
 async fn unsupported_provider_and_bad_config_fail_clearly() {
-    let r = run(&["--provider", "anthropic"], "").await;
+    let r = run(&["--provider", "bedrock"], "").await;
     assert_eq!(r.code, Some(1));
-    assert!(r.stderr.contains("only `openai`"), "{}", r.stderr);
+    assert!(r.stderr.contains("`anthropic`"), "{}", r.stderr);
+    let r = run(&["--provider", "anthropic", "--model", "m"], "").await;
+    assert_eq!(r.code, Some(1));
+    assert!(r.stderr.contains("ANTHROPIC_API_KEY"), "{}", r.stderr);
 
     let r = run(&["--config", "/nonexistent/turnstone.toml"], "").await;
     assert_eq!(r.code, Some(1));

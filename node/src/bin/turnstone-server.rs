@@ -7,7 +7,9 @@ use std::sync::Arc;
 
 use clap::Parser;
 use turnstone_engine::{AgentModel, CreateOptions, EngineConfig, ManagerConfig};
-use turnstone_node::backend::{Backend, ModelTarget, connect_target, resolve_cwd};
+use turnstone_node::backend::{
+    Backend, ModelTarget, connect_registry, connect_target, resolve_cwd,
+};
 use turnstone_node::config_file::{
     EngineFlags, HOME_CONFIG, NODE_TABLES, SERVER_OWN_KEYS, ServerFile,
 };
@@ -456,14 +458,7 @@ async fn main() -> anyhow::Result<()> {
         );
         node.set_mcp(m.clone());
         mcp_slot.set(m.clone());
-        let registry = node.manager.engine().registry();
-        if let Err(e) = turnstone_node::mcp_resource_tools::register(m, registry) {
-            tracing::warn!(error = %e, "read_resource and use_prompt not registered");
-        }
-        node.manager.engine().add_system_section(Arc::new(
-            turnstone_node::mcp_resource_tools::PromptCatalog(m.clone()),
-        ));
-        turnstone_node::mcp_tools::spawn_sync(m.clone(), registry.clone())
+        turnstone_node::mcp_tools::attach(m, node.manager.engine())
     });
     // MCP prompts become read-only skills in the store (only with persistence).
     let mcp_skill_sync = mcp
@@ -585,33 +580,8 @@ async fn connect_backend(
     Option<turnstone_llm::ModelRegistry>,
 )> {
     if let Some(registry) = &file.registry {
-        let registry = turnstone_llm::ModelRegistry::from_config(registry)?;
-        let alias = registry.default_alias().to_string();
-        let entry = registry.get(&alias)?;
-        let model = entry.entry.model.clone();
-        tracing::info!(alias, model, aliases = ?registry.aliases(), "model registry");
-        let agent_alias = registry.agent_alias().to_string();
-        let agent_model = if agent_alias == alias {
-            None
-        } else {
-            let agent = registry.get(&agent_alias)?;
-            tracing::info!(alias = %agent_alias, model = %agent.entry.model, "sub-agent model");
-            Some(AgentModel {
-                model: agent.entry.model.clone(),
-                provider: Backend::from_provider(
-                    Arc::new(registry.agent_chain()),
-                    format!("registry:{agent_alias}"),
-                )
-                .provider,
-            })
-        };
-        let chain = registry.default_chain();
-        return Ok((
-            Backend::from_provider(Arc::new(chain), format!("registry:{alias}")),
-            model,
-            agent_model,
-            Some(registry),
-        ));
+        let r = connect_registry(registry)?;
+        return Ok((r.backend, r.model, r.agent_model, Some(r.registry)));
     }
     // `--provider anthropic` takes its key from `--api-key`, else ANTHROPIC_API_KEY(_FILE).
     let api_key = match (&args.api_key, args.provider.as_str()) {

@@ -27,7 +27,7 @@ use axum::{Extension, Json, Router};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use turnstone_engine::{ActiveSkill, RequestOverrides, WorkstreamHandle};
+use turnstone_engine::{ActiveSkill, Engine, RequestOverrides, WorkstreamHandle};
 use turnstone_runtime::auth::Identity;
 use turnstone_store::{Skill, SkillSpec, Store, StoreError};
 
@@ -380,6 +380,11 @@ fn validated(spec: SkillSpec) -> Result<SkillSpec, ApiError> {
 /// The enabled skill of this name.
 pub async fn find_enabled(node: &Node, name: &str) -> Result<Skill, SkillError> {
     let store = node.store().ok_or(SkillError::NoStorage)?;
+    find_enabled_in(store.as_ref(), name).await
+}
+
+/// The enabled skill of this name in `store` (the node's, or the terminal client's).
+pub async fn find_enabled_in(store: &dyn Store, name: &str) -> Result<Skill, SkillError> {
     store
         .get_skill(name.trim())
         .await
@@ -391,11 +396,21 @@ pub async fn find_enabled(node: &Node, name: &str) -> Result<Skill, SkillError> 
 /// Makes `skill` the active skill of `ws` and persists the choice (config key `skill`).
 pub async fn apply(node: &Node, ws: &WorkstreamHandle, skill: &Skill) -> Result<(), SkillError> {
     let store = node.store().ok_or(SkillError::NoStorage)?;
+    apply_in(store.as_ref(), node.manager.engine(), ws, skill).await
+}
+
+/// [`apply`] on any engine's workstream, persisting the choice in `store`.
+pub async fn apply_in(
+    store: &dyn Store,
+    engine: &Engine,
+    ws: &WorkstreamHandle,
+    skill: &Skill,
+) -> Result<(), SkillError> {
     store
         .set_config(ws.id(), SKILL_CONFIG_KEY, Some(&skill.spec.name))
         .await
         .map_err(storage)?;
-    let overrides = overrides_of(node, ws, skill).await;
+    let overrides = overrides_for(engine, ws, skill).await;
     ws.set_skill_with(
         Some(ActiveSkill::new(
             skill.spec.name.clone(),
@@ -416,6 +431,18 @@ pub async fn apply(node: &Node, ws: &WorkstreamHandle, skill: &Skill) -> Result<
 pub async fn activate(node: &Node, ws: &WorkstreamHandle, name: &str) -> Result<Skill, SkillError> {
     let skill = find_enabled(node, name).await?;
     apply(node, ws, &skill).await?;
+    Ok(skill)
+}
+
+/// [`activate`] on any engine's workstream, with skills from `store`.
+pub async fn activate_in(
+    store: &dyn Store,
+    engine: &Engine,
+    ws: &WorkstreamHandle,
+    name: &str,
+) -> Result<Skill, SkillError> {
+    let skill = find_enabled_in(store, name).await?;
+    apply_in(store, engine, ws, &skill).await?;
     Ok(skill)
 }
 
@@ -466,6 +493,15 @@ const REASONING_EFFORTS: [&str; 7] = ["none", "minimal", "low", "medium", "high"
 /// used (an unknown model, a temperature outside 0–2, `max_tokens` below 1, an unknown
 /// effort) is logged and left to the engine's setting; activation never fails over it.
 pub async fn overrides_of(node: &Node, ws: &WorkstreamHandle, skill: &Skill) -> RequestOverrides {
+    overrides_for(node.manager.engine(), ws, skill).await
+}
+
+/// [`overrides_of`] against any engine (its model registry resolves a skill's `model`).
+pub async fn overrides_for(
+    engine: &Engine,
+    ws: &WorkstreamHandle,
+    skill: &Skill,
+) -> RequestOverrides {
     let spec = &skill.spec;
     let ignored = |field: &str, value: &dyn std::fmt::Display, why: &str| {
         tracing::warn!(ws_id = %ws.id(), skill = %spec.name, field, %value, why, "skill setting ignored");
@@ -473,7 +509,6 @@ pub async fn overrides_of(node: &Node, ws: &WorkstreamHandle, skill: &Skill) -> 
     let mut overrides = RequestOverrides::default();
     let model = spec.model.trim();
     if !model.is_empty() {
-        let engine = node.manager.engine();
         let alias = model_alias(engine.config().models.as_deref(), model);
         match engine.resolve_model(&alias).await {
             Ok(choice) => overrides.model = choice,
