@@ -231,3 +231,40 @@ async fn no_color_turns_styling_off() {
     tty.type_line("/exit");
     tty.wait_text("[exited with 0]").await;
 }
+
+#[tokio::test]
+async fn slash_model_switches_only_the_current_workstream() {
+    let small = turnstone_testkit::FakeLlm::start().await;
+    let big = turnstone_testkit::FakeLlm::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[model]\ndefault = \"small\"\n\
+             [models.small]\nprovider = \"openai\"\nbase_url = \"{}\"\nmodel = \"small-1\"\n\
+             [models.big]\nprovider = \"openai\"\nbase_url = \"{}\"\nmodel = \"big-1\"\n",
+            small.base_url(),
+            big.base_url()
+        ),
+    )
+    .unwrap();
+    let tty = TmuxSession::start(&["--config", config.to_str().unwrap()]);
+    tty.wait_text("Type /help for commands.").await;
+    tty.type_line("/model big");
+    tty.wait_text("Model switched to big (big-1).").await;
+    tty.type_line("asked on big");
+    tty.wait_line("asked on big").await;
+    // A new workstream starts on the default alias.
+    tty.type_line("/ws new other");
+    tty.wait_text("Created workstream 2: other (now current)")
+        .await;
+    tty.type_line("/model");
+    tty.wait_text("Model: small-1 (alias small). Aliases: big, small.")
+        .await;
+    tty.type_line("asked on small");
+    tty.wait_line("asked on small").await;
+    assert_eq!(big.request_count(), 1);
+    assert_eq!(small.request_count(), 1);
+    assert_eq!(big.last_request().unwrap()["model"], "big-1");
+}
