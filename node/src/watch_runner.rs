@@ -45,7 +45,7 @@ use parking_lot::Mutex;
 use tokio::sync::{Notify, Semaphore};
 use tokio::task::JoinSet;
 use tracing::Instrument;
-use turnstone_engine::{CreateOptions, SendOutcome, WorkstreamHandle};
+use turnstone_engine::{CreateOptions, Engine, Manager, SendOutcome, WorkstreamHandle};
 use turnstone_store::{NewWatch, Store, StoreError, Watch, WatchPoll};
 use turnstone_tools::watch::{
     Condition, Trigger, WatchBackend, WatchEntry, WatchRequest, check_command, notice, run_poll,
@@ -194,6 +194,67 @@ impl Default for WatchRunnerConfig {
     }
 }
 
+/// Where a watch runner finds the workstreams it delivers to: the node's
+/// ([`WatchRunner::install`]), or the terminal client's manager ([`ManagerWatchHost`]).
+#[async_trait]
+pub trait WatchHost: Send + Sync {
+    /// The live workstream `ws_id`.
+    fn workstream(&self, ws_id: &str) -> Option<WorkstreamHandle>;
+    /// Brings back a hibernated workstream: `Ok(None)` when `ws_id` is not hibernated.
+    async fn rehydrate(&self, ws_id: &str) -> Result<Option<WorkstreamHandle>, String>;
+    /// Opens a saved workstream as a live one (its stored id, name and history).
+    fn open(&self, options: CreateOptions) -> Result<WorkstreamHandle, String>;
+}
+
+struct NodeWatchHost(Arc<Node>);
+
+#[async_trait]
+impl WatchHost for NodeWatchHost {
+    fn workstream(&self, ws_id: &str) -> Option<WorkstreamHandle> {
+        self.0.workstream(ws_id)
+    }
+    async fn rehydrate(&self, ws_id: &str) -> Result<Option<WorkstreamHandle>, String> {
+        if self.0.manager.hibernated(ws_id).is_none() {
+            return Ok(None);
+        }
+        self.0
+            .resolve(ws_id)
+            .await
+            .map(Some)
+            .map_err(|e| format!("rehydration failed: {e:?}"))
+    }
+    fn open(&self, options: CreateOptions) -> Result<WorkstreamHandle, String> {
+        self.0.create_workstream(options).map_err(|e| e.to_string())
+    }
+}
+
+/// The terminal client's workstreams: a notice goes to a workstream open in this run
+/// (a saved one is not opened behind the user's back: its notice waits until `/resume`
+/// opens it). A [`Weak`](std::sync::Weak) reference: the manager owns the engine that owns
+/// the tool.
+#[derive(Debug, Clone)]
+pub struct ManagerWatchHost(pub std::sync::Weak<Manager>);
+
+impl ManagerWatchHost {
+    fn manager(&self) -> Result<Arc<Manager>, String> {
+        self.0.upgrade().ok_or_else(|| "shutting down".to_string())
+    }
+}
+
+#[async_trait]
+impl WatchHost for ManagerWatchHost {
+    fn workstream(&self, ws_id: &str) -> Option<WorkstreamHandle> {
+        self.0.upgrade()?.get(ws_id)
+    }
+    async fn rehydrate(&self, _ws_id: &str) -> Result<Option<WorkstreamHandle>, String> {
+        Ok(None)
+    }
+    fn open(&self, _options: CreateOptions) -> Result<WorkstreamHandle, String> {
+        self.manager()?;
+        Err("the workstream is not open in this terminal (it gets the notice once /resume opens it)".into())
+    }
+}
+
 /// A running watch runner; [`WatchRunner::stop`] ends it.
 pub struct WatchRunner {
     shutdown: Arc<Notify>,
@@ -218,13 +279,29 @@ impl WatchRunner {
             tracing::info!("no persistence: the watch tool is not offered");
             return Ok(None);
         };
-        let backend = Arc::new(StoreWatchBackend::new(p.store.clone()));
+        Ok(Some(Self::install_with(
+            Arc::new(NodeWatchHost(node.clone())),
+            node.manager.engine().clone(),
+            p.store.clone(),
+            node.options.node_id.clone(),
+            config,
+        )?))
+    }
+
+    /// Registers the `watch` tool in `engine` (whose workstreams `host` finds) and starts
+    /// the runner on `store` for the watches of `node_id` (the terminal client's wiring; the
+    /// node's is [`WatchRunner::install`]).
+    pub fn install_with(
+        host: Arc<dyn WatchHost>,
+        engine: Arc<Engine>,
+        store: Arc<dyn Store>,
+        node_id: String,
+        config: WatchRunnerConfig,
+    ) -> Result<Self, RegistryError> {
+        let backend = Arc::new(StoreWatchBackend::new(store.clone()));
         let tool = Arc::new(WatchTool::new(backend)?);
-        node.manager
-            .engine()
-            .registry()
-            .add(tool, Provenance::Builtin)?;
-        Ok(Self::start(node.clone(), config))
+        engine.registry().add(tool, Provenance::Builtin)?;
+        Ok(Self::start_with(host, engine, store, node_id, config))
     }
 
     /// Starts the runner alone (the tool registered elsewhere, or a restart of the runner on
@@ -232,12 +309,30 @@ impl WatchRunner {
     pub fn start(node: Arc<Node>, config: WatchRunnerConfig) -> Option<Self> {
         let store = node.store()?;
         let node_id = node.options.node_id.clone();
-        let cwd = node.manager.engine().config().cwd.clone();
+        let engine = node.manager.engine().clone();
+        Some(Self::start_with(
+            Arc::new(NodeWatchHost(node)),
+            engine,
+            store,
+            node_id,
+            config,
+        ))
+    }
+
+    fn start_with(
+        host: Arc<dyn WatchHost>,
+        engine: Arc<Engine>,
+        store: Arc<dyn Store>,
+        node_id: String,
+        config: WatchRunnerConfig,
+    ) -> Self {
+        let cwd = engine.config().cwd.clone();
         let shutdown = Arc::new(Notify::new());
         let runner = Arc::new(Runner {
             slots: Arc::new(Semaphore::new(config.max_concurrent_polls.max(1))),
             config,
-            node,
+            engine,
+            host,
             store,
             node_id: node_id.clone(),
             cwd,
@@ -248,7 +343,7 @@ impl WatchRunner {
         let span = tracing::info_span!("watch_runner", %node_id);
         let task = tokio::spawn(runner.run(shutdown.clone()).instrument(span));
         tracing::info!(%node_id, "watch runner started");
-        Some(Self { shutdown, task })
+        Self { shutdown, task }
     }
 
     /// Stops the runner: polls in flight are abandoned (their commands killed); their
@@ -291,7 +386,9 @@ enum Delivery {
 
 struct Runner {
     config: WatchRunnerConfig,
-    node: Arc<Node>,
+    /// Kept for its settings (a weak host may be gone at shutdown).
+    engine: Arc<Engine>,
+    host: Arc<dyn WatchHost>,
     store: Arc<dyn Store>,
     node_id: String,
     cwd: PathBuf,
@@ -378,7 +475,7 @@ impl Runner {
         .await;
         // The output guard (docs/security.md): a secret the command prints is neither stored
         // with the watch nor delivered in its notice. The condition sees the same text.
-        let guard = self.node.manager.engine().config().output_guard;
+        let guard = self.engine.config().output_guard;
         if let Some(redacted) = guard.redact(&result.output) {
             tracing::warn!("output guard redacted a watch's poll output");
             result.output = redacted;
@@ -540,7 +637,7 @@ impl Runner {
         notice: &str,
         guard_noted: bool,
     ) -> Delivery {
-        let handle = match self.node.workstream(ws_id) {
+        let handle = match self.host.workstream(ws_id) {
             Some(handle) => handle,
             None => match self.resume(ws_id).await {
                 Ok(handle) => handle,
@@ -576,15 +673,13 @@ impl Runner {
     /// Brings a saved workstream back (as `workstreams/new` with `resume_ws` does).
     async fn resume(&self, ws_id: &str) -> Result<WorkstreamHandle, Delivery> {
         let _one_at_a_time = self.resume_lock.lock().await;
-        if let Some(handle) = self.node.workstream(ws_id) {
+        if let Some(handle) = self.host.workstream(ws_id) {
             return Ok(handle);
         }
-        if self.node.manager.hibernated(ws_id).is_some() {
-            return self
-                .node
-                .resolve(ws_id)
-                .await
-                .map_err(|e| Delivery::Later(format!("rehydration failed: {e:?}")));
+        match self.host.rehydrate(ws_id).await {
+            Ok(Some(handle)) => return Ok(handle),
+            Ok(None) => {}
+            Err(e) => return Err(Delivery::Later(e)),
         }
         let session = match self.store.resume_session(ws_id).await {
             Ok(session) if session.workstream.ws_id == ws_id => session,
@@ -596,8 +691,8 @@ impl Runner {
         let name = crate::server::workstreams::stored_name(&session.workstream);
         let stored = self.store.load_config(ws_id).await.unwrap_or_default();
         let handle = self
-            .node
-            .create_workstream(CreateOptions {
+            .host
+            .open(CreateOptions {
                 id: Some(ws_id.to_string()),
                 name: Some(name).filter(|n| !n.is_empty()),
                 history: session.messages,

@@ -16,6 +16,7 @@ use turnstone_mcp::{McpManager, McpOptions, ServerState};
 use turnstone_node::backend::{connect_registry, connect_target, resolve_cwd};
 use turnstone_node::persist::{Persistence, StoreJournal};
 use turnstone_node::store_tools;
+use turnstone_node::watch_runner::{ManagerWatchHost, WatchRunner, WatchRunnerConfig};
 use turnstone_runtime::{LogFormat, init_tracing};
 use turnstone_store::StoreConfig;
 
@@ -50,6 +51,20 @@ async fn wait_for_mcp(mcp: &Arc<McpManager>, registry: &turnstone_tools::ToolReg
             }
             _ => eprintln!("[MCP server {name} is still connecting]"),
         }
+    }
+}
+
+/// Seconds between two looks for due watches: `TURNSTONE_WATCH_TICK_SECS` (the node's
+/// variable), default 15.
+fn watch_tick() -> Result<std::time::Duration, NodeError> {
+    match std::env::var("TURNSTONE_WATCH_TICK_SECS") {
+        Err(_) => Ok(std::time::Duration::from_secs(15)),
+        Ok(v) => match v.trim().parse::<u64>() {
+            Ok(secs) if secs >= 1 => Ok(std::time::Duration::from_secs(secs)),
+            _ => Err(NodeError::ProviderSetup(format!(
+                "TURNSTONE_WATCH_TICK_SECS={v}: expected whole seconds, at least 1"
+            ))),
+        },
     }
 }
 
@@ -130,6 +145,21 @@ async fn run(args: CliArgs) -> Result<(), NodeError> {
             Arc::new(store_tools::ManagerWorkstreams(Arc::downgrade(&manager))),
         )?;
     }
+    // Watches: the tool and the runner that polls them (over the session store); a notice
+    // goes to its workstream when it is open in this run.
+    let watch_runner = match &persistence {
+        Some(p) => Some(WatchRunner::install_with(
+            Arc::new(ManagerWatchHost(Arc::downgrade(&manager))),
+            manager.engine().clone(),
+            p.store.clone(),
+            manager.engine().config().node_id.clone(),
+            WatchRunnerConfig {
+                tick: watch_tick()?,
+                ..WatchRunnerConfig::default()
+            },
+        )?),
+        None => None,
+    };
     // MCP servers connect in the background; their tools join as they are discovered.
     let mcp = (!settings.mcp_servers.is_empty())
         .then(|| McpManager::start_with(settings.mcp_servers.clone(), McpOptions::default()));
@@ -158,6 +188,9 @@ async fn run(args: CliArgs) -> Result<(), NodeError> {
     let result = repl.run(stdin_lines(), ctrl_c_presses()).await;
     if let Some(task) = mcp_sync {
         task.abort();
+    }
+    if let Some(runner) = watch_runner {
+        runner.stop().await;
     }
     if let Some(p) = persistence {
         p.writer.shutdown().await;

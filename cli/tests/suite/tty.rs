@@ -118,7 +118,11 @@ impl TmuxSession {
 
     /// Polls the screen until `pred` holds; panics with the screen after the deadline.
     async fn wait(&self, what: &str, pred: impl Fn(&str) -> bool) -> String {
-        let deadline = tokio::time::Instant::now() + DEADLINE;
+        self.wait_up_to(DEADLINE, what, pred).await
+    }
+
+    async fn wait_up_to(&self, limit: Duration, what: &str, pred: impl Fn(&str) -> bool) -> String {
+        let deadline = tokio::time::Instant::now() + limit;
         loop {
             let screen = self.screen(false);
             if pred(&screen) {
@@ -267,4 +271,24 @@ async fn slash_model_switches_only_the_current_workstream() {
     assert_eq!(big.request_count(), 1);
     assert_eq!(small.request_count(), 1);
     assert_eq!(big.last_request().unwrap()["model"], "big-1");
+}
+
+#[tokio::test]
+async fn a_watch_fires_into_its_workstream() {
+    let tty = TmuxSession::start_with_env(
+        &[("TURNSTONE_WATCH_TICK_SECS", "1")],
+        &["--skip-permissions"],
+    );
+    tty.wait_text("Type /help for commands.").await;
+    tty.type_line(
+        r#"CALL:watch {"action": "create", "name": "tick", "command": "echo ready-now", "poll_every": "10s", "stop_on": "'ready' in output"}"#,
+    );
+    tty.wait_text("done: ").await;
+    // The first poll is due 10 s later; its notice starts a turn in this workstream.
+    let screen = tty
+        .wait_up_to(Duration::from_secs(60), "the watch notice", |s| {
+            s.contains("[watch 'tick' triggered: condition met]")
+        })
+        .await;
+    assert!(screen.contains("ready-now"), "{screen}");
 }
