@@ -41,7 +41,9 @@
 //! `fallback` and `agent_model` as for the node) and `--base-url`/`--model` are not used.
 //! The key comes from `--api-key`, else `TURNSTONE_API_KEY`, else the provider's own
 //! (`OPENAI_API_KEY` or `ANTHROPIC_API_KEY`), each also as `*_FILE`, else `[api] api_key`;
-//! it is never logged.
+//! it is never logged. With session persistence (the default) the client has the node's
+//! `memory`, `recall`, `skill` and `watch` tools over its store (`TURNSTONE_WATCH_TICK_SECS`:
+//! seconds between looks for due watches, default 15).
 //!
 //! Sections that other Turnstone programs read from a shared file (`server`, `database`,
 //! `auth`, …) are accepted and ignored; any other unknown key is an error that names it.
