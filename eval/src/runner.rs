@@ -1,5 +1,6 @@
 //! Running a suite against one variant (a model and a system prompt): every case in its own
-//! throwaway workspace, on its own engine with the built-in tools, with a null UI — nobody
+//! throwaway workspace, on its own engine with the built-in tools and `task_agent`, with a
+//! null UI — nobody
 //! is asked; the case's approval policy decides (see [`crate::suite::Approval`]) — bounded
 //! by the case's time limit and its most model requests per turn.
 
@@ -276,6 +277,9 @@ async fn attempt(
     };
     let tools = Arc::new(ToolRegistry::with_builtins().map_err(|e| format!("tools: {e}"))?);
     let engine = Engine::new(variant.provider.clone(), tools, config).await;
+    // `task_agent` as the node and the terminal client have it (its sub-agents run only
+    // what needs no approval).
+    turnstone_engine::register_subagent(&engine).map_err(|e| format!("tools: {e}"))?;
     let manager = Manager::new(
         engine,
         ManagerConfig {
