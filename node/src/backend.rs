@@ -387,3 +387,99 @@ pub fn resolve_cwd(cwd: Option<PathBuf>) -> Result<PathBuf, NodeError> {
         None => Ok(std::env::current_dir()?),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> + use<> {
+        let map: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        move |k| map.get(k).cloned()
+    }
+
+    #[test]
+    fn keys_come_from_the_providers_own_variables_or_their_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("key");
+        std::fs::write(&file, "from-file\n").unwrap();
+        let file = file.to_str().unwrap();
+        let openai = env(&[("OPENAI_API_KEY", "sk-openai")]);
+        assert_eq!(
+            env_api_key("openai", &openai).unwrap().as_deref(),
+            Some("sk-openai")
+        );
+        assert_eq!(env_api_key("anthropic", &openai).unwrap(), None);
+        let both = env(&[
+            ("TURNSTONE_API_KEY", "generic"),
+            ("OPENAI_API_KEY", "sk-openai"),
+        ]);
+        assert_eq!(
+            env_api_key("openai", &both).unwrap().as_deref(),
+            Some("generic")
+        );
+        let from_file = env(&[("ANTHROPIC_API_KEY_FILE", file)]);
+        assert_eq!(
+            env_api_key("anthropic", &from_file).unwrap().as_deref(),
+            Some("from-file")
+        );
+        let twice = env(&[("OPENAI_API_KEY", "x"), ("OPENAI_API_KEY_FILE", file)]);
+        let err = env_api_key("openai", &twice).unwrap_err().to_string();
+        assert!(err.contains("OPENAI_API_KEY_FILE"), "{err}");
+        let missing = env(&[("TURNSTONE_API_KEY_FILE", "/nonexistent/key")]);
+        let err = env_api_key("openai", &missing).unwrap_err().to_string();
+        assert!(err.contains("TURNSTONE_API_KEY_FILE"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn targets_missing_what_they_need_are_refused_before_connecting() {
+        let wait = Duration::from_secs(1);
+        let target = |provider: &str, key: Option<&str>, model: Option<&str>| ModelTarget {
+            provider: provider.into(),
+            base_url: Some("http://127.0.0.1:9".into()),
+            api_key: key.map(String::from),
+            model: model.map(String::from),
+            seed: None,
+        };
+        let err = connect_target(&target("bedrock", None, None), wait)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, NodeError::UnsupportedProvider(ref p) if p == "bedrock"));
+        let err = connect_target(&target("anthropic", None, Some("m")), wait)
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("ANTHROPIC_API_KEY"), "{err}");
+        let err = connect_target(&target("anthropic", Some("k"), None), wait)
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("needs --model"), "{err}");
+        let (backend, model) = connect_target(&target("anthropic", Some("k"), Some("m")), wait)
+            .await
+            .unwrap();
+        assert_eq!(
+            (backend.base_url.as_str(), model.as_str()),
+            ("http://127.0.0.1:9", "m")
+        );
+        assert!(!format!("{:?}", target("openai", Some("sk-x"), None)).contains("sk-x"));
+    }
+
+    #[cfg(feature = "scripted-model")]
+    #[tokio::test]
+    async fn without_a_model_the_endpoints_first_is_used() {
+        let (backend, model) = connect_target(
+            &ModelTarget {
+                provider: "openai".into(),
+                ..ModelTarget::default()
+            },
+            Duration::from_secs(5),
+        )
+        .await
+        .unwrap();
+        assert!(backend.is_scripted());
+        assert_eq!(model, "fake-model");
+    }
+}
