@@ -150,3 +150,43 @@ async fn mcp_servers_from_the_config_file_offer_their_tools() {
         r.stderr
     );
 }
+
+#[tokio::test]
+async fn skill_load_activates_a_stored_skill_on_the_workstream() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("sessions.db");
+    {
+        let store = turnstone_store::connect(&turnstone_store::StoreConfig::sqlite(&db))
+            .await
+            .unwrap();
+        store
+            .upsert_skill(turnstone_store::SkillSpec {
+                name: "pirate".into(),
+                description: "talks like a pirate".into(),
+                content: "Always answer like a pirate, arr.".into(),
+                ..turnstone_store::SkillSpec::default()
+            })
+            .await
+            .unwrap();
+    }
+    let llm = FakeLlm::start().await;
+    let r = run_env(
+        &[
+            "--skip-permissions",
+            "--base-url",
+            &llm.base_url(),
+            "--model",
+            "m",
+        ],
+        &[("TURNSTONE_DB_PATH", db.to_str().unwrap())],
+        "CALL:skill {\"action\": \"load\", \"name\": \"pirate\"}\nahoy\n",
+    )
+    .await;
+    assert_eq!(r.code, Some(0), "stderr: {}", r.stderr);
+    let last = llm.last_request().unwrap();
+    let system = last["messages"][0]["content"].as_str().unwrap_or_default();
+    assert!(
+        system.contains("Always answer like a pirate, arr."),
+        "the skill is in the system prompt of the next request: {last}"
+    );
+}
