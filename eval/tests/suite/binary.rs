@@ -195,3 +195,36 @@ async fn the_seed_and_model_reach_the_endpoint_and_keys_never_show() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("ANTHROPIC_API_KEY"));
 }
+
+#[tokio::test]
+async fn anthropic_is_evaluated_with_its_own_key() {
+    let anthropic = turnstone_testkit::FakeAnthropic::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let suite = write_suite(dir.path(), "smoke.toml", SUITE);
+    let out = run(
+        &[
+            suite.to_str().unwrap(),
+            "--provider",
+            "anthropic",
+            "--base-url",
+            &anthropic.base_url(),
+            "--model",
+            "claude-under-test",
+            "--json",
+            "-",
+        ],
+        &[("ANTHROPIC_API_KEY", "sk-ant-eval")],
+    )
+    .await;
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["variants"][0]["model"], "claude-under-test");
+    assert_eq!(report["variants"][0]["passed"], 1);
+    let headers = anthropic.last_headers().unwrap();
+    assert_eq!(headers.api_key.as_deref(), Some("sk-ant-eval"));
+}
