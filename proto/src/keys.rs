@@ -163,9 +163,10 @@ impl Keys {
         format!("{{{queue}}}:processing:{node_id}")
     }
 
-    /// `{p}:ws:{ws_id}:pin` — STRING (our addition): `hard` when a workstream
-    /// must never move to another node (messages for it fail while its owner is
-    /// down); absent means soft (re-homed to a live node).
+    /// `{p}:ws:{ws_id}:pin` — STRING (our addition): `hard:<node_id>` when a
+    /// workstream must never move from that node (messages for it fail while the
+    /// node is down; a bare `hard` from earlier versions names no node); absent
+    /// means soft (re-homed to a live node).
     pub fn ws_pin(&self, ws_id: &str) -> String {
         self.join(&["ws", ws_id, "pin"])
     }

@@ -71,7 +71,7 @@ pub(super) async fn route(
                 if ctx.leases.is_alive(&mut m, o).await.ok()? {
                     return forward(ctx, o, raw).await;
                 }
-                if ctx.leases.is_hard_pinned(&mut m, ws_id).await.ok()? {
+                if ctx.leases.hard_pin(&mut m, ws_id).await.ok()?.is_some() {
                     fail(
                         ctx,
                         msg,
@@ -119,7 +119,26 @@ pub(super) async fn route(
                 }
                 restore(ctx, epoch, ws_id, Some(o)).await?;
             }
-            None => {}
+            // No lease: its owner has been gone (or cut off) longer than the lease TTL. A
+            // hard-pinned workstream still belongs to the node its pin names.
+            None => match ctx.leases.hard_pin(&mut m, ws_id).await.ok()? {
+                Some(pinned) if !pinned.is_empty() && pinned != me => {
+                    if ctx.leases.is_alive(&mut m, &pinned).await.ok()? {
+                        return forward(ctx, &pinned, raw).await;
+                    }
+                    fail(
+                        ctx,
+                        msg,
+                        raw,
+                        &format!(
+                            "workstream {ws_id} is hard-pinned to node '{pinned}', which is down"
+                        ),
+                    )
+                    .await;
+                    return Some(());
+                }
+                _ => {}
+            },
         }
     }
     deliver::local(ctx, ctx.inbound.queue(source), msg, value, raw, epoch).await

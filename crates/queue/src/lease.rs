@@ -39,6 +39,21 @@ end
 return 0
 "#;
 
+const REFRESH_OURS: &str = r#"
+-- KEYS ownership keys; ARGV[1] owner; ARGV[2] ttl. Takes or refreshes each lease that is
+-- absent or already ARGV[1]'s; returns the 1-based positions of those another node holds.
+local taken = {}
+for i, key in ipairs(KEYS) do
+  local cur = redis.call('GET', key)
+  if cur == false or cur == ARGV[1] then
+    redis.call('SET', key, ARGV[1], 'EX', ARGV[2])
+  else
+    taken[#taken + 1] = i
+  end
+end
+return taken
+"#;
+
 impl Leases {
     pub fn new(keys: Keys) -> Self {
         Self { keys }
@@ -157,28 +172,36 @@ impl Leases {
         Ok(())
     }
 
-    /// Refreshes many leases in one round trip.
+    /// Refreshes the leases of `ws_ids` for `node_id` (500 per round trip) — only those that
+    /// are absent or already `node_id`'s: a workstream another node holds has moved there
+    /// (re-homed while this node was down or cut off), and taking it back would make two
+    /// owners of one conversation. Returns the ids held by another node.
     pub async fn own_all<C: ConnectionLike + Send>(
         &self,
         conn: &mut C,
         ws_ids: &[String],
         node_id: &str,
         ttl: Duration,
-    ) -> Result<(), QueueError> {
-        if ws_ids.is_empty() {
-            return Ok(());
-        }
-        let mut pipe = redis::pipe();
-        for ws in ws_ids {
-            pipe.cmd("SET")
-                .arg(self.keys.ws_owner(ws))
+    ) -> Result<Vec<String>, QueueError> {
+        let script = redis::Script::new(REFRESH_OURS);
+        let mut held_elsewhere = Vec::new();
+        for chunk in ws_ids.chunks(500) {
+            let mut call = script.prepare_invoke();
+            for ws in chunk {
+                call.key(self.keys.ws_owner(ws));
+            }
+            let taken: Vec<usize> = call
                 .arg(node_id)
-                .arg("EX")
                 .arg(ttl.as_secs().max(1))
-                .ignore();
+                .invoke_async(conn)
+                .await?;
+            held_elsewhere.extend(
+                taken
+                    .into_iter()
+                    .filter_map(|i| chunk.get(i.wrapping_sub(1)).cloned()),
+            );
         }
-        let _: () = pipe.query_async(conn).await?;
-        Ok(())
+        Ok(held_elsewhere)
     }
 
     /// Moves the lease from `expected` (`None` = no lease) to `new_owner`, only if it still
@@ -220,28 +243,33 @@ impl Leases {
         Ok(())
     }
 
-    /// Whether a workstream is hard-pinned to its owner.
-    pub async fn is_hard_pinned<C: AsyncCommands + Send>(
+    /// The node a workstream is hard-pinned to: `None` when it is not hard-pinned, `Some("")`
+    /// for a pin written before pins named their node. The pin outlives the lease, so a
+    /// message for a hard-pinned workstream whose owner has been gone longer than the lease
+    /// still finds out where it belongs (and fails if that node is down) instead of running
+    /// wherever it was picked up.
+    pub async fn hard_pin<C: AsyncCommands + Send>(
         &self,
         conn: &mut C,
         ws_id: &str,
-    ) -> Result<bool, QueueError> {
+    ) -> Result<Option<String>, QueueError> {
         let pin: Option<String> = conn.get(self.keys.ws_pin(ws_id)).await?;
-        Ok(pin.as_deref() == Some("hard"))
+        Ok(pin.and_then(|p| {
+            p.strip_prefix("hard")
+                .map(|node| node.trim_start_matches(':').to_string())
+        }))
     }
 
-    pub async fn set_pin<C: AsyncCommands + Send>(
+    /// Hard-pins `ws_id` to `node_id` (it never moves to another node).
+    pub async fn pin_hard<C: AsyncCommands + Send>(
         &self,
         conn: &mut C,
         ws_id: &str,
-        hard: bool,
+        node_id: &str,
     ) -> Result<(), QueueError> {
-        let key = self.keys.ws_pin(ws_id);
-        if hard {
-            let _: () = conn.set(key, "hard").await?;
-        } else {
-            let _: () = conn.del(key).await?;
-        }
+        let _: () = conn
+            .set(self.keys.ws_pin(ws_id), format!("hard:{node_id}"))
+            .await?;
         Ok(())
     }
 }
@@ -304,5 +332,45 @@ mod tests {
             rendezvous("x", ["a", "b", "c", "d"])
         );
         assert_eq!(rendezvous("x", std::iter::empty()), None);
+    }
+
+    #[tokio::test]
+    async fn a_refresh_takes_back_no_lease_another_node_holds() {
+        let prefix = format!("tqlease{:08x}", rand::random::<u32>());
+        let leases = Leases::new(Keys::new(&prefix));
+        let mut conn = redis::Client::open("redis://127.0.0.1:6379/0")
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap();
+        let ttl = Duration::from_secs(30);
+        // "moved" re-homed to node b while node a was away; "mine" and "new" are a's.
+        leases.own(&mut conn, "moved", "b", ttl).await.unwrap();
+        leases.own(&mut conn, "mine", "a", ttl).await.unwrap();
+        let ids: Vec<String> = ["mine", "moved", "new"].map(String::from).to_vec();
+        let held = leases.own_all(&mut conn, &ids, "a", ttl).await.unwrap();
+        assert_eq!(held, ["moved"]);
+        for (ws, owner) in [("mine", "a"), ("moved", "b"), ("new", "a")] {
+            assert_eq!(
+                leases.owner(&mut conn, ws).await.unwrap().as_deref(),
+                Some(owner),
+                "{ws}"
+            );
+        }
+        // More than one script call's worth (500 per call) keeps the positions right.
+        let many: Vec<String> = (0..1203).map(|i| format!("w{i}")).collect();
+        leases.own(&mut conn, "w777", "b", ttl).await.unwrap();
+        let held = leases.own_all(&mut conn, &many, "a", ttl).await.unwrap();
+        assert_eq!(held, ["w777"]);
+        let _: () = redis::cmd("DEL")
+            .arg(
+                ids.iter()
+                    .chain(&many)
+                    .map(|w| leases.keys.ws_owner(w))
+                    .collect::<Vec<_>>(),
+            )
+            .query_async(&mut conn)
+            .await
+            .unwrap();
     }
 }

@@ -30,7 +30,7 @@ pub use client::{ClientError, Decision, TurnResult, TurnstoneClient, WaitOptions
 pub use conn::RedisSettings;
 pub use lease::{Leases, rendezvous};
 pub use publish::{Origin, Publication, Publisher, Settle};
-pub use reliable::ReliableQueue;
+pub use reliable::{AlsoRecord, ReliableQueue};
 /// The one backoff type (re-exported so the queue's users need no extra dependency).
 pub use turnstone_backoff::Backoff;
 

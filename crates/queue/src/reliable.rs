@@ -11,7 +11,9 @@
 //! until it is acknowledged: its outcome is unknown (the node may have applied it and died before
 //! answering), so it may only go back to the same node, which applies it once per
 //! correlation id. [`ReliableQueue::hand_back`] and [`ReliableQueue::release_unhanded`] move
-//! every other held message and leave the handed ones where they are.
+//! every other held message and leave the handed ones where they are. [`ReliableQueue::hand`]
+//! marks a message only while it is still held: a consumer that was cut off or stalled may
+//! find it released to another consumer meanwhile, and must then not deliver it.
 
 use std::time::Duration;
 
@@ -57,7 +59,49 @@ end
 return {moved, kept}
 "#;
 
+/// `KEYS[1]` processing list, `KEYS[2]` its handed hash, optional `KEYS[3]` a hash to record
+/// in too; `ARGV[1]` the message, `ARGV[2]`/`ARGV[3]` the field and TTL (s) for `KEYS[3]`.
+/// Marks the message handed (and records the field) only if it is still in the list: 1, else 0.
+const HAND: &str = r#"
+if not redis.call('LPOS', KEYS[1], ARGV[1]) then return 0 end
+redis.call('HSET', KEYS[2], ARGV[1], 1)
+if KEYS[3] then
+  redis.call('HSET', KEYS[3], ARGV[2], 1)
+  redis.call('EXPIRE', KEYS[3], ARGV[3])
+end
+return 1
+"#;
+
+/// A field recorded in another hash in the same step as a [`ReliableQueue::hand`].
+#[derive(Debug, Clone, Copy)]
+pub struct AlsoRecord<'a> {
+    pub hash: &'a str,
+    pub field: &'a str,
+    pub ttl: Duration,
+}
+
 impl ReliableQueue {
+    /// Marks the held message `raw` handed — and writes `also`, in the same atomic step —
+    /// only while it is still in the processing list. `false`: it is not held any more
+    /// (released to the shared queue by another consumer's janitor while this one was cut
+    /// off or stalled, or already acknowledged); whoever holds it now delivers it, so the
+    /// caller must drop it.
+    pub async fn hand<C: ConnectionLike + Send>(
+        &self,
+        conn: &mut C,
+        raw: &str,
+        also: Option<AlsoRecord<'_>>,
+    ) -> Result<bool, QueueError> {
+        let script = redis::Script::new(HAND);
+        let mut call = script.prepare_invoke();
+        call.key(&self.processing).key(&self.handed).arg(raw);
+        if let Some(a) = also {
+            call.key(a.hash).arg(a.field).arg(a.ttl.as_secs().max(1));
+        }
+        let held: i64 = call.invoke_async(conn).await?;
+        Ok(held == 1)
+    }
+
     pub fn new(queue: impl Into<String>, processing: impl Into<String>) -> Self {
         let processing = processing.into();
         Self {
@@ -206,5 +250,54 @@ impl ReliableQueue {
     /// Length of the queue (not counting held messages).
     pub async fn len<C: AsyncCommands + Send>(&self, conn: &mut C) -> Result<u64, QueueError> {
         Ok(conn.llen(&self.queue).await?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use redis::AsyncCommands;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_message_released_meanwhile_is_not_handed_and_records_nothing() {
+        let p = format!("tqhand{:08x}", rand::random::<u32>());
+        let q = ReliableQueue::new(format!("{{{p}}}"), format!("{{{p}}}:processing:a"));
+        let (shared, awaiting) = (format!("{{{p}}}:shared"), format!("{p}:awaiting"));
+        let mut conn = redis::Client::open("redis://127.0.0.1:6379/0")
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap();
+        let _: () = conn.rpush(&q.queue, &["m1", "m2"]).await.unwrap();
+        assert_eq!(q.try_take(&mut conn).await.unwrap().as_deref(), Some("m1"));
+        assert_eq!(q.try_take(&mut conn).await.unwrap().as_deref(), Some("m2"));
+        let record = |field| AlsoRecord {
+            hash: &awaiting,
+            field,
+            ttl: Duration::from_secs(60),
+        };
+        // m1 is handed while held; then another consumer's janitor releases what is not.
+        assert!(q.hand(&mut conn, "m1", Some(record("c1"))).await.unwrap());
+        let released = q
+            .release_unhanded(&mut conn, &shared, 10, &format!("{p}:no-heartbeat"))
+            .await
+            .unwrap();
+        assert_eq!(released, Some((1, 1)));
+        // The stalled consumer now tries to hand m2: it is not held any more.
+        assert!(!q.hand(&mut conn, "m2", Some(record("c2"))).await.unwrap());
+        let handed: Vec<String> = conn.hkeys(&q.handed).await.unwrap();
+        assert_eq!(handed, ["m1"]);
+        let awaited: Vec<String> = conn.hkeys(&awaiting).await.unwrap();
+        assert_eq!(awaited, ["c1"]);
+        let ttl: i64 = conn.ttl(&awaiting).await.unwrap();
+        assert!((1..=60).contains(&ttl), "{ttl}");
+        let moved: Vec<String> = conn.lrange(&shared, 0, -1).await.unwrap();
+        assert_eq!(moved, ["m2"]);
+        let _: () = redis::cmd("DEL")
+            .arg(&[&q.queue, &q.processing, &q.handed, &shared, &awaiting])
+            .query_async(&mut conn)
+            .await
+            .unwrap();
     }
 }
