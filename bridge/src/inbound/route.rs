@@ -6,7 +6,7 @@ use serde_json::Value;
 use turnstone_proto::api::{CreateWorkstreamBody, CreateWorkstreamReply};
 use turnstone_proto::mq::{InboundMessage, InfoEvent, OutboundEvent};
 use turnstone_proto::sse::Notice;
-use turnstone_queue::rendezvous;
+use turnstone_queue::{ReliableQueue, rendezvous};
 
 use super::Source;
 use super::answer::{ack_event, fail};
@@ -14,17 +14,20 @@ use super::deliver::{self, retried};
 use crate::node::decode_reply;
 use crate::{Ctx, Reply};
 
-async fn forward(ctx: &Ctx, node: &str, raw: &str) -> Option<()> {
+/// Moves the held message to `node`'s queue (atomically: see `ReliableQueue::move_held`).
+async fn forward(ctx: &Ctx, q: &ReliableQueue, node: &str, raw: &str) -> Option<()> {
     let mut m = ctx.redis.clone();
-    let r: Result<i64, _> = redis::cmd("RPUSH")
-        .arg(ctx.keys.inbound_node(node))
-        .arg(raw)
-        .query_async(&mut m)
-        .await;
-    match r {
-        Ok(_) => {
+    match q.move_held(&mut m, raw, &ctx.keys.inbound_node(node)).await {
+        Ok(true) => {
             ctx.metrics.inc(&ctx.metrics.inbound_forwarded);
             tracing::debug!(to = node, "forwarded");
+            Some(())
+        }
+        Ok(false) => {
+            tracing::warn!(
+                to = node,
+                "held message was released meanwhile; not forwarded"
+            );
             Some(())
         }
         Err(e) => {
@@ -44,13 +47,14 @@ pub(super) async fn route(
     epoch: u64,
 ) -> Option<()> {
     let mut m = ctx.redis.clone();
+    let q = ctx.inbound.queue(source);
     let me = ctx.node_id.as_str();
     let target = msg.target_node();
     let ws_id = msg.ws_id();
     if !target.is_empty() && target != me {
         let alive = ctx.leases.is_alive(&mut m, target).await.ok()?;
         if alive {
-            return forward(ctx, target, raw).await;
+            return forward(ctx, q, target, raw).await;
         }
         if ws_id.is_empty() {
             fail(
@@ -69,7 +73,7 @@ pub(super) async fn route(
             Some(o) if o == me => {}
             Some(o) => {
                 if ctx.leases.is_alive(&mut m, o).await.ok()? {
-                    return forward(ctx, o, raw).await;
+                    return forward(ctx, q, o, raw).await;
                 }
                 if ctx.leases.hard_pin(&mut m, ws_id).await.ok()?.is_some() {
                     fail(
@@ -103,7 +107,7 @@ pub(super) async fn route(
                     rendezvous(ws_id, names).unwrap_or(me).to_string()
                 };
                 if chosen != me {
-                    return forward(ctx, &chosen, raw).await;
+                    return forward(ctx, q, &chosen, raw).await;
                 }
                 if !ctx
                     .leases
@@ -114,7 +118,7 @@ pub(super) async fn route(
                     // Someone else moved it first: follow the new lease.
                     let now = ctx.leases.owner(&mut m, ws_id).await.ok()?;
                     if let Some(n) = now.filter(|n| n != me) {
-                        return forward(ctx, &n, raw).await;
+                        return forward(ctx, q, &n, raw).await;
                     }
                 }
                 restore(ctx, epoch, ws_id, Some(o)).await?;
@@ -124,7 +128,7 @@ pub(super) async fn route(
             None => match ctx.leases.hard_pin(&mut m, ws_id).await.ok()? {
                 Some(pinned) if !pinned.is_empty() && pinned != me => {
                     if ctx.leases.is_alive(&mut m, &pinned).await.ok()? {
-                        return forward(ctx, &pinned, raw).await;
+                        return forward(ctx, q, &pinned, raw).await;
                     }
                     fail(
                         ctx,
@@ -141,7 +145,7 @@ pub(super) async fn route(
             },
         }
     }
-    deliver::local(ctx, ctx.inbound.queue(source), msg, value, raw, epoch).await
+    deliver::local(ctx, q, msg, value, raw, epoch).await
 }
 
 /// Makes `ws_id` live on this node after its owner died: resumed from the store when the

@@ -309,6 +309,16 @@ async fn chaos_seeded_kills_of_every_process_type_lose_and_duplicate_no_send() {
             }
         }
     }
+    if !run_twice.is_empty() {
+        let c = cluster.lock().await;
+        for (cid, _) in &run_twice {
+            for n in &c.nodes {
+                for row in send_rows(n, cid).await {
+                    eprintln!("chaos: {cid} ran on {}: {row}", n.node_id);
+                }
+            }
+        }
+    }
     assert!(lost.is_empty(), "seed {seed}: lost {lost:?}");
     assert!(
         duplicated.is_empty(),
@@ -368,4 +378,27 @@ async fn started_turns(node: &NodeProc) -> Vec<String> {
     .await
     .unwrap();
     rows.into_iter().map(|(c,)| c).collect()
+}
+
+/// The `queued_sends` rows of `cid` on `node` (diagnostics of a failing run).
+async fn send_rows(node: &NodeProc, cid: &str) -> Vec<String> {
+    let url = format!(
+        "sqlite://{}?mode=ro",
+        node.dir.path().join("node.db").display()
+    );
+    let mut conn = <sqlx::SqliteConnection as sqlx::Connection>::connect(&url)
+        .await
+        .unwrap();
+    let rows: Vec<(String, String, String, String)> = sqlx::query_as(
+        "SELECT ws_id, state, created, updated FROM queued_sends WHERE correlation_id = ?",
+    )
+    .bind(cid)
+    .fetch_all(&mut conn)
+    .await
+    .unwrap();
+    rows.into_iter()
+        .map(|(ws, state, created, updated)| {
+            format!("ws {ws} {state} created {created} updated {updated}")
+        })
+        .collect()
 }
