@@ -68,14 +68,20 @@ pub(super) async fn route(
         }
     }
     if !ws_id.is_empty() {
-        let owner = ctx.leases.owner(&mut m, ws_id).await.ok()?;
+        // The lease names the owner; without one (its node gone longer than the lease
+        // TTL) the pin record still names where the workstream lived.
+        let (lease, pin) = ctx.leases.placement(&mut m, ws_id).await.ok()?;
+        let hard = pin.as_ref().is_some_and(|p| p.hard);
+        let owner = lease
+            .clone()
+            .or_else(|| pin.map(|p| p.node).filter(|n| !n.is_empty()));
         match owner.as_deref() {
             Some(o) if o == me => {}
             Some(o) => {
                 if ctx.leases.is_alive(&mut m, o).await.ok()? {
                     return forward(ctx, q, o, raw).await;
                 }
-                if ctx.leases.hard_pin(&mut m, ws_id).await.ok()?.is_some() {
+                if hard {
                     fail(
                         ctx,
                         msg,
@@ -111,7 +117,7 @@ pub(super) async fn route(
                 }
                 if !ctx
                     .leases
-                    .claim(&mut m, ws_id, Some(o), me, ctx.cfg.lease_ttl)
+                    .claim(&mut m, ws_id, lease.as_deref(), me, ctx.cfg.lease_ttl)
                     .await
                     .ok()?
                 {
@@ -123,26 +129,7 @@ pub(super) async fn route(
                 }
                 restore(ctx, epoch, ws_id, Some(o)).await?;
             }
-            // No lease: its owner has been gone (or cut off) longer than the lease TTL. A
-            // hard-pinned workstream still belongs to the node its pin names.
-            None => match ctx.leases.hard_pin(&mut m, ws_id).await.ok()? {
-                Some(pinned) if !pinned.is_empty() && pinned != me => {
-                    if ctx.leases.is_alive(&mut m, &pinned).await.ok()? {
-                        return forward(ctx, q, &pinned, raw).await;
-                    }
-                    fail(
-                        ctx,
-                        msg,
-                        raw,
-                        &format!(
-                            "workstream {ws_id} is hard-pinned to node '{pinned}', which is down"
-                        ),
-                    )
-                    .await;
-                    return Some(());
-                }
-                _ => {}
-            },
+            None => {}
         }
     }
     deliver::local(ctx, q, msg, value, raw, epoch).await

@@ -30,13 +30,28 @@ return 0
 "#;
 
 const CLAIM_FROM: &str = r#"
--- KEYS[1] ownership key; ARGV[1] expected owner ('' = absent); ARGV[2] new owner; ARGV[3] ttl
+-- KEYS[1] ownership key, KEYS[2] pin record; ARGV[1] expected owner ('' = absent);
+-- ARGV[2] new owner; ARGV[3] ttl. The new owner becomes the home of a soft workstream.
 local cur = redis.call('GET', KEYS[1])
 if (cur == false and ARGV[1] == '') or cur == ARGV[1] then
   redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3])
+  local pin = redis.call('GET', KEYS[2])
+  if not pin or string.sub(pin, 1, 4) ~= 'hard' then
+    redis.call('SET', KEYS[2], 'soft:' .. ARGV[2])
+  end
   return 1
 end
 return 0
+"#;
+
+const OWN: &str = r#"
+-- KEYS[1] ownership key, KEYS[2] pin record; ARGV[1] owner; ARGV[2] ttl
+redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
+local pin = redis.call('GET', KEYS[2])
+if not pin or string.sub(pin, 1, 4) ~= 'hard' then
+  redis.call('SET', KEYS[2], 'soft:' .. ARGV[1])
+end
+return 1
 "#;
 
 const REFRESH_OURS: &str = r#"
@@ -158,18 +173,38 @@ impl Leases {
         Ok(conn.get(self.keys.ws_owner(ws_id)).await?)
     }
 
-    /// Takes or refreshes the lease of `ws_id` for `node_id`.
-    pub async fn own<C: AsyncCommands + Send>(
+    /// Takes or refreshes the lease of `ws_id` for `node_id`, and makes `node_id` its home
+    /// (the pin record, which has no TTL) unless it is hard-pinned (a hard pin never moves).
+    pub async fn own<C: ConnectionLike + Send>(
         &self,
         conn: &mut C,
         ws_id: &str,
         node_id: &str,
         ttl: Duration,
     ) -> Result<(), QueueError> {
-        let _: () = conn
-            .set_ex(self.keys.ws_owner(ws_id), node_id, ttl.as_secs().max(1))
+        let _: i64 = redis::Script::new(OWN)
+            .key(self.keys.ws_owner(ws_id))
+            .key(self.keys.ws_pin(ws_id))
+            .arg(node_id)
+            .arg(ttl.as_secs().max(1))
+            .invoke_async(conn)
             .await?;
         Ok(())
+    }
+
+    /// Where a message for `ws_id` belongs, in one round trip: its lease's owner, and its
+    /// pin (home) record.
+    pub async fn placement<C: ConnectionLike + Send>(
+        &self,
+        conn: &mut C,
+        ws_id: &str,
+    ) -> Result<(Option<String>, Option<Pin>), QueueError> {
+        let (owner, pin): (Option<String>, Option<String>) = redis::cmd("MGET")
+            .arg(self.keys.ws_owner(ws_id))
+            .arg(self.keys.ws_pin(ws_id))
+            .query_async(conn)
+            .await?;
+        Ok((owner, pin.as_deref().and_then(Pin::parse)))
     }
 
     /// Refreshes the leases of `ws_ids` for `node_id` (500 per round trip) — only those that
@@ -216,6 +251,7 @@ impl Leases {
     ) -> Result<bool, QueueError> {
         let won: i64 = redis::Script::new(CLAIM_FROM)
             .key(self.keys.ws_owner(ws_id))
+            .key(self.keys.ws_pin(ws_id))
             .arg(expected.unwrap_or(""))
             .arg(new_owner)
             .arg(ttl.as_secs().max(1))
@@ -243,23 +279,6 @@ impl Leases {
         Ok(())
     }
 
-    /// The node a workstream is hard-pinned to: `None` when it is not hard-pinned, `Some("")`
-    /// for a pin written before pins named their node. The pin outlives the lease, so a
-    /// message for a hard-pinned workstream whose owner has been gone longer than the lease
-    /// still finds out where it belongs (and fails if that node is down) instead of running
-    /// wherever it was picked up.
-    pub async fn hard_pin<C: AsyncCommands + Send>(
-        &self,
-        conn: &mut C,
-        ws_id: &str,
-    ) -> Result<Option<String>, QueueError> {
-        let pin: Option<String> = conn.get(self.keys.ws_pin(ws_id)).await?;
-        Ok(pin.and_then(|p| {
-            p.strip_prefix("hard")
-                .map(|node| node.trim_start_matches(':').to_string())
-        }))
-    }
-
     /// Hard-pins `ws_id` to `node_id` (it never moves to another node).
     pub async fn pin_hard<C: AsyncCommands + Send>(
         &self,
@@ -271,6 +290,32 @@ impl Leases {
             .set(self.keys.ws_pin(ws_id), format!("hard:{node_id}"))
             .await?;
         Ok(())
+    }
+}
+
+/// A workstream's pin record `{p}:ws:{ws_id}:pin`: the node it lives on and whether it may
+/// move. Unlike the lease it has no TTL, so a message for a workstream whose node has been
+/// gone longer than the lease still finds where it lived: it moves from there (soft) or
+/// fails while that node is down (hard).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pin {
+    pub hard: bool,
+    /// Empty for a bare `hard` written before pins named their node.
+    pub node: String,
+}
+
+impl Pin {
+    pub fn parse(raw: &str) -> Option<Self> {
+        let (mode, node) = raw.split_once(':').unwrap_or((raw, ""));
+        let hard = match mode {
+            "hard" => true,
+            "soft" => false,
+            _ => return None,
+        };
+        Some(Self {
+            hard,
+            node: node.to_string(),
+        })
     }
 }
 
