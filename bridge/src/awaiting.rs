@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use turnstone_proto::api::{MAX_OUTCOME_QUERY, SendOutcomes, SendOutcomesBody};
 use turnstone_proto::sse::WsEvent;
-use turnstone_queue::{Publication, ReliableQueue, Settle};
+use turnstone_queue::{AlsoRecord, Publication, ReliableQueue, Settle};
 
 use crate::events::{NodeEvent, NodeEventKind};
 use crate::node::decode_reply;
@@ -27,27 +27,27 @@ const AWAITING_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
 impl Ctx {
     /// Marks a held message handed to the node (`turnstone_queue::ReliableQueue`: from
     /// now on only this node may apply it) and, for a message that starts a turn, its
-    /// correlation id awaited — one round trip, before the node is called, so a
-    /// `turn_complete` can never be published before its send is awaited. `None` when Redis
-    /// did not take them: the message stays held and is delivered later.
+    /// correlation id awaited — one atomic step, before the node is called, so a
+    /// `turn_complete` can never be published before its send is awaited. `Some(false)`
+    /// when the message is no longer held: another bridge's janitor released it while this
+    /// bridge was cut off from Redis or stalled, and whoever took it delivers it — this
+    /// bridge must not (it would run twice). `None` when Redis did not answer: the message
+    /// stays held and is delivered later.
     pub(crate) async fn hand_over(
         &self,
         q: &ReliableQueue,
         raw: &str,
         awaited: Option<&str>,
-    ) -> Option<()> {
-        let mut pipe = redis::pipe();
-        pipe.hset(&q.handed, raw, 1).ignore();
-        if let Some(cid) = awaited.filter(|c| !c.is_empty()) {
-            let key = self.keys.bridge_awaiting(&self.node_id);
-            pipe.hset(&key, cid, 1)
-                .ignore()
-                .expire(&key, AWAITING_TTL.as_secs() as i64)
-                .ignore();
-        }
+    ) -> Option<bool> {
+        let key = self.keys.bridge_awaiting(&self.node_id);
+        let also = awaited.filter(|c| !c.is_empty()).map(|cid| AlsoRecord {
+            hash: &key,
+            field: cid,
+            ttl: AWAITING_TTL,
+        });
         let mut conn = self.redis.clone();
-        match pipe.query_async::<()>(&mut conn).await {
-            Ok(()) => Some(()),
+        match q.hand(&mut conn, raw, also).await {
+            Ok(held) => Some(held),
             Err(e) => {
                 tracing::warn!(error = %e, "handed mark not written; the message stays held");
                 None

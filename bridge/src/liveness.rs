@@ -220,15 +220,24 @@ async fn refresh_leases(ctx: &Ctx, announce: bool) {
     };
     let ids: Vec<String> = rows.iter().map(|r| r.id.clone()).collect();
     let mut conn = ctx.redis.clone();
-    if let Err(e) = ctx
+    let moved = match ctx
         .leases
         .own_all(&mut conn, &ids, &ctx.node_id, ctx.cfg.lease_ttl)
         .await
     {
-        tracing::warn!(error = %e, "ownership leases not refreshed");
+        Ok(moved) => moved,
+        Err(e) => {
+            tracing::warn!(error = %e, "ownership leases not refreshed");
+            Vec::new()
+        }
+    };
+    for ws_id in &moved {
+        // Re-homed while this node was down or cut off: its messages go to the new owner,
+        // and this node's copy is no longer the one that is driven.
+        tracing::warn!(%ws_id, "workstream is owned by another node now; lease not taken back");
     }
     if announce {
-        for row in rows {
+        for row in rows.into_iter().filter(|r| !moved.contains(&r.id)) {
             let event: OutboundEvent = WsCreatedEvent::new(
                 row.id,
                 WsCreatedBody {

@@ -163,9 +163,11 @@ impl Keys {
         format!("{{{queue}}}:processing:{node_id}")
     }
 
-    /// `{p}:ws:{ws_id}:pin` — STRING (our addition): `hard` when a workstream
-    /// must never move to another node (messages for it fail while its owner is
-    /// down); absent means soft (re-homed to a live node).
+    /// `{p}:ws:{ws_id}:pin` — STRING (our addition), no TTL: the workstream's home,
+    /// `soft:<node_id>` (re-homed to a live node when that one is down) or
+    /// `hard:<node_id>` (never moves: messages for it fail while the node is down;
+    /// a bare `hard` from earlier versions names no node). It outlives the lease,
+    /// so a message still finds where its workstream lived after the lease ran out.
     pub fn ws_pin(&self, ws_id: &str) -> String {
         self.join(&["ws", ws_id, "pin"])
     }

@@ -122,8 +122,16 @@ pub(super) async fn local(
         InboundMessage::CreateWorkstream(c) => !c.initial_message.is_empty(),
         _ => false,
     };
-    ctx.hand_over(q, raw, starts_turn.then_some(cid.as_str()))
-        .await?;
+    if !ctx
+        .hand_over(q, raw, starts_turn.then_some(cid.as_str()))
+        .await?
+    {
+        tracing::warn!(
+            correlation_id = %cid,
+            "held message was released to another bridge meanwhile; not delivered here"
+        );
+        return Some(());
+    }
     match msg {
         InboundMessage::Send(s) => send(ctx, msg, s, value, raw, epoch).await?,
         InboundMessage::Command(c) => {
@@ -352,7 +360,9 @@ async fn create(
         .own(&mut m, &ws_id, &ctx.node_id, ctx.cfg.lease_ttl)
         .await;
     if value.get("pin").and_then(Value::as_str) == Some("hard") {
-        let _ = ctx.leases.set_pin(&mut m, &ws_id, true).await;
+        if let Err(e) = ctx.leases.pin_hard(&mut m, &ws_id, &ctx.node_id).await {
+            tracing::warn!(%ws_id, error = %e, "hard pin not written: the workstream is soft-pinned");
+        }
     }
     let global: OutboundEvent = WsCreatedEvent {
         correlation_id: cid.to_string(),

@@ -6,7 +6,7 @@ use serde_json::Value;
 use turnstone_proto::api::{CreateWorkstreamBody, CreateWorkstreamReply};
 use turnstone_proto::mq::{InboundMessage, InfoEvent, OutboundEvent};
 use turnstone_proto::sse::Notice;
-use turnstone_queue::rendezvous;
+use turnstone_queue::{ReliableQueue, rendezvous};
 
 use super::Source;
 use super::answer::{ack_event, fail};
@@ -14,17 +14,20 @@ use super::deliver::{self, retried};
 use crate::node::decode_reply;
 use crate::{Ctx, Reply};
 
-async fn forward(ctx: &Ctx, node: &str, raw: &str) -> Option<()> {
+/// Moves the held message to `node`'s queue (atomically: see `ReliableQueue::move_held`).
+async fn forward(ctx: &Ctx, q: &ReliableQueue, node: &str, raw: &str) -> Option<()> {
     let mut m = ctx.redis.clone();
-    let r: Result<i64, _> = redis::cmd("RPUSH")
-        .arg(ctx.keys.inbound_node(node))
-        .arg(raw)
-        .query_async(&mut m)
-        .await;
-    match r {
-        Ok(_) => {
+    match q.move_held(&mut m, raw, &ctx.keys.inbound_node(node)).await {
+        Ok(true) => {
             ctx.metrics.inc(&ctx.metrics.inbound_forwarded);
             tracing::debug!(to = node, "forwarded");
+            Some(())
+        }
+        Ok(false) => {
+            tracing::warn!(
+                to = node,
+                "held message was released meanwhile; not forwarded"
+            );
             Some(())
         }
         Err(e) => {
@@ -44,13 +47,14 @@ pub(super) async fn route(
     epoch: u64,
 ) -> Option<()> {
     let mut m = ctx.redis.clone();
+    let q = ctx.inbound.queue(source);
     let me = ctx.node_id.as_str();
     let target = msg.target_node();
     let ws_id = msg.ws_id();
     if !target.is_empty() && target != me {
         let alive = ctx.leases.is_alive(&mut m, target).await.ok()?;
         if alive {
-            return forward(ctx, target, raw).await;
+            return forward(ctx, q, target, raw).await;
         }
         if ws_id.is_empty() {
             fail(
@@ -64,14 +68,20 @@ pub(super) async fn route(
         }
     }
     if !ws_id.is_empty() {
-        let owner = ctx.leases.owner(&mut m, ws_id).await.ok()?;
+        // The lease names the owner; without one (its node gone longer than the lease
+        // TTL) the pin record still names where the workstream lived.
+        let (lease, pin) = ctx.leases.placement(&mut m, ws_id).await.ok()?;
+        let hard = pin.as_ref().is_some_and(|p| p.hard);
+        let owner = lease
+            .clone()
+            .or_else(|| pin.map(|p| p.node).filter(|n| !n.is_empty()));
         match owner.as_deref() {
             Some(o) if o == me => {}
             Some(o) => {
                 if ctx.leases.is_alive(&mut m, o).await.ok()? {
-                    return forward(ctx, o, raw).await;
+                    return forward(ctx, q, o, raw).await;
                 }
-                if ctx.leases.is_hard_pinned(&mut m, ws_id).await.ok()? {
+                if hard {
                     fail(
                         ctx,
                         msg,
@@ -103,18 +113,18 @@ pub(super) async fn route(
                     rendezvous(ws_id, names).unwrap_or(me).to_string()
                 };
                 if chosen != me {
-                    return forward(ctx, &chosen, raw).await;
+                    return forward(ctx, q, &chosen, raw).await;
                 }
                 if !ctx
                     .leases
-                    .claim(&mut m, ws_id, Some(o), me, ctx.cfg.lease_ttl)
+                    .claim(&mut m, ws_id, lease.as_deref(), me, ctx.cfg.lease_ttl)
                     .await
                     .ok()?
                 {
                     // Someone else moved it first: follow the new lease.
                     let now = ctx.leases.owner(&mut m, ws_id).await.ok()?;
                     if let Some(n) = now.filter(|n| n != me) {
-                        return forward(ctx, &n, raw).await;
+                        return forward(ctx, q, &n, raw).await;
                     }
                 }
                 restore(ctx, epoch, ws_id, Some(o)).await?;
@@ -122,7 +132,7 @@ pub(super) async fn route(
             None => {}
         }
     }
-    deliver::local(ctx, ctx.inbound.queue(source), msg, value, raw, epoch).await
+    deliver::local(ctx, q, msg, value, raw, epoch).await
 }
 
 /// Makes `ws_id` live on this node after its owner died: resumed from the store when the

@@ -189,9 +189,11 @@ impl Manager {
     }
 
     /// Adds index entries for workstreams hibernated by an earlier run (the node reads them
-    /// from the store at start). Ids that are live or indexed already are skipped.
-    pub fn restore_hibernated(&self, rows: impl IntoIterator<Item = (String, String)>) {
+    /// from the store at start). Ids that are live or indexed already are skipped. Returns
+    /// how many were indexed.
+    pub fn restore_hibernated(&self, rows: impl IntoIterator<Item = (String, String)>) -> usize {
         let mut entries = self.entries.lock();
+        let mut indexed = 0;
         for (ws_id, name) in rows {
             if entries.live.contains_key(ws_id.as_str())
                 || entries.hibernated.contains_key(ws_id.as_str())
@@ -211,7 +213,9 @@ impl Manager {
                 order: entries.counter,
             };
             entries.hibernated.insert(ws_id, entry);
+            indexed += 1;
         }
+        indexed
     }
 
     pub fn is_empty(&self) -> bool {

@@ -30,13 +30,43 @@ return 0
 "#;
 
 const CLAIM_FROM: &str = r#"
--- KEYS[1] ownership key; ARGV[1] expected owner ('' = absent); ARGV[2] new owner; ARGV[3] ttl
+-- KEYS[1] ownership key, KEYS[2] pin record; ARGV[1] expected owner ('' = absent);
+-- ARGV[2] new owner; ARGV[3] ttl. The new owner becomes the home of a soft workstream.
 local cur = redis.call('GET', KEYS[1])
 if (cur == false and ARGV[1] == '') or cur == ARGV[1] then
   redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3])
+  local pin = redis.call('GET', KEYS[2])
+  if not pin or string.sub(pin, 1, 4) ~= 'hard' then
+    redis.call('SET', KEYS[2], 'soft:' .. ARGV[2])
+  end
   return 1
 end
 return 0
+"#;
+
+const OWN: &str = r#"
+-- KEYS[1] ownership key, KEYS[2] pin record; ARGV[1] owner; ARGV[2] ttl
+redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
+local pin = redis.call('GET', KEYS[2])
+if not pin or string.sub(pin, 1, 4) ~= 'hard' then
+  redis.call('SET', KEYS[2], 'soft:' .. ARGV[1])
+end
+return 1
+"#;
+
+const REFRESH_OURS: &str = r#"
+-- KEYS ownership keys; ARGV[1] owner; ARGV[2] ttl. Takes or refreshes each lease that is
+-- absent or already ARGV[1]'s; returns the 1-based positions of those another node holds.
+local taken = {}
+for i, key in ipairs(KEYS) do
+  local cur = redis.call('GET', key)
+  if cur == false or cur == ARGV[1] then
+    redis.call('SET', key, ARGV[1], 'EX', ARGV[2])
+  else
+    taken[#taken + 1] = i
+  end
+end
+return taken
 "#;
 
 impl Leases {
@@ -143,42 +173,70 @@ impl Leases {
         Ok(conn.get(self.keys.ws_owner(ws_id)).await?)
     }
 
-    /// Takes or refreshes the lease of `ws_id` for `node_id`.
-    pub async fn own<C: AsyncCommands + Send>(
+    /// Takes or refreshes the lease of `ws_id` for `node_id`, and makes `node_id` its home
+    /// (the pin record, which has no TTL) unless it is hard-pinned (a hard pin never moves).
+    pub async fn own<C: ConnectionLike + Send>(
         &self,
         conn: &mut C,
         ws_id: &str,
         node_id: &str,
         ttl: Duration,
     ) -> Result<(), QueueError> {
-        let _: () = conn
-            .set_ex(self.keys.ws_owner(ws_id), node_id, ttl.as_secs().max(1))
+        let _: i64 = redis::Script::new(OWN)
+            .key(self.keys.ws_owner(ws_id))
+            .key(self.keys.ws_pin(ws_id))
+            .arg(node_id)
+            .arg(ttl.as_secs().max(1))
+            .invoke_async(conn)
             .await?;
         Ok(())
     }
 
-    /// Refreshes many leases in one round trip.
+    /// Where a message for `ws_id` belongs, in one round trip: its lease's owner, and its
+    /// pin (home) record.
+    pub async fn placement<C: ConnectionLike + Send>(
+        &self,
+        conn: &mut C,
+        ws_id: &str,
+    ) -> Result<(Option<String>, Option<Pin>), QueueError> {
+        let (owner, pin): (Option<String>, Option<String>) = redis::cmd("MGET")
+            .arg(self.keys.ws_owner(ws_id))
+            .arg(self.keys.ws_pin(ws_id))
+            .query_async(conn)
+            .await?;
+        Ok((owner, pin.as_deref().and_then(Pin::parse)))
+    }
+
+    /// Refreshes the leases of `ws_ids` for `node_id` (500 per round trip) — only those that
+    /// are absent or already `node_id`'s: a workstream another node holds has moved there
+    /// (re-homed while this node was down or cut off), and taking it back would make two
+    /// owners of one conversation. Returns the ids held by another node.
     pub async fn own_all<C: ConnectionLike + Send>(
         &self,
         conn: &mut C,
         ws_ids: &[String],
         node_id: &str,
         ttl: Duration,
-    ) -> Result<(), QueueError> {
-        if ws_ids.is_empty() {
-            return Ok(());
-        }
-        let mut pipe = redis::pipe();
-        for ws in ws_ids {
-            pipe.cmd("SET")
-                .arg(self.keys.ws_owner(ws))
+    ) -> Result<Vec<String>, QueueError> {
+        let script = redis::Script::new(REFRESH_OURS);
+        let mut held_elsewhere = Vec::new();
+        for chunk in ws_ids.chunks(500) {
+            let mut call = script.prepare_invoke();
+            for ws in chunk {
+                call.key(self.keys.ws_owner(ws));
+            }
+            let taken: Vec<usize> = call
                 .arg(node_id)
-                .arg("EX")
                 .arg(ttl.as_secs().max(1))
-                .ignore();
+                .invoke_async(conn)
+                .await?;
+            held_elsewhere.extend(
+                taken
+                    .into_iter()
+                    .filter_map(|i| chunk.get(i.wrapping_sub(1)).cloned()),
+            );
         }
-        let _: () = pipe.query_async(conn).await?;
-        Ok(())
+        Ok(held_elsewhere)
     }
 
     /// Moves the lease from `expected` (`None` = no lease) to `new_owner`, only if it still
@@ -193,6 +251,7 @@ impl Leases {
     ) -> Result<bool, QueueError> {
         let won: i64 = redis::Script::new(CLAIM_FROM)
             .key(self.keys.ws_owner(ws_id))
+            .key(self.keys.ws_pin(ws_id))
             .arg(expected.unwrap_or(""))
             .arg(new_owner)
             .arg(ttl.as_secs().max(1))
@@ -220,29 +279,43 @@ impl Leases {
         Ok(())
     }
 
-    /// Whether a workstream is hard-pinned to its owner.
-    pub async fn is_hard_pinned<C: AsyncCommands + Send>(
+    /// Hard-pins `ws_id` to `node_id` (it never moves to another node).
+    pub async fn pin_hard<C: AsyncCommands + Send>(
         &self,
         conn: &mut C,
         ws_id: &str,
-    ) -> Result<bool, QueueError> {
-        let pin: Option<String> = conn.get(self.keys.ws_pin(ws_id)).await?;
-        Ok(pin.as_deref() == Some("hard"))
-    }
-
-    pub async fn set_pin<C: AsyncCommands + Send>(
-        &self,
-        conn: &mut C,
-        ws_id: &str,
-        hard: bool,
+        node_id: &str,
     ) -> Result<(), QueueError> {
-        let key = self.keys.ws_pin(ws_id);
-        if hard {
-            let _: () = conn.set(key, "hard").await?;
-        } else {
-            let _: () = conn.del(key).await?;
-        }
+        let _: () = conn
+            .set(self.keys.ws_pin(ws_id), format!("hard:{node_id}"))
+            .await?;
         Ok(())
+    }
+}
+
+/// A workstream's pin record `{p}:ws:{ws_id}:pin`: the node it lives on and whether it may
+/// move. Unlike the lease it has no TTL, so a message for a workstream whose node has been
+/// gone longer than the lease still finds where it lived: it moves from there (soft) or
+/// fails while that node is down (hard).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pin {
+    pub hard: bool,
+    /// Empty for a bare `hard` written before pins named their node.
+    pub node: String,
+}
+
+impl Pin {
+    pub fn parse(raw: &str) -> Option<Self> {
+        let (mode, node) = raw.split_once(':').unwrap_or((raw, ""));
+        let hard = match mode {
+            "hard" => true,
+            "soft" => false,
+            _ => return None,
+        };
+        Some(Self {
+            hard,
+            node: node.to_string(),
+        })
     }
 }
 
@@ -304,5 +377,45 @@ mod tests {
             rendezvous("x", ["a", "b", "c", "d"])
         );
         assert_eq!(rendezvous("x", std::iter::empty()), None);
+    }
+
+    #[tokio::test]
+    async fn a_refresh_takes_back_no_lease_another_node_holds() {
+        let prefix = format!("tqlease{:08x}", rand::random::<u32>());
+        let leases = Leases::new(Keys::new(&prefix));
+        let mut conn = redis::Client::open("redis://127.0.0.1:6379/0")
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap();
+        let ttl = Duration::from_secs(30);
+        // "moved" re-homed to node b while node a was away; "mine" and "new" are a's.
+        leases.own(&mut conn, "moved", "b", ttl).await.unwrap();
+        leases.own(&mut conn, "mine", "a", ttl).await.unwrap();
+        let ids: Vec<String> = ["mine", "moved", "new"].map(String::from).to_vec();
+        let held = leases.own_all(&mut conn, &ids, "a", ttl).await.unwrap();
+        assert_eq!(held, ["moved"]);
+        for (ws, owner) in [("mine", "a"), ("moved", "b"), ("new", "a")] {
+            assert_eq!(
+                leases.owner(&mut conn, ws).await.unwrap().as_deref(),
+                Some(owner),
+                "{ws}"
+            );
+        }
+        // More than one script call's worth (500 per call) keeps the positions right.
+        let many: Vec<String> = (0..1203).map(|i| format!("w{i}")).collect();
+        leases.own(&mut conn, "w777", "b", ttl).await.unwrap();
+        let held = leases.own_all(&mut conn, &many, "a", ttl).await.unwrap();
+        assert_eq!(held, ["w777"]);
+        let _: () = redis::cmd("DEL")
+            .arg(
+                ids.iter()
+                    .chain(&many)
+                    .map(|w| leases.keys.ws_owner(w))
+                    .collect::<Vec<_>>(),
+            )
+            .query_async(&mut conn)
+            .await
+            .unwrap();
     }
 }

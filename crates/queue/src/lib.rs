@@ -28,9 +28,9 @@ pub mod reliable;
 pub use args::{REDIS_ENV_ALIASES, REDIS_SECRETS, RedisArgs};
 pub use client::{ClientError, Decision, TurnResult, TurnstoneClient, WaitOptions, WsEvents};
 pub use conn::RedisSettings;
-pub use lease::{Leases, rendezvous};
+pub use lease::{Leases, Pin, rendezvous};
 pub use publish::{Origin, Publication, Publisher, Settle};
-pub use reliable::ReliableQueue;
+pub use reliable::{AlsoRecord, ReliableQueue};
 /// The one backoff type (re-exported so the queue's users need no extra dependency).
 pub use turnstone_backoff::Backoff;
 

@@ -11,7 +11,9 @@
 //! until it is acknowledged: its outcome is unknown (the node may have applied it and died before
 //! answering), so it may only go back to the same node, which applies it once per
 //! correlation id. [`ReliableQueue::hand_back`] and [`ReliableQueue::release_unhanded`] move
-//! every other held message and leave the handed ones where they are.
+//! every other held message and leave the handed ones where they are. [`ReliableQueue::hand`]
+//! marks a message only while it is still held: a consumer that was cut off or stalled may
+//! find it released to another consumer meanwhile, and must then not deliver it.
 
 use std::time::Duration;
 
@@ -57,7 +59,81 @@ end
 return {moved, kept}
 "#;
 
+/// `KEYS[1]` processing list, `KEYS[2]` its handed hash, optional `KEYS[3]` a hash to record
+/// in too; `ARGV[1]` the message, `ARGV[2]`/`ARGV[3]` the field and TTL (s) for `KEYS[3]`.
+/// Marks the message handed only if it is still in the list (1, else 0), and records the
+/// field only when it is handed the first time (not when a handed message is redelivered).
+const HAND: &str = r#"
+if not redis.call('LPOS', KEYS[1], ARGV[1]) then return 0 end
+if redis.call('HSETNX', KEYS[2], ARGV[1], 1) == 1 and KEYS[3] then
+  redis.call('HSET', KEYS[3], ARGV[2], 1)
+  redis.call('EXPIRE', KEYS[3], ARGV[3])
+end
+return 1
+"#;
+
+/// `KEYS[1]` processing list, `KEYS[2]` its handed hash, `KEYS[3]` destination queue;
+/// `ARGV[1]` the message. Moves it from the list to the destination if it is still held.
+const MOVE_HELD: &str = r#"
+if redis.call('LREM', KEYS[1], 1, ARGV[1]) == 0 then return 0 end
+redis.call('HDEL', KEYS[2], ARGV[1])
+redis.call('RPUSH', KEYS[3], ARGV[1])
+return 1
+"#;
+
+/// A field recorded in another hash in the same step as a [`ReliableQueue::hand`].
+#[derive(Debug, Clone, Copy)]
+pub struct AlsoRecord<'a> {
+    pub hash: &'a str,
+    pub field: &'a str,
+    pub ttl: Duration,
+}
+
 impl ReliableQueue {
+    /// Marks the held message `raw` handed — and writes `also`, in the same atomic step,
+    /// the first time only: a redelivery of a message handed before (its consumer died
+    /// before the acknowledgement) must not record again what may have been settled since —
+    /// only while it is still in the processing list. `false`: it is not held any more
+    /// (released to the shared queue by another consumer's janitor while this one was cut
+    /// off or stalled, or already acknowledged); whoever holds it now delivers it, so the
+    /// caller must drop it.
+    pub async fn hand<C: ConnectionLike + Send>(
+        &self,
+        conn: &mut C,
+        raw: &str,
+        also: Option<AlsoRecord<'_>>,
+    ) -> Result<bool, QueueError> {
+        let script = redis::Script::new(HAND);
+        let mut call = script.prepare_invoke();
+        call.key(&self.processing).key(&self.handed).arg(raw);
+        if let Some(a) = also {
+            call.key(a.hash).arg(a.field).arg(a.ttl.as_secs().max(1));
+        }
+        let held: i64 = call.invoke_async(conn).await?;
+        Ok(held == 1)
+    }
+
+    /// Hands the held message `raw` to another queue (routing it to another consumer) and
+    /// stops holding it, in one atomic step: pushing first and acknowledging after would
+    /// leave two copies if this consumer died in between, and its redelivery of the second
+    /// could run on another node than the first. `false`: it was not held any more (released
+    /// meanwhile), and nothing was pushed.
+    pub async fn move_held<C: ConnectionLike + Send>(
+        &self,
+        conn: &mut C,
+        raw: &str,
+        to: &str,
+    ) -> Result<bool, QueueError> {
+        let moved: i64 = redis::Script::new(MOVE_HELD)
+            .key(&self.processing)
+            .key(&self.handed)
+            .key(to)
+            .arg(raw)
+            .invoke_async(conn)
+            .await?;
+        Ok(moved == 1)
+    }
+
     pub fn new(queue: impl Into<String>, processing: impl Into<String>) -> Self {
         let processing = processing.into();
         Self {
@@ -206,5 +282,86 @@ impl ReliableQueue {
     /// Length of the queue (not counting held messages).
     pub async fn len<C: AsyncCommands + Send>(&self, conn: &mut C) -> Result<u64, QueueError> {
         Ok(conn.llen(&self.queue).await?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use redis::AsyncCommands;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_message_released_meanwhile_is_not_handed_and_a_redelivery_records_nothing_again() {
+        let p = format!("tqhand{:08x}", rand::random::<u32>());
+        let q = ReliableQueue::new(format!("{{{p}}}"), format!("{{{p}}}:processing:a"));
+        let (shared, awaiting) = (format!("{{{p}}}:shared"), format!("{p}:awaiting"));
+        let mut conn = redis::Client::open("redis://127.0.0.1:6379/0")
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap();
+        let _: () = conn.rpush(&q.queue, &["m1", "m2"]).await.unwrap();
+        assert_eq!(q.try_take(&mut conn).await.unwrap().as_deref(), Some("m1"));
+        assert_eq!(q.try_take(&mut conn).await.unwrap().as_deref(), Some("m2"));
+        let record = |field| AlsoRecord {
+            hash: &awaiting,
+            field,
+            ttl: Duration::from_secs(60),
+        };
+        // m1 is handed while held; then another consumer's janitor releases what is not.
+        assert!(q.hand(&mut conn, "m1", Some(record("c1"))).await.unwrap());
+        let released = q
+            .release_unhanded(&mut conn, &shared, 10, &format!("{p}:no-heartbeat"))
+            .await
+            .unwrap();
+        assert_eq!(released, Some((1, 1)));
+        // The stalled consumer now tries to hand m2: it is not held any more.
+        assert!(!q.hand(&mut conn, "m2", Some(record("c2"))).await.unwrap());
+        let handed: Vec<String> = conn.hkeys(&q.handed).await.unwrap();
+        assert_eq!(handed, ["m1"]);
+        let awaited: Vec<String> = conn.hkeys(&awaiting).await.unwrap();
+        assert_eq!(awaited, ["c1"]);
+        let ttl: i64 = conn.ttl(&awaiting).await.unwrap();
+        assert!((1..=60).contains(&ttl), "{ttl}");
+        let moved: Vec<String> = conn.lrange(&shared, 0, -1).await.unwrap();
+        assert_eq!(moved, ["m2"]);
+        // m1's record is settled (its turn ended); handing m1 again — a redelivery after its
+        // consumer died unacknowledged — records nothing again.
+        let _: () = conn.hdel(&awaiting, "c1").await.unwrap();
+        assert!(q.hand(&mut conn, "m1", Some(record("c1"))).await.unwrap());
+        let awaited: Vec<String> = conn.hkeys(&awaiting).await.unwrap();
+        assert!(awaited.is_empty(), "{awaited:?}");
+        let _: () = redis::cmd("DEL")
+            .arg(&[&q.queue, &q.processing, &q.handed, &shared, &awaiting])
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_forward_moves_a_held_message_once_and_nothing_not_held() {
+        let p = format!("tqmove{:08x}", rand::random::<u32>());
+        let q = ReliableQueue::new(format!("{{{p}}}"), format!("{{{p}}}:processing:a"));
+        let to = format!("{p}:inbound:b");
+        let mut conn = redis::Client::open("redis://127.0.0.1:6379/0")
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap();
+        let _: () = conn.rpush(&q.queue, "m1").await.unwrap();
+        assert_eq!(q.try_take(&mut conn).await.unwrap().as_deref(), Some("m1"));
+        assert!(q.move_held(&mut conn, "m1", &to).await.unwrap());
+        // A redelivery of the same message (its consumer died before it knew) finds it gone.
+        assert!(!q.move_held(&mut conn, "m1", &to).await.unwrap());
+        let there: Vec<String> = conn.lrange(&to, 0, -1).await.unwrap();
+        assert_eq!(there, ["m1"]);
+        let held: Vec<String> = conn.lrange(&q.processing, 0, -1).await.unwrap();
+        assert!(held.is_empty());
+        let _: () = redis::cmd("DEL")
+            .arg(&[&q.queue, &q.processing, &q.handed, &to])
+            .query_async(&mut conn)
+            .await
+            .unwrap();
     }
 }

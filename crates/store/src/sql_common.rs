@@ -339,19 +339,18 @@ macro_rules! impl_store {
                 Ok(())
             }
 
-            async fn workstreams_in_state(
+            async fn open_workstreams(
                 &self,
                 node_id: &str,
-                state: &str,
             ) -> $crate::error::Result<Vec<$crate::model::Workstream>> {
                 const SQL: &str = concat!(
                     "SELECT ",
                     $crate::sql_common::ws_columns!(),
-                    " FROM workstreams WHERE node_id = $1 AND state = $2 ORDER BY created, ws_id"
+                    " FROM workstreams WHERE node_id = $1 AND state <> 'closed' \
+                     ORDER BY created, ws_id"
                 );
                 let rows = sqlx::query(SQL)
                     .bind(node_id)
-                    .bind(state)
                     .fetch_all(&self.pool)
                     .await?;
                 rows.iter().map(Self::workstream_from_row).collect()
@@ -551,7 +550,11 @@ macro_rules! impl_store {
                     .collect()
             }
 
-            async fn prune_sessions(&self, retention_days: u32) -> $crate::error::Result<u64> {
+            async fn prune_sessions(
+                &self,
+                node_id: &str,
+                retention_days: u32,
+            ) -> $crate::error::Result<u64> {
                 // An empty cut-off sorts before every timestamp: no age pruning.
                 let cutoff = if retention_days == 0 {
                     String::new()
@@ -561,10 +564,12 @@ macro_rules! impl_store {
                 let mut tx = self.pool.begin().await?;
                 let doomed: Vec<String> = sqlx::query_scalar(
                     "SELECT w.ws_id FROM workstreams w \
-                     WHERE NOT EXISTS (SELECT 1 FROM conversations c WHERE c.ws_id = w.ws_id) \
-                     OR (w.alias IS NULL AND w.updated < $1)",
+                     WHERE (w.node_id = $2 OR w.node_id IS NULL) \
+                     AND (NOT EXISTS (SELECT 1 FROM conversations c WHERE c.ws_id = w.ws_id) \
+                     OR (w.alias IS NULL AND w.updated < $1))",
                 )
                 .bind(&cutoff)
+                .bind(node_id)
                 .fetch_all(&mut *tx)
                 .await?;
                 for ws_id in &doomed {

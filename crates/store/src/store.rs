@@ -111,9 +111,9 @@ pub trait Store:
     async fn set_alias(&self, ws_id: &str, alias: Option<&str>) -> Result<()>;
     async fn set_title(&self, ws_id: &str, title: &str) -> Result<()>;
     async fn set_state(&self, ws_id: &str, state: &str) -> Result<()>;
-    /// The workstreams of `node_id` whose `state` is `state` (a node's hibernated ones at
-    /// start), oldest first.
-    async fn workstreams_in_state(&self, node_id: &str, state: &str) -> Result<Vec<Workstream>>;
+    /// The workstreams of `node_id` that are not `closed` — what a node finds of its earlier
+    /// run at start (hibernated, idle, or live when it stopped) — oldest first.
+    async fn open_workstreams(&self, node_id: &str) -> Result<Vec<Workstream>>;
     /// Deletes the workstream and everything keyed by it. `false` if it did not exist.
     async fn delete_workstream(&self, ws_id: &str) -> Result<bool>;
 
@@ -167,10 +167,12 @@ pub trait Store:
     /// Sessions with at least one message, most recently active first.
     async fn list_sessions(&self, limit: usize) -> Result<Vec<SessionSummary>>;
 
-    /// Deletes sessions without messages, and unnamed (no alias) sessions inactive for more
-    /// than `retention_days` (0 = no age limit). Named sessions never age out. Returns how
-    /// many sessions were deleted.
-    async fn prune_sessions(&self, retention_days: u32) -> Result<u64>;
+    /// Deletes `node_id`'s sessions (and those of no node) without messages, and its unnamed
+    /// (no alias) sessions inactive for more than `retention_days` (0 = no age limit). Named
+    /// sessions never age out. Other nodes' sessions are never touched: in a shared database
+    /// they may be live there (a workstream created but not yet sent to). Returns how many
+    /// sessions were deleted.
+    async fn prune_sessions(&self, node_id: &str, retention_days: u32) -> Result<u64>;
 
     // --- search -----------------------------------------------------------------------------
 

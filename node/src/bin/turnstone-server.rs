@@ -398,7 +398,11 @@ async fn main() -> anyhow::Result<()> {
     };
     let persistence = if let Some(store_config) = &store_config {
         let p = Persistence::open(store_config, &node_id).await?;
-        match p.store.prune_sessions(args.session_retention_days).await {
+        match p
+            .store
+            .prune_sessions(&node_id, args.session_retention_days)
+            .await
+        {
             Ok(n) if n > 0 => tracing::info!(pruned = n, "old and empty sessions pruned"),
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, "session pruning failed"),
@@ -430,9 +434,10 @@ async fn main() -> anyhow::Result<()> {
         name: Some("default".into()),
         ..CreateOptions::default()
     })?;
-    // Workstreams a previous run hibernated are listed again (they rehydrate on use).
+    // Workstreams a previous run left open (hibernated, idle, or live when it stopped) are
+    // listed again, hibernated: they rehydrate on use, and the bridge keeps their leases.
     match server::hibernation::restore_index(&node).await {
-        Ok(n) if n > 0 => tracing::info!(hibernated = n, "hibernated workstreams indexed"),
+        Ok(n) if n > 0 => tracing::info!(hibernated = n, "earlier run's workstreams indexed"),
         Ok(_) => {}
         Err(e) => tracing::warn!(error = ?e, "hibernated workstreams not indexed"),
     }

@@ -16,8 +16,8 @@
 //!   means the same event: a client that saw the last event gets exactly what follows; one
 //!   that missed some gets the `events_truncated` frame (the events of the earlier
 //!   incarnation are not kept).
-//! - The store's `state` column says `hibernated`, so a restarted node lists them again
-//!   ([`restore_index`]).
+//! - The store's `state` column says `hibernated`; a restarted node lists them again, and
+//!   with them whatever its earlier run left open ([`restore_index`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -171,21 +171,22 @@ pub(crate) fn start_sweeper(node: &Arc<Node>) {
     });
 }
 
-/// At start: the workstreams this node had hibernated (store `state` = `hibernated`) are
-/// indexed again, so they are listed and rehydrate on use. Returns how many.
+/// At start: the workstreams an earlier run of this node left open (store `state` not
+/// `closed`: hibernated ones, and idle or busy ones of a run that stopped or crashed) are
+/// indexed as hibernated, so they are listed — and the bridge keeps their ownership leases,
+/// so a message for one still finds this node however long it stays idle — and rehydrate
+/// on use. Returns how many.
 pub async fn restore_index(node: &Node) -> Result<usize, ApiError> {
     let Some(p) = &node.persistence else {
         return Ok(0);
     };
     let rows = p
         .store
-        .workstreams_in_state(&p.node_id, HIBERNATED_STATE)
+        .open_workstreams(&p.node_id)
         .await
         .map_err(|e| ApiError::Internal(e.to_string()))?;
-    let n = rows.len();
-    node.manager.restore_hibernated(
+    Ok(node.manager.restore_hibernated(
         rows.into_iter()
             .map(|w| (w.ws_id.clone(), super::workstreams::stored_name(&w))),
-    );
-    Ok(n)
+    ))
 }

@@ -13,7 +13,7 @@ both_backends!(
     list_sessions_newest_first_without_empty,
     prune_rules,
     delete_workstream_removes_everything,
-    workstreams_in_state_lists_one_nodes_rows,
+    open_workstreams_lists_one_nodes_rows,
 );
 
 fn call(id: &str, name: &str, args: &str) -> ToolCall {
@@ -357,8 +357,19 @@ async fn prune_rules(db: TestDb) {
         .await
         .unwrap();
 
+    // Another node's empty session may be live there (created, nothing sent yet): kept.
+    let elsewhere = store
+        .create_workstream(NewWorkstream {
+            node_id: Some("node-b".into()),
+            ..NewWorkstream::default()
+        })
+        .await
+        .unwrap()
+        .ws_id;
+
     // Age 0 = no age limit: only the empty session goes.
-    assert_eq!(store.prune_sessions(0).await.unwrap(), 1);
+    assert_eq!(store.prune_sessions("node-a", 0).await.unwrap(), 1);
+    assert!(store.get_workstream(&elsewhere).await.unwrap().is_some());
     assert!(
         store
             .get_workstream(&empty_unnamed)
@@ -368,7 +379,7 @@ async fn prune_rules(db: TestDb) {
     );
     assert!(store.get_workstream("old_unnamed").await.unwrap().is_some());
 
-    assert_eq!(store.prune_sessions(30).await.unwrap(), 1);
+    assert_eq!(store.prune_sessions("node-a", 30).await.unwrap(), 1);
     assert!(store.get_workstream("old_unnamed").await.unwrap().is_none());
     assert!(store.load_messages("old_unnamed").await.unwrap().is_empty());
     assert!(store.search("aardvark", 10).await.unwrap().is_empty());
@@ -378,9 +389,10 @@ async fn prune_rules(db: TestDb) {
         .unwrap()
         .into_iter()
         .map(|s| s.workstream.ws_id)
+        .filter(|id| *id != elsewhere)
         .collect();
     assert_eq!(kept, ["recent_unnamed", "old_named"]);
-    assert_eq!(store.prune_sessions(30).await.unwrap(), 0);
+    assert_eq!(store.prune_sessions("node-a", 30).await.unwrap(), 0);
     store.close().await;
 }
 
@@ -409,9 +421,14 @@ async fn delete_workstream_removes_everything(db: TestDb) {
     store.close().await;
 }
 
-async fn workstreams_in_state_lists_one_nodes_rows(db: TestDb) {
+async fn open_workstreams_lists_one_nodes_rows(db: TestDb) {
     let store = db.open().await;
-    for (ws_id, node_id) in [("a1", "node-a"), ("a2", "node-a"), ("b1", "node-b")] {
+    for (ws_id, node_id, state) in [
+        ("a1", "node-a", "hibernated"),
+        ("a2", "node-a", "closed"),
+        ("a3", "node-a", "running"),
+        ("b1", "node-b", "idle"),
+    ] {
         store
             .create_workstream(NewWorkstream {
                 ws_id: Some(ws_id.into()),
@@ -421,22 +438,12 @@ async fn workstreams_in_state_lists_one_nodes_rows(db: TestDb) {
             })
             .await
             .unwrap();
-        store.set_state(ws_id, "hibernated").await.unwrap();
+        store.set_state(ws_id, state).await.unwrap();
     }
-    store.set_state("a2", "closed").await.unwrap();
-    let rows = store
-        .workstreams_in_state("node-a", "hibernated")
-        .await
-        .unwrap();
+    let rows = store.open_workstreams("node-a").await.unwrap();
     let ids: Vec<&str> = rows.iter().map(|w| w.ws_id.as_str()).collect();
-    assert_eq!(ids, ["a1"]);
+    assert_eq!(ids, ["a1", "a3"]);
     assert_eq!(rows[0].name, "name-a1");
-    assert!(
-        store
-            .workstreams_in_state("node-c", "hibernated")
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert!(store.open_workstreams("node-c").await.unwrap().is_empty());
     store.close().await;
 }

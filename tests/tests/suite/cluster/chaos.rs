@@ -1,5 +1,6 @@
 //! Chaos (issue 17 §5): three nodes with their bridges, a Redis with an AOF fsynced on every
 //! write, and the console, while a seeded schedule SIGKILLs and restarts every process type
+//! (one at a time, and one time in four two at once),
 //! and sends flow through the shared queue. Every send must end in exactly one
 //! `turn_complete` on the bridges' Redis streams and in exactly one turn on the nodes'
 //! databases — 0 lost, 0 duplicated — and nothing may be dead-lettered.
@@ -154,7 +155,8 @@ async fn chaos_seeded_kills_of_every_process_type_lose_and_duplicate_no_send() {
         prefix: prefix.clone(),
     }));
 
-    // The schedule: one victim at a time, killed for 0.1–2 s, every 0.3–1.5 s, until the
+    // The schedule: every 0.3–1.5 s a victim is killed for 0.1–2 s — one time in four two
+    // different ones at once (a node and its bridge, Redis and a node, …) — until the
     // producer is done.
     let producing = Arc::new(AtomicBool::new(true));
     let victims: Vec<Victim> = (0..NODES.len())
@@ -162,11 +164,18 @@ async fn chaos_seeded_kills_of_every_process_type_lose_and_duplicate_no_send() {
         .chain((0..NODES.len()).map(Victim::Bridge))
         .chain([Victim::Redis, Victim::Console])
         .collect();
-    let schedule: Vec<(Duration, Victim, Duration)> = (0..10_000)
+    let schedule: Vec<(Duration, Vec<Victim>, Duration)> = (0..10_000)
         .map(|_| {
+            let pause = Duration::from_millis(rng.random_range(300..1500));
+            let first = victims[rng.random_range(0..victims.len())];
+            let mut down = vec![first];
+            if rng.random_range(0..4) == 0 {
+                let others: Vec<Victim> = victims.iter().copied().filter(|v| *v != first).collect();
+                down.push(others[rng.random_range(0..others.len())]);
+            }
             (
-                Duration::from_millis(rng.random_range(300..1500)),
-                victims[rng.random_range(0..victims.len())],
+                pause,
+                down,
                 Duration::from_millis(rng.random_range(100..2000)),
             )
         })
@@ -176,17 +185,23 @@ async fn chaos_seeded_kills_of_every_process_type_lose_and_duplicate_no_send() {
         let producing = producing.clone();
         tokio::spawn(async move {
             let mut kills: HashMap<Victim, usize> = HashMap::new();
-            for (pause, victim, down) in schedule {
+            let mut double = 0usize;
+            for (pause, victims, down) in schedule {
                 if !producing.load(Ordering::Acquire) {
                     break;
                 }
                 tokio::time::sleep(pause).await;
-                cluster.lock().await.kill(victim).await;
-                *kills.entry(victim).or_default() += 1;
+                for v in &victims {
+                    cluster.lock().await.kill(*v).await;
+                    *kills.entry(*v).or_default() += 1;
+                }
+                double += usize::from(victims.len() > 1);
                 tokio::time::sleep(down).await;
-                cluster.lock().await.restart(victim).await;
+                for v in &victims {
+                    cluster.lock().await.restart(*v).await;
+                }
             }
-            kills
+            (kills, double)
         })
     };
 
@@ -208,8 +223,8 @@ async fn chaos_seeded_kills_of_every_process_type_lose_and_duplicate_no_send() {
         tokio::time::sleep(Duration::from_millis(150)).await;
     }
     producing.store(false, Ordering::Release);
-    let kills = chaos.await.unwrap();
-    eprintln!("chaos: kills {kills:?}");
+    let (kills, double) = chaos.await.unwrap();
+    eprintln!("chaos: kills {kills:?}, {double} times two at once");
 
     // Everything is up again: every send ends in one turn_complete on the streams.
     mq = Mq::at(&url, &prefix).await;
@@ -249,7 +264,7 @@ async fn chaos_seeded_kills_of_every_process_type_lose_and_duplicate_no_send() {
     let never_run: Vec<&String> = ids.iter().filter(|c| !turns.contains_key(*c)).collect();
     let dead = mq.dead_letters().await;
     eprintln!(
-        "chaos: seed {seed} | sends {sends} | kills {} | lost {} | duplicated {} | run twice {} | never run {} | dead letters {}",
+        "chaos: seed {seed} | sends {sends} | kills {} ({double} double) | lost {} | duplicated {} | run twice {} | never run {} | dead letters {}",
         kills.values().sum::<usize>(),
         lost.len(),
         duplicated.len(),
@@ -272,6 +287,37 @@ async fn chaos_seeded_kills_of_every_process_type_lose_and_duplicate_no_send() {
         .collect();
     if !answered_not_run.is_empty() {
         eprintln!("chaos: ran on a node but no turn_complete on the streams: {answered_not_run:?}");
+    }
+    if !duplicated.is_empty() {
+        // What each copy looks like on the streams (its entry id tells which run wrote it).
+        let mut mq2 = Mq::at(&url, &prefix).await;
+        let events = mq2.all_stream_events().await;
+        for (cid, _) in &duplicated {
+            let mut streams: Vec<&String> = events
+                .iter()
+                .filter(|(_, e)| e["correlation_id"] == cid.as_str())
+                .map(|(ws, _)| ws)
+                .collect();
+            streams.dedup();
+            for ws in streams {
+                for (id, e) in mq2.stream_entries(ws).await {
+                    if e["correlation_id"] == cid.as_str() || e["type"] == "turn_complete" {
+                        let text: String = e.to_string().chars().take(200).collect();
+                        eprintln!("chaos: {cid} stream {ws} entry {id}: {text}");
+                    }
+                }
+            }
+        }
+    }
+    if !run_twice.is_empty() {
+        let c = cluster.lock().await;
+        for (cid, _) in &run_twice {
+            for n in &c.nodes {
+                for row in send_rows(n, cid).await {
+                    eprintln!("chaos: {cid} ran on {}: {row}", n.node_id);
+                }
+            }
+        }
     }
     assert!(lost.is_empty(), "seed {seed}: lost {lost:?}");
     assert!(
@@ -332,4 +378,27 @@ async fn started_turns(node: &NodeProc) -> Vec<String> {
     .await
     .unwrap();
     rows.into_iter().map(|(c,)| c).collect()
+}
+
+/// The `queued_sends` rows of `cid` on `node` (diagnostics of a failing run).
+async fn send_rows(node: &NodeProc, cid: &str) -> Vec<String> {
+    let url = format!(
+        "sqlite://{}?mode=ro",
+        node.dir.path().join("node.db").display()
+    );
+    let mut conn = <sqlx::SqliteConnection as sqlx::Connection>::connect(&url)
+        .await
+        .unwrap();
+    let rows: Vec<(String, String, String, String)> = sqlx::query_as(
+        "SELECT ws_id, state, created, updated FROM queued_sends WHERE correlation_id = ?",
+    )
+    .bind(cid)
+    .fetch_all(&mut conn)
+    .await
+    .unwrap();
+    rows.into_iter()
+        .map(|(ws, state, created, updated)| {
+            format!("ws {ws} {state} created {created} updated {updated}")
+        })
+        .collect()
 }

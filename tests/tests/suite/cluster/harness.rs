@@ -70,10 +70,13 @@ impl Drop for Proc {
     }
 }
 
-/// A `turnstone-server` on a free loopback port with its own SQLite file.
+/// A `turnstone-server` on a free loopback port (or another local address) with its own
+/// SQLite file.
 pub struct NodeProc {
     pub proc: Option<Proc>,
     pub node_id: String,
+    /// The address it binds (127.0.0.1 unless [`NodeProc::start_on`]).
+    pub host: String,
     pub port: u16,
     pub url: String,
     pub dir: tempfile::TempDir,
@@ -96,12 +99,23 @@ impl NodeProc {
         extra_env: Vec<(String, String)>,
         extra_args: Vec<String>,
     ) -> Self {
+        Self::start_on("127.0.0.1", node_id, extra_env, extra_args).await
+    }
+
+    /// [`Self::start_full`] bound to `host` (a local address, e.g. a test veth's).
+    pub async fn start_on(
+        host: &str,
+        node_id: &str,
+        extra_env: Vec<(String, String)>,
+        extra_args: Vec<String>,
+    ) -> Self {
         let port = free_port();
         let mut n = Self {
             proc: None,
             node_id: node_id.to_string(),
+            host: host.to_string(),
             port,
-            url: format!("http://127.0.0.1:{port}"),
+            url: format!("http://{host}:{port}"),
             dir: tempfile::tempdir().unwrap(),
             http: reqwest::Client::new(),
             extra_env,
@@ -116,7 +130,7 @@ impl NodeProc {
         let mut cmd = Command::new(binary("turnstone-server"));
         cmd.args([
             "--host",
-            "127.0.0.1",
+            &self.host,
             "--port",
             &self.port.to_string(),
             "--node-id",
@@ -321,6 +335,8 @@ pub struct BridgeProc {
     pub args: Vec<String>,
     /// Extra environment for the process (e.g. the OTLP endpoint).
     pub env: Vec<(String, String)>,
+    /// The network namespace it runs in (`ip netns exec`), if not the test's own.
+    pub netns: Option<String>,
 }
 
 impl BridgeProc {
@@ -385,7 +401,17 @@ impl BridgeProc {
             proc: None,
             args,
             env: Vec::new(),
+            netns: None,
         }
+    }
+
+    /// A bridge for `node` run inside the network namespace `netns`, reaching Redis at
+    /// `redis_url` (an address routed into the namespace).
+    pub fn start_in(netns: &str, node: &NodeProc, redis_url: &str, prefix: &str) -> Self {
+        let mut b = Self::configure(node, redis_url, prefix, &[]);
+        b.netns = Some(netns.to_string());
+        b.spawn();
+        b
     }
 
     pub fn spawn(&mut self) {
@@ -400,7 +426,17 @@ impl BridgeProc {
             ),
             None => Stdio::null(),
         };
-        let child = Command::new(binary("turnstone-bridge"))
+        let mut cmd = match &self.netns {
+            // `ip netns exec` execs the program: the child's pid is the bridge's.
+            Some(ns) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns])
+                    .arg(binary("turnstone-bridge"));
+                c
+            }
+            None => Command::new(binary("turnstone-bridge")),
+        };
+        let child = cmd
             .args(&self.args)
             .env("TURNSTONE_JWT_SECRET", SECRET)
             .env_remove("TURNSTONE_AUTH_TOKEN")
@@ -624,29 +660,37 @@ pub struct PrivateRedis {
     port: u16,
     dir: tempfile::TempDir,
     child: Option<tokio::process::Child>,
+    /// Addresses it listens on besides 127.0.0.1.
+    also_bind: Vec<String>,
 }
 
 impl PrivateRedis {
     pub async fn start() -> Self {
+        Self::start_binding(&[]).await
+    }
+
+    /// [`Self::start`] listening on `also_bind` (local addresses) besides 127.0.0.1.
+    pub async fn start_binding(also_bind: &[&str]) -> Self {
         let mut r = Self {
             port: free_port(),
             dir: tempfile::tempdir().unwrap(),
             child: None,
+            also_bind: also_bind.iter().map(|a| a.to_string()).collect(),
         };
         r.spawn().await;
         r
     }
 
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
     pub async fn spawn(&mut self) {
         let child = tokio::process::Command::new("redis-server")
-            .args([
-                "--port",
-                &self.port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-            ])
+            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+            .args(&self.also_bind)
+            // The test's own addresses only; protected mode would refuse the non-loopback ones.
+            .args(["--protected-mode", "no", "--save", ""])
             .args(["--appendonly", "yes", "--appendfsync", "always"])
             .arg("--dir")
             .arg(self.dir.path())

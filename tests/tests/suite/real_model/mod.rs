@@ -91,22 +91,36 @@ pub struct Llama {
 }
 
 impl Llama {
+    /// Starts the server on a free port. A port another process took between our probe and
+    /// the server's bind (parallel tests start many servers) is retried on a new one.
     pub async fn start(kind: Kind) -> Self {
+        for _ in 0..2 {
+            let mut llama = Self::new(kind, free_port());
+            match llama.try_spawn().await {
+                Ok(()) => return llama,
+                Err(e) if e.to_lowercase().contains("address already in use") => continue,
+                Err(e) => panic!("{e}"),
+            }
+        }
         Self::start_on(kind, free_port()).await
     }
 
     /// Starts the server on `port` and waits until it lists its model.
     pub async fn start_on(kind: Kind, port: u16) -> Self {
+        let mut llama = Self::new(kind, port);
+        llama.spawn().await;
+        llama
+    }
+
+    fn new(kind: Kind, port: u16) -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let mut llama = Self {
+        Self {
             kind,
             port,
             proc: None,
             log: dir.path().join("server.log"),
             _dir: dir,
-        };
-        llama.spawn().await;
-        llama
+        }
     }
 
     pub fn base_url(&self) -> String {
@@ -175,6 +189,12 @@ impl Llama {
     /// Starts the process (again, after [`Llama::stop`]: same port) and waits until it lists
     /// its model.
     pub async fn spawn(&mut self) {
+        if let Err(e) = self.try_spawn().await {
+            panic!("{e}");
+        }
+    }
+
+    async fn try_spawn(&mut self) -> Result<(), String> {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -187,21 +207,21 @@ impl Llama {
             .spawn()
             .unwrap_or_else(|e| panic!("{:?}: {e}", self.kind));
         self.proc = Some(Proc { child });
-        self.wait_ready().await;
+        self.wait_ready().await
     }
 
-    async fn wait_ready(&mut self) {
+    async fn wait_ready(&mut self) -> Result<(), String> {
         let http = reqwest::Client::new();
         let deadline = Instant::now() + READY_DEADLINE;
         loop {
             if let Some(proc) = &mut self.proc
                 && let Ok(Some(status)) = proc.child.try_wait()
             {
-                panic!(
+                return Err(format!(
                     "model server {:?} exited with {status} while starting:\n{}",
                     self.kind,
                     self.log()
-                );
+                ));
             }
             let listed = http
                 .get(format!("{}/models", self.base_url()))
@@ -213,7 +233,7 @@ impl Llama {
                 && let Ok(v) = r.json::<Value>().await
                 && v["data"][0]["id"] == ALIAS
             {
-                return;
+                return Ok(());
             }
             assert!(
                 Instant::now() < deadline,
