@@ -359,10 +359,10 @@ async fn create(
         .leases
         .own(&mut m, &ws_id, &ctx.node_id, ctx.cfg.lease_ttl)
         .await;
-    if value.get("pin").and_then(Value::as_str) == Some("hard") {
-        if let Err(e) = ctx.leases.pin_hard(&mut m, &ws_id, &ctx.node_id).await {
-            tracing::warn!(%ws_id, error = %e, "hard pin not written: the workstream is soft-pinned");
-        }
+    if value.get("pin").and_then(Value::as_str) == Some("hard")
+        && let Err(e) = ctx.leases.pin_hard(&mut m, &ws_id, &ctx.node_id).await
+    {
+        tracing::warn!(%ws_id, error = %e, "hard pin not written: the workstream is soft-pinned");
     }
     let global: OutboundEvent = WsCreatedEvent {
         correlation_id: cid.to_string(),
