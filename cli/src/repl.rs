@@ -634,7 +634,9 @@ impl<W: Write> Repl<W> {
             Event::StreamEnd => self.flush_text()?,
             Event::ToolInfo { items } => self.show_items(items, false)?,
             Event::ApproveRequest { .. } => self.on_approve_request(env)?,
-            Event::ApprovalResolved { approved, feedback } => {
+            Event::ApprovalResolved {
+            approved, feedback, ..
+        } => {
                 if self.awaiting_approval.take().is_some() {
                     let verdict = if *approved { "approved" } else { "denied" };
                     let why = if feedback.is_empty() {

@@ -117,14 +117,15 @@ pub fn attach_preamble(node: &Node, ws: &WorkstreamHandle) -> Vec<Value> {
         }
         out.push(v);
     }
-    let pending = ws.pending_approval();
+    // Every pending approval round (several sub-agents may each wait), oldest first.
+    let pending = ws.pending_approvals();
     let messages = ws.history();
     if !messages.is_empty() {
         out.push(
-            json!({"type": "history", "messages": history_entries(&messages, pending.is_some())}),
+            json!({"type": "history", "messages": history_entries(&messages, !pending.is_empty())}),
         );
     }
-    if let Some(env) = pending {
+    for env in pending {
         out.push(serde_json::to_value(&env.event).unwrap_or(Value::Null));
     }
     out
