@@ -86,6 +86,7 @@ fn comparable(json: &str) -> Value {
                 for key in [
                     "ws_id",
                     "request_id",
+                    "cycle_id",
                     "call_id",
                     "correlation_id",
                     "name",
