@@ -16,6 +16,37 @@ async fn approve(t: &TestNode, body: Value) -> (u16, Value) {
 #[tokio::test]
 async fn two_sub_agents_wait_at_once_and_each_round_is_decided_by_its_own_id() {
     let t = TestNode::start().await;
+    two_rounds_decided(&t).await;
+}
+
+#[tokio::test]
+async fn each_round_has_its_own_durable_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = TestNode::start_persistent(&dir.path().join("node.db")).await;
+    let (one, two) = two_rounds_decided(&t).await;
+    let p = t.node.persistence.clone().unwrap();
+    p.writer.flush().await.unwrap();
+    let request = |r: &Value| r["request_id"].as_str().unwrap().to_string();
+    // The recorder follows each round by its cycle_id: each request gets its own verdict.
+    turnstone_testkit::assert_eventually!(
+        p.approval(&request(&one)).await.is_some_and(|r| {
+            r.state == turnstone_store::ApprovalState::Approved && r.decided_by == "user"
+        }),
+        "round one's verdict not recorded"
+    );
+    turnstone_testkit::assert_eventually!(
+        p.approval(&request(&two)).await.is_some_and(|r| {
+            r.state == turnstone_store::ApprovalState::Denied && r.feedback == "not two"
+        }),
+        "round two's verdict not recorded"
+    );
+    let stored = p.approval(&request(&one)).await.unwrap();
+    assert_eq!(stored.payload["cycle_id"], one["cycle_id"]);
+}
+
+/// Runs the scenario on `t` and returns the two sub-agents' `approve_request` payloads
+/// (the approved one, the denied one).
+async fn two_rounds_decided(t: &TestNode) -> (Value, Value) {
     let ws = t.default_ws.clone();
     let path = format!("/v1/api/events?ws_id={ws}");
     let mut events = t.sse(&path, None).await;
@@ -33,7 +64,7 @@ async fn two_sub_agents_wait_at_once_and_each_round_is_decided_by_its_own_id() {
     assert_eq!(parent.data["cycle_id"].as_str().unwrap().len(), 16);
     assert_eq!(parent.data["items"].as_array().unwrap().len(), 2);
     assert_eq!(
-        approve(&t, json!({"ws_id": ws, "approved": true})).await.0,
+        approve(t, json!({"ws_id": ws, "approved": true})).await.0,
         200
     );
 
@@ -91,7 +122,7 @@ async fn two_sub_agents_wait_at_once_and_each_round_is_decided_by_its_own_id() {
         json!({"ws_id": ws, "approved": true, "call_id": "agent-999/call_7"}),
         json!({"ws_id": ws, "approved": true, "request_id": "ffffffffffff"}),
     ] {
-        let (status, body) = approve(&t, wrong.clone()).await;
+        let (status, body) = approve(t, wrong.clone()).await;
         assert_eq!(status, 404, "{wrong}: {body}");
         assert_eq!(body["error"], "Unknown approval");
     }
@@ -102,12 +133,12 @@ async fn two_sub_agents_wait_at_once_and_each_round_is_decided_by_its_own_id() {
 
     // One by a member call_id, the other by its cycle_id.
     let by_call = json!({"ws_id": ws, "approved": true, "call_id": call(round_one)});
-    assert_eq!(approve(&t, by_call.clone()).await.0, 200);
+    assert_eq!(approve(t, by_call.clone()).await.0, 200);
     let by_cycle = json!({"ws_id": ws, "approved": false, "feedback": "not two",
                           "cycle_id": cycle(round_two)});
-    assert_eq!(approve(&t, by_cycle).await.0, 200);
+    assert_eq!(approve(t, by_cycle).await.0, 200);
     // Decided once: a repeat is 409 with the round's verdict.
-    let (status, body) = approve(&t, by_call).await;
+    let (status, body) = approve(t, by_call).await;
     assert_eq!(status, 409, "{body}");
     assert_eq!(body["verdict"]["cycle_id"], json!(cycle(round_one)));
     assert_eq!(body["verdict"]["approved"], true);
@@ -134,4 +165,5 @@ async fn two_sub_agents_wait_at_once_and_each_round_is_decided_by_its_own_id() {
     assert!(!two.exists(), "the denied round's call never ran");
     let (_, listed) = t.get("/v1/api/approvals", Some(FULL)).await;
     assert_eq!(listed["approvals"], json!([]));
+    (round_one.clone(), round_two.clone())
 }
