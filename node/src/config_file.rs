@@ -54,6 +54,7 @@
 //! timeout = 60.0                # seconds per judged call
 //! output_guard = true           # scan every tool result; flagged ones emit output_warning
 //! redact_secrets = true         # replace detected secrets before anyone sees the result
+//! output_guard_llm = false      # ours: the judge's model also assesses flagged results
 //!
 //! [[policies]]                  # read-only tool policies (the admin API adds stored ones)
 //! name = "no-mcp-deletes"
@@ -467,6 +468,9 @@ impl ServerFile {
         if let Some(on) = self.judge.redact_secrets {
             config.output_guard.redact = on;
         }
+        if let Some(on) = self.judge.output_guard_llm {
+            config.output_guard.llm = on;
+        }
         config.judge = self.judge.engine_judge()?;
         Ok(())
     }
@@ -646,6 +650,11 @@ web_search_backend = "mcp:brave:brave_web_search"
         f.apply_engine_settings(&EngineFlags::default(), &mut config)
             .unwrap();
         assert!(!config.output_guard.scan);
+        assert!(!config.output_guard.llm, "the LLM tier is off by default");
+        let f = ServerFile::parse("[judge]\noutput_guard_llm = true\n").unwrap();
+        f.apply_engine_settings(&EngineFlags::default(), &mut config)
+            .unwrap();
+        assert!(config.output_guard.llm);
         let err = ServerFile::parse("[judge]\nredact = true\n").unwrap_err();
         assert!(err.contains("[judge]") && err.contains("redact"), "{err}");
     }

@@ -14,6 +14,7 @@
 //! read_only_tools = true        # accepted for compatibility (read-only tools are never gated)
 //! output_guard = true           # scan every tool result
 //! redact_secrets = true         # replace detected secrets
+//! output_guard_llm = false      # ours: the judge's model also assesses flagged results
 //! ```
 //!
 //! The judge has its own client when `base_url` is set or `provider = "anthropic"`
@@ -53,6 +54,9 @@ pub struct JudgeSection {
     pub output_guard: Option<bool>,
     /// Replace detected secrets in tool results (`judge.redact_secrets`). Default `true`.
     pub redact_secrets: Option<bool>,
+    /// Ours: the output guard's LLM tier — a result the heuristics flagged is also assessed
+    /// by the judge's model, within `timeout` (`judge.output_guard_llm`). Default `false`.
+    pub output_guard_llm: Option<bool>,
 }
 
 fn text(v: &Option<String>) -> &str {
@@ -139,6 +143,7 @@ impl JudgeSection {
                 "read_only_tools" => out.read_only_tools = flag()?,
                 "output_guard" => out.output_guard = flag()?,
                 "redact_secrets" => out.redact_secrets = flag()?,
+                "output_guard_llm" => out.output_guard_llm = flag()?,
                 _ => return Err(format!("{key}: unknown judge setting")),
             }
         }

@@ -182,6 +182,11 @@ pub struct OutputGuard {
     /// Replace every detected secret before the result reaches anyone (the model, the
     /// history, the journal, SSE, the bridge). Needs `scan`.
     pub redact: bool,
+    /// The optional LLM tier (`judge.output_guard_llm`, ours, off by default): a result
+    /// the heuristics flagged is also assessed by the intent judge's model
+    /// ([`JudgeConfig::llm`]; nothing without one) within the judge's timeout, before the
+    /// `output_warning` goes out (see `guard.rs`). Needs `scan`.
+    pub llm: bool,
 }
 
 impl OutputGuard {
@@ -216,6 +221,7 @@ impl Default for OutputGuard {
         Self {
             scan: true,
             redact: true,
+            llm: false,
         }
     }
 }

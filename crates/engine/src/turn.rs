@@ -941,20 +941,26 @@ async fn run_one<'a>(
         sent: Default::default(),
         guard: crate::guard::ChunkGuard::new(settings),
     };
-    let screen = |output| {
-        crate::guard::screen(
-            shared,
-            settings,
-            &engine.guard_stats,
-            &call.id,
-            &call.name,
-            output,
-        )
+    let llm = crate::guard::GuardLlm::for_call(engine, shared);
+    let screen = |output| -> futures::future::BoxFuture<'a, ToolOutput> {
+        let llm = llm.clone();
+        Box::pin(async move {
+            crate::guard::screen(
+                shared,
+                settings,
+                llm.as_ref(),
+                &engine.guard_stats,
+                &call.id,
+                &call.name,
+                output,
+            )
+            .await
+        })
     };
     shared.call_started(&call.id).await;
     let output = tool.execute(prepared, ctx, &sink).await;
     sink.flush();
-    let output = screen(output);
+    let output = screen(output).await;
     // A plan is reviewed by the user before it becomes the result (`plan.rs`): the review
     // shows (and saves) the screened, uncut plan; a refined plan is screened too.
     let output = if prepared.approval_label == crate::review::PLAN_AGENT {
