@@ -4,7 +4,9 @@
 //! timeout; off (the default) or on an unflagged result, it is never asked.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use turnstone_engine::{Event, JudgeConfig, LlmJudge, OutputGuard};
 use turnstone_llm::{CircuitBreaker, Resilient, RetryPolicy};

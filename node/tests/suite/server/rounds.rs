@@ -69,7 +69,7 @@ async fn two_rounds_decided(t: &TestNode) -> (Value, Value) {
     );
 
     // Each sub-agent asks through the parent: two more rounds, pending together.
-    let mut rounds = vec![
+    let mut rounds = [
         events.until("approve_request").await.pop().unwrap().data,
         events.until("approve_request").await.pop().unwrap().data,
     ];
@@ -143,7 +143,7 @@ async fn two_rounds_decided(t: &TestNode) -> (Value, Value) {
     assert_eq!(body["verdict"]["cycle_id"], json!(cycle(round_one)));
     assert_eq!(body["verdict"]["approved"], true);
     let (status, body) = approve(
-        &t,
+        t,
         json!({"ws_id": ws, "approved": true, "cycle_id": cycle(round_two)}),
     )
     .await;

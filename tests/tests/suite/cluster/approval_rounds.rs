@@ -61,7 +61,7 @@ async fn two_pending_rounds_of_one_workstream_are_relayed_each_from_its_own_list
     .await;
 
     // Each sub-agent asks through the workstream: two rounds pending at once.
-    let mut rounds = vec![next_request(&mut s).await, next_request(&mut s).await];
+    let mut rounds = [next_request(&mut s).await, next_request(&mut s).await];
     rounds.sort_by_key(|r| {
         !r["items"][0]["header"]
             .as_str()
