@@ -112,6 +112,18 @@ async fn two_rounds_decided(t: &TestNode) -> (Value, Value) {
         if e.kind() == "approve_request" {
             replayed.push(cycle(&e.data));
         }
+        if e.kind() == "history" {
+            // The parent's task_agent calls are running, not awaiting a decision.
+            let calls = e.data["messages"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .rfind(|m| m["tool_calls"].is_array())
+                .cloned()
+                .unwrap();
+            assert_eq!(calls["tool_calls"][0]["name"], "task_agent");
+            assert!(calls.get("pending").is_none(), "{calls}");
+        }
     }
     replayed.sort();
     assert_eq!(replayed, expected);
