@@ -19,11 +19,13 @@ use turnstone_queue::Backoff;
 
 use crate::{Ctx, Reply};
 
-/// The approval requests whose replies this bridge relays: request_id → ws_id, a cache of
-/// the node's pending set (rebuilt from `GET /v1/api/approvals` on start and after an
-/// outage). Owned by the relay; the event follower tells it what was asked and resolved.
+/// The approval requests whose replies this bridge relays, keyed by round: request_id → its
+/// workstream and `cycle_id` (several rounds may be pending on one workstream, each with its
+/// own response list). A cache of the node's pending set (rebuilt from
+/// `GET /v1/api/approvals` on start and after an outage). Owned by the relay; the event
+/// follower tells it what was asked and resolved.
 pub struct Approvals {
-    waits: Mutex<HashMap<String, String>>,
+    waits: Mutex<HashMap<String, Wait>>,
     redis: ConnectionManager,
     /// `{p}:bridge:{node}:wake`: a push interrupts the relay's wait.
     wake_key: String,
@@ -38,16 +40,34 @@ impl Approvals {
         }
     }
 
-    /// The node asked `request_id` of `ws_id`: its response list is watched from now on.
-    pub(crate) async fn watch(&self, request_id: String, ws_id: String) {
-        self.waits.lock().insert(request_id, ws_id);
+    /// The node asked `request_id` (round `cycle_id`; empty for a plan review) of `ws_id`:
+    /// its response list is watched from now on.
+    pub(crate) async fn watch(&self, request_id: String, ws_id: String, cycle_id: String) {
+        self.waits
+            .lock()
+            .insert(request_id, Wait { ws_id, cycle_id });
         self.wake().await;
     }
 
-    /// `ws_id`'s pending request was resolved, or the workstream is gone: nothing of it is
-    /// watched any more.
+    /// The workstream is gone: nothing of it is watched any more.
     pub(crate) fn forget_workstream(&self, ws_id: &str) {
-        self.waits.lock().retain(|_, w| w != ws_id);
+        self.waits.lock().retain(|_, w| w.ws_id != ws_id);
+    }
+
+    /// A request of `ws_id` was resolved: the one named by `request_id` (a plan review),
+    /// else the round named by `cycle_id`; naming neither (a node that knows no rounds),
+    /// every request of the workstream.
+    pub(crate) fn forget_resolved(&self, ws_id: &str, request_id: &str, cycle_id: &str) {
+        self.waits.lock().retain(|r, w| {
+            w.ws_id != ws_id
+                || if !request_id.is_empty() {
+                    r != request_id
+                } else if !cycle_id.is_empty() {
+                    w.cycle_id != cycle_id
+                } else {
+                    false
+                }
+        });
     }
 
     fn forget(&self, request_id: &str) {
@@ -55,7 +75,7 @@ impl Approvals {
     }
 
     fn workstream_of(&self, request_id: &str) -> Option<String> {
-        self.waits.lock().get(request_id).cloned()
+        self.waits.lock().get(request_id).map(|w| w.ws_id.clone())
     }
 
     /// The response lists to wait on, sorted, then the wake list.
@@ -98,11 +118,23 @@ impl Approvals {
         let mut waits = self.waits.lock();
         for row in rows {
             if !row.ws_id.is_empty() && !row.request_id.is_empty() {
-                waits.insert(row.request_id, row.ws_id);
+                let wait = Wait {
+                    ws_id: row.ws_id,
+                    cycle_id: row.cycle_id,
+                };
+                waits.insert(row.request_id, wait);
             }
         }
         true
     }
+}
+
+/// A watched request's workstream and round.
+#[derive(Debug, Clone)]
+struct Wait {
+    ws_id: String,
+    /// Empty for a plan review.
+    cycle_id: String,
 }
 
 /// What the relay reads of a row of `GET /v1/api/approvals`.
@@ -111,6 +143,7 @@ impl Approvals {
 struct PendingRow {
     ws_id: String,
     request_id: String,
+    cycle_id: String,
 }
 
 pub async fn run(ctx: Arc<Ctx>) {
@@ -196,6 +229,7 @@ fn decision(
         feedback: feedback.filter(|f| !f.is_empty()).map(str::to_string),
         always,
         request_id: request_id.to_string(),
+        ..ApproveBody::default()
     }
 }
 

@@ -17,7 +17,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use turnstone_engine::{
-    ApproveOutcome, CreateOptions, Envelope, Event, Item, Manager, SendOutcome, ToolItem,
+    ApproveOutcome, CreateOptions, Envelope, Event, Item, Manager, RoundRef, SendOutcome, ToolItem,
     WorkstreamHandle, WsState,
 };
 
@@ -76,8 +76,10 @@ pub struct Repl<W: Write> {
     events_rx: mpsc::Receiver<(String, Item)>,
     /// Workstreams with a turn in progress (from `send` until `turn_complete`).
     running: HashSet<String>,
-    /// The workstream whose approval question is on screen.
-    awaiting_approval: Option<String>,
+    /// The workstream and the approval round (`cycle_id`) whose question is on screen.
+    /// Several rounds may wait on one workstream (parallel sub-agents asking through it):
+    /// one question at a time, the next one asked when this one is resolved.
+    awaiting_approval: Option<(String, String)>,
     renderer: MarkdownRenderer,
     reasoning_mid_line: bool,
     tool_out: ToolOutput,
@@ -274,7 +276,7 @@ impl<W: Write> Repl<W> {
         if !self.opts.interactive || self.spinner.is_running() {
             return Ok(());
         }
-        let due = if self.awaiting_approval.as_deref() == Some(self.current_id()) {
+        let due = if self.awaits_on(self.current_id()) {
             Some(APPROVAL_PROMPT)
         } else if !self.is_running(self.current_id()) {
             Some("> ")
@@ -351,7 +353,7 @@ impl<W: Write> Repl<W> {
             task.abort();
         }
         self.running.remove(ws_id);
-        if self.awaiting_approval.as_deref() == Some(ws_id) {
+        if self.awaits_on(ws_id) {
             self.awaiting_approval = None;
         }
         if let Some(idx) = self.position(ws_id) {
@@ -391,14 +393,25 @@ impl<W: Write> Repl<W> {
             return self.on_command(command).await;
         }
         let current = self.current().clone();
-        if self.awaiting_approval.as_deref() == Some(current.id()) {
+        if let Some((ws_id, cycle_id)) = self.awaiting_approval.clone()
+            && ws_id == current.id()
+        {
             let Some(answer) = commands::parse_answer(line) else {
                 return Ok(Flow::Continue);
             };
             self.awaiting_approval = None;
-            let outcome = current.approve(answer.approved, answer.feedback, answer.always);
+            let outcome = current.approve_round(
+                RoundRef::Cycle(&cycle_id),
+                answer.approved,
+                answer.feedback,
+                answer.always,
+            );
             if let ApproveOutcome::NotPending(_) = outcome {
                 self.info("[that approval was already decided]")?;
+            }
+            // Another round of this workstream may wait (a parallel sub-agent).
+            if let Some(next) = current.pending_approval() {
+                self.on_approve_request(&next)?;
             }
             return Ok(Flow::Continue);
         }
@@ -653,8 +666,17 @@ impl<W: Write> Repl<W> {
             Event::StreamEnd => self.flush_text()?,
             Event::ToolInfo { items } => self.show_items(items, false)?,
             Event::ApproveRequest { .. } => self.on_approve_request(env)?,
-            Event::ApprovalResolved { approved, feedback } => {
-                if self.awaiting_approval.take().is_some() {
+            Event::ApprovalResolved {
+                approved,
+                feedback,
+                cycle_id,
+            } => {
+                let on_screen = self
+                    .awaiting_approval
+                    .as_ref()
+                    .is_some_and(|(w, c)| **w == *env.ws_id && (c == cycle_id || cycle_id.is_empty()));
+                if on_screen {
+                    self.awaiting_approval = None;
                     let verdict = if *approved { "approved" } else { "denied" };
                     let why = if feedback.is_empty() {
                         String::new()
@@ -662,6 +684,12 @@ impl<W: Write> Repl<W> {
                         format!(": {feedback}")
                     };
                     self.info(&format!("[approval {verdict}{why}]"))?;
+                    // Another round of this workstream may wait (a parallel sub-agent).
+                    if let Some(next) = self.current().pending_approval()
+                        && *next.ws_id == *env.ws_id
+                    {
+                        self.on_approve_request(&next)?;
+                    }
                 }
             }
             Event::ToolOutputChunk { chunk, .. } => {
@@ -725,25 +753,42 @@ impl<W: Write> Repl<W> {
     /// Shows an approval request of the current workstream and asks (interactive) or
     /// decides (pipe mode).
     fn on_approve_request(&mut self, env: &Envelope) -> Result<(), NodeError> {
-        let Event::ApproveRequest { items, .. } = &env.event else {
+        let Event::ApproveRequest {
+            items, cycle_id, ..
+        } = &env.event
+        else {
             return Ok(());
         };
         self.flush_text()?;
-        self.show_items(items, true)?;
         if self.opts.interactive {
-            self.awaiting_approval = Some(env.ws_id.to_string());
+            // One question at a time: a round arriving while another is asked waits its turn
+            // (asked when that one is resolved).
+            if self.awaits_on(&env.ws_id) {
+                return Ok(());
+            }
+            self.show_items(items, true)?;
+            self.awaiting_approval = Some((env.ws_id.to_string(), cycle_id.clone()));
             return Ok(());
         }
+        self.show_items(items, true)?;
         let ws = self.current().clone();
+        let round = RoundRef::Cycle(cycle_id);
         if ws.skip_permissions() {
-            ws.approve(true, None, false);
+            ws.approve_round(round, true, None, false);
         } else {
             self.info(
                 "[denied: stdin is not a terminal (non-interactive); pass --skip-permissions to approve tool calls]",
             )?;
-            ws.approve(false, Some("non-interactive".to_string()), false);
+            ws.approve_round(round, false, Some("non-interactive".to_string()), false);
         }
         Ok(())
+    }
+
+    /// Whether an approval question of `ws_id` is on screen.
+    fn awaits_on(&self, ws_id: &str) -> bool {
+        self.awaiting_approval
+            .as_ref()
+            .is_some_and(|(w, _)| w == ws_id)
     }
 }
 

@@ -40,6 +40,7 @@
 //! search_backend = "mcp:brave:brave_web_search"   # or web_search_backend; default SearxNG
 //! agent_max_turns = 20          # model requests of one task_agent sub-agent
 //! subagent_auto_approve_all = false
+//! subagent_approvals = "ask"    # sub-agents ask through the parent's approvals; "unattended"
 //! env_passthrough = ["GOPATH"]  # node env vars children get beyond PATH, HOME, LANG, …
 //! [tools.notify.ops]
 //! url = "https://hooks.example/notify"
@@ -53,6 +54,7 @@
 //! timeout = 60.0                # seconds per judged call
 //! output_guard = true           # scan every tool result; flagged ones emit output_warning
 //! redact_secrets = true         # replace detected secrets before anyone sees the result
+//! output_guard_llm = false      # ours: the judge's model also assesses flagged results
 //!
 //! [[policies]]                  # read-only tool policies (the admin API adds stored ones)
 //! name = "no-mcp-deletes"
@@ -75,7 +77,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Deserialize;
-use turnstone_engine::EngineConfig;
+use turnstone_engine::{EngineConfig, SubagentApprovals};
 use turnstone_llm::{ModelEntry, ModelSection, RegistryConfig};
 
 /// The config file read when none is given, under `$HOME` (if it exists).
@@ -97,6 +99,7 @@ const TOOLS_OWN_KEYS: &[&str] = &[
     "disable_web",
     "agent_max_turns",
     "subagent_auto_approve_all",
+    "subagent_approvals",
     "env_passthrough",
 ];
 
@@ -278,6 +281,10 @@ pub struct ToolsSection {
     /// `task_agent`: sub-agents run every tool of their set without asking. Default `false`
     /// (they run unattended under the parent's approval policy: only auto-approve tools).
     pub subagent_auto_approve_all: Option<bool>,
+    /// `task_agent`/`plan_agent`: `ask` (default: a sub-agent's gated calls are approval
+    /// rounds of its parent workstream) or `unattended` (nobody is asked: only auto-approve
+    /// tools run).
+    pub subagent_approvals: Option<String>,
     /// Names of the node's environment variables that child processes (bash, watch polls,
     /// MCP stdio servers) get beyond the base allow-list (`PATH`, `HOME`, `LANG`, `LC_*`, …);
     /// `NAME_*` passes a prefix. `TURNSTONE_*` is never passed.
@@ -442,6 +449,10 @@ impl ServerFile {
         {
             config.subagent_auto_approve_all = on;
         }
+        if let Some(v) = &t.subagent_approvals {
+            config.subagent_approvals =
+                SubagentApprovals::parse(v).ok_or_else(|| subagent_approvals_error(v))?;
+        }
         if let Some(pct) = s.auto_compact_pct {
             config.auto_compact_pct = pct;
         }
@@ -456,6 +467,9 @@ impl ServerFile {
         }
         if let Some(on) = self.judge.redact_secrets {
             config.output_guard.redact = on;
+        }
+        if let Some(on) = self.judge.output_guard_llm {
+            config.output_guard.llm = on;
         }
         config.judge = self.judge.engine_judge()?;
         Ok(())
@@ -501,7 +515,16 @@ fn check_tools(t: &ToolsSection) -> Result<(), String> {
         turnstone_tools::web::SearchBackendSpec::parse(spec)
             .map_err(|e| format!("[tools]: {e}"))?;
     }
+    if let Some(v) = &t.subagent_approvals
+        && SubagentApprovals::parse(v).is_none()
+    {
+        return Err(format!("[tools]: {}", subagent_approvals_error(v)));
+    }
     Ok(())
+}
+
+fn subagent_approvals_error(value: &str) -> String {
+    format!("subagent_approvals must be \"ask\" or \"unattended\", not {value:?}")
 }
 
 #[cfg(test)]
@@ -555,6 +578,7 @@ watch_tick_secs = 3
 [tools]
 agent_max_turns = 7
 subagent_auto_approve_all = false
+subagent_approvals = "unattended"
 web_search_backend = "mcp:brave:brave_web_search"
 "#,
         )
@@ -574,6 +598,7 @@ web_search_backend = "mcp:brave:brave_web_search"
         assert!(!config.auto_title);
         assert_eq!(config.agent_max_turns, 7);
         assert!(!config.subagent_auto_approve_all);
+        assert_eq!(config.subagent_approvals, SubagentApprovals::Unattended);
         assert_eq!(
             f.watch_tick(&EngineFlags::default()),
             Ok(Duration::from_secs(3))
@@ -625,6 +650,11 @@ web_search_backend = "mcp:brave:brave_web_search"
         f.apply_engine_settings(&EngineFlags::default(), &mut config)
             .unwrap();
         assert!(!config.output_guard.scan);
+        assert!(!config.output_guard.llm, "the LLM tier is off by default");
+        let f = ServerFile::parse("[judge]\noutput_guard_llm = true\n").unwrap();
+        f.apply_engine_settings(&EngineFlags::default(), &mut config)
+            .unwrap();
+        assert!(config.output_guard.llm);
         let err = ServerFile::parse("[judge]\nredact = true\n").unwrap_err();
         assert!(err.contains("[judge]") && err.contains("redact"), "{err}");
     }
@@ -640,6 +670,10 @@ web_search_backend = "mcp:brave:brave_web_search"
             ("[server]\nauto_title = \"yes\"\n", "auto_title"),
             ("[tools]\nagent_max_turns = 0\n", "agent_max_turns"),
             ("[tools]\nagent_max_turns = -1\n", "agent_max_turns"),
+            (
+                "[tools]\nsubagent_approvals = \"never\"\n",
+                "subagent_approvals",
+            ),
             ("[tools]\nsearch_backend = \"bing\"\n", "bing"),
             (
                 "[tools]\nweb_search_backend = \"mcp:x\"\n",

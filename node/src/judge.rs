@@ -14,6 +14,7 @@
 //! read_only_tools = true        # accepted for compatibility (read-only tools are never gated)
 //! output_guard = true           # scan every tool result
 //! redact_secrets = true         # replace detected secrets
+//! output_guard_llm = false      # ours: the judge's model also assesses flagged results
 //! ```
 //!
 //! The judge has its own client when `base_url` is set or `provider = "anthropic"`
@@ -53,6 +54,9 @@ pub struct JudgeSection {
     pub output_guard: Option<bool>,
     /// Replace detected secrets in tool results (`judge.redact_secrets`). Default `true`.
     pub redact_secrets: Option<bool>,
+    /// Ours: the output guard's LLM tier — a result the heuristics flagged is also assessed
+    /// by the judge's model, within `timeout` (`judge.output_guard_llm`). Default `false`.
+    pub output_guard_llm: Option<bool>,
 }
 
 fn text(v: &Option<String>) -> &str {
@@ -98,6 +102,54 @@ impl JudgeSection {
             ));
         }
         Ok(())
+    }
+
+    /// This section with the `judge.*` keys of the store's settings (`system_settings`,
+    /// node spec §7.2; keyed `judge.<key>`, values as JSON) over it: a stored key wins where
+    /// set, the others keep this (the config file's) value. The result is checked as the
+    /// file is; a stored value of the wrong type or out of range is an error naming its key
+    /// (never its value: `judge.api_key` is a secret). Keys of other sections are ignored.
+    pub fn with_stored(
+        &self,
+        stored: &std::collections::BTreeMap<String, serde_json::Value>,
+    ) -> Result<Self, String> {
+        use serde_json::Value;
+        let mut out = self.clone();
+        for (key, value) in stored {
+            let Some(name) = key.strip_prefix("judge.") else {
+                continue;
+            };
+            let wrong = |expected: &str| format!("{key}: the stored value is not {expected}");
+            let flag = || {
+                value
+                    .as_bool()
+                    .map(Some)
+                    .ok_or_else(|| wrong("true or false"))
+            };
+            let number = || value.as_f64().map(Some).ok_or_else(|| wrong("a number"));
+            let string = || match value {
+                Value::String(s) => Ok(Some(s.clone())),
+                _ => Err(wrong("a string")),
+            };
+            match name {
+                "enabled" => out.enabled = flag()?,
+                "model" => out.model = string()?,
+                "provider" => out.provider = string()?,
+                "base_url" => out.base_url = string()?,
+                "api_key" => out.api_key = string()?,
+                "confidence_threshold" => out.confidence_threshold = number()?,
+                "max_context_ratio" => out.max_context_ratio = number()?,
+                "timeout" => out.timeout = number()?,
+                "read_only_tools" => out.read_only_tools = flag()?,
+                "output_guard" => out.output_guard = flag()?,
+                "redact_secrets" => out.redact_secrets = flag()?,
+                "output_guard_llm" => out.output_guard_llm = flag()?,
+                _ => return Err(format!("{key}: unknown judge setting")),
+            }
+        }
+        out.check()
+            .map_err(|e| format!("{e} (from the stored settings)"))?;
+        Ok(out)
     }
 
     /// The engine's judge: heuristic verdicts and the LLM tier when `enabled` (default).
@@ -200,6 +252,71 @@ mod tests {
 
         let off = parse("enabled = false\n").unwrap().engine_judge().unwrap();
         assert!(!off.enabled && off.llm.is_none());
+    }
+
+    #[test]
+    fn stored_settings_win_over_the_file_where_set() {
+        let file =
+            parse("model = \"file-model\"\ntimeout = 30.0\nconfidence_threshold = 0.8\n").unwrap();
+        let stored: std::collections::BTreeMap<String, serde_json::Value> = [
+            ("judge.model", serde_json::json!("stored-model")),
+            ("judge.base_url", serde_json::json!("http://127.0.0.1:9/v1")),
+            ("judge.api_key", serde_json::json!("sk-stored")),
+            ("judge.timeout", serde_json::json!(2.5)),
+            ("judge.max_context_ratio", serde_json::json!(0.25)),
+            ("model.name", serde_json::json!("not the judge's")),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+        let judge = file.with_stored(&stored).unwrap().engine_judge().unwrap();
+        assert_eq!(judge.confidence_threshold, 0.8, "not stored: the file's");
+        let llm = judge.llm.unwrap();
+        assert_eq!(llm.model, "stored-model");
+        assert!(llm.client.is_some(), "the stored endpoint");
+        assert_eq!(llm.timeout, Duration::from_millis(2500));
+        assert_eq!(llm.max_context_ratio, 0.25);
+        // Nothing stored: the file as it is.
+        let same = file.with_stored(&Default::default()).unwrap();
+        assert_eq!(same.model.as_deref(), Some("file-model"));
+        // Off from the store: no LLM tier.
+        let off = [("judge.enabled".to_string(), serde_json::json!(false))].into();
+        let off = file.with_stored(&off).unwrap().engine_judge().unwrap();
+        assert!(!off.enabled && off.llm.is_none());
+    }
+
+    #[test]
+    fn bad_stored_values_name_their_key_and_never_the_secret() {
+        for (key, value, needle) in [
+            ("judge.timeout", serde_json::json!("soon"), "judge.timeout"),
+            ("judge.enabled", serde_json::json!(1), "judge.enabled"),
+            ("judge.api_key", serde_json::json!(42), "judge.api_key"),
+            (
+                "judge.confidence_threshold",
+                serde_json::json!(3.0),
+                "confidence_threshold",
+            ),
+            ("judge.provider", serde_json::json!("gemini"), "provider"),
+            (
+                "judge.judge_model",
+                serde_json::json!("x"),
+                "judge.judge_model",
+            ),
+        ] {
+            let stored = [(key.to_string(), value)].into();
+            let err = JudgeSection::default().with_stored(&stored).unwrap_err();
+            assert!(err.contains(needle), "{key}: {err}");
+        }
+        let stored = [
+            (
+                "judge.api_key".to_string(),
+                serde_json::json!("sk-very-secret"),
+            ),
+            ("judge.base_url".to_string(), serde_json::json!("ftp://x")),
+        ]
+        .into();
+        let err = JudgeSection::default().with_stored(&stored).unwrap_err();
+        assert!(!err.contains("sk-very-secret"), "{err}");
     }
 
     #[test]

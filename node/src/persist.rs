@@ -150,7 +150,8 @@ impl Persistence {
         });
     }
 
-    /// Follows the node-wide log and records approval requests and their verdicts (both
+    /// Follows the node-wide log and records approval requests (each round by its
+    /// `cycle_id`: several may be pending on one workstream) and their verdicts (both
     /// tiers), output guard warnings (`output_assessments`), and plan reviews the same way: the row's payload is the `plan_review` event (its `type` says
     /// it is a plan review), the verdict `accept`, `reject` or `refine`; accepted is
     /// `approved`, a timeout `timed_out`, anything else `denied`.
@@ -161,9 +162,9 @@ impl Persistence {
         let this = self.clone();
         let mut sub = log.subscribe(None);
         tokio::spawn(async move {
-            let mut pending: HashMap<String, String> = HashMap::new();
-            // The verdicts of each workstream's pending approval, stamped when it is decided.
-            let mut judged: HashMap<String, Vec<String>> = HashMap::new();
+            // The pending approval rounds by (ws_id, cycle_id): their request and the ids
+            // of their verdicts, stamped when the round is decided.
+            let mut open: HashMap<(String, String), OpenRound> = HashMap::new();
             while let Some(item) = sub.next().await {
                 let Item::Event(entry) = item else {
                     tracing::error!(
@@ -176,28 +177,48 @@ impl Persistence {
                 };
                 match &env.event {
                     Event::ApproveRequest {
-                        request_id, items, ..
+                        request_id,
+                        items,
+                        cycle_id,
+                        ..
                     } => {
                         this.record_request(request_id, env, "approval request")
                             .await;
-                        pending.insert(env.ws_id.to_string(), request_id.clone());
                         let verdicts = items.iter().filter_map(|i| i.verdict.as_ref());
-                        let ids = this.record_verdicts(&env.ws_id, verdicts).await;
-                        judged.insert(env.ws_id.to_string(), ids);
+                        let verdict_ids = this.record_verdicts(&env.ws_id, verdicts).await;
+                        open.insert(
+                            (env.ws_id.to_string(), cycle_id.clone()),
+                            OpenRound {
+                                request_id: request_id.clone(),
+                                call_ids: items.iter().map(|i| i.call_id.clone()).collect(),
+                                verdict_ids,
+                            },
+                        );
                     }
                     Event::IntentVerdict(verdict) => {
                         // An LLM verdict: stamped with the human's decision when it came
-                        // while the approval was pending (a late one stays undecided).
+                        // while its round was pending (a late one stays undecided).
                         let ids = this
                             .record_verdicts(&env.ws_id, std::iter::once(&**verdict))
                             .await;
-                        if let Some(open) = judged.get_mut(&*env.ws_id) {
-                            open.extend(ids);
+                        if let Some(round) = open.iter_mut().find_map(|((ws, _), r)| {
+                            (**ws == *env.ws_id && r.call_ids.contains(&verdict.call_id))
+                                .then_some(r)
+                        }) {
+                            round.verdict_ids.extend(ids);
                         }
                     }
-                    Event::ApprovalResolved { approved, feedback } => {
-                        let verdicts = judged.remove(&*env.ws_id).unwrap_or_default();
-                        let Some(request_id) = pending.remove(&*env.ws_id) else {
+                    Event::ApprovalResolved {
+                        approved,
+                        feedback,
+                        cycle_id,
+                    } => {
+                        let Some(OpenRound {
+                            request_id,
+                            verdict_ids: verdicts,
+                            ..
+                        }) = open.remove(&(env.ws_id.to_string(), cycle_id.clone()))
+                        else {
                             continue;
                         };
                         let state = if *approved {
@@ -429,4 +450,13 @@ impl Journal for StoreJournal {
 /// A store failure as the node reports it.
 fn persistence(e: turnstone_store::StoreError) -> NodeError {
     NodeError::Persistence(e.to_string())
+}
+
+/// An approval round the recorder saw asked and not yet resolved.
+struct OpenRound {
+    request_id: String,
+    /// Its items' call ids: an LLM verdict on one of them belongs to it.
+    call_ids: Vec<String>,
+    /// The ids of its recorded verdicts.
+    verdict_ids: Vec<String>,
 }

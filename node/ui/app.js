@@ -549,8 +549,7 @@
       this.reasoning = null;
       this.thinkingEl = null;
       this.tools = new Map();
-      this.approvals = new Map();
-      this.pendingApproval = null;
+      this.approvals = new Map(); // cycle_id (or request_id) -> approval block
       this.plans = new Map(); // request_id -> pending plan review block
     }
 
@@ -736,15 +735,20 @@
 
     // -- approvals and plans
 
+    // One block per approval round: several may be pending at once (sub-agents asking
+    // through this workstream), each keyed by its cycle_id and approving only its round.
+    // A sub-agent's items have call ids `<agent>/<call_id>`: their progress shows in the
+    // sub-agent's own tool block, so they get no tool block of their own.
     approval(ev) {
-      for (const item of ev.items || []) this.toolBlock(item, item.needs_approval ? "pending" : "auto");
-      const key = ev.request_id || JSON.stringify((ev.items || []).map((i) => i.call_id));
-      if (this.approvals.has(key)) {
-        this.pendingApproval = this.approvals.get(key);
-        return;
+      const subAgentCall = (id) => String(id || "").includes("/");
+      for (const item of ev.items || []) {
+        if (!subAgentCall(item.call_id)) this.toolBlock(item, item.needs_approval ? "pending" : "auto");
       }
+      const key = ev.cycle_id || ev.request_id || JSON.stringify((ev.items || []).map((i) => i.call_id));
+      if (this.approvals.has(key)) return;
       const needing = (ev.items || []).filter((i) => i.needs_approval);
       const labels = [...new Set(needing.map((i) => i.approval_label || i.func_name))].filter(Boolean);
+      const agents = [...new Set(needing.filter((i) => subAgentCall(i.call_id)).map((i) => i.call_id.split("/")[0]))];
       const feedback = el("input", { class: "feedback", type: "text", placeholder: "Feedback for the model (optional)", "aria-label": "Feedback" });
       const outcome = el("div", { class: "outcome", hidden: true });
       const buttons = [
@@ -764,8 +768,8 @@
       }));
       const icon = el("span", { class: "approval-icon", "aria-hidden": "true", text: "!" });
       const judging = el("span", { class: "judging", hidden: !ev.judge_pending, text: "judge reviewing…" });
-      const node = el("div", { class: "approval", role: "group", "aria-label": "Approval" },
-        el("div", { class: "approval-title" }, icon, "Approval needed" + (labels.length ? " — " + labels.join(", ") : ""), " ", judging),
+      const node = el("div", { class: "approval", role: "group", "aria-label": "Approval", dataset: { cycleId: ev.cycle_id || "" } },
+        el("div", { class: "approval-title" }, icon, "Approval needed" + (labels.length ? " — " + labels.join(", ") : "") + (agents.length ? " (sub-agent " + agents.join(", ") + ")" : ""), " ", judging),
         list, feedback, el("div", { class: "actions" }, ...buttons), outcome);
       const block = {
         node, decided: false, rows, judging, judged: new Set(),
@@ -795,6 +799,9 @@
         for (const b of buttons) b.disabled = true;
         feedback.disabled = true;
         const body = { ws_id: this.id, approved: action !== "deny", always: action === "always" };
+        // This block's round exactly (a node without rounds: its request, else the oldest).
+        if (ev.cycle_id) body.cycle_id = ev.cycle_id;
+        else if (ev.request_id) body.request_id = ev.request_id;
         if (feedback.value.trim()) body.feedback = feedback.value.trim();
         try {
           await api("/v1/api/approve", body);
@@ -817,7 +824,6 @@
       });
       this.add(node);
       this.approvals.set(key, block);
-      this.pendingApproval = block;
     }
 
     // An LLM judge verdict on one call of an approval (possibly after the decision).
@@ -851,9 +857,10 @@
       block.node.insertBefore(note, block.output);
     }
 
+    // The round `approval_resolved` names (a node without rounds: the oldest undecided).
     resolveApproval(ev) {
-      const block = this.pendingApproval;
-      this.pendingApproval = null;
+      const block = (ev.cycle_id && this.approvals.get(ev.cycle_id))
+        || [...this.approvals.values()].find((b) => !b.decided);
       if (block && !block.decided) block.resolve(ev.approved, ev.feedback);
     }
 

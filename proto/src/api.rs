@@ -151,10 +151,16 @@ wire_struct! {
         pub feedback: Option<String> = None,
         pub always: bool = false,
         /// Ours: the `request_id` of the `approve_request` this decides; a decision naming a
-        /// request that is no longer pending is answered from the durable record. `""` =
-        /// whatever is pending.
+        /// request that is no longer pending is answered from the durable record.
         #[serde(skip_serializing_if = "is_empty")]
         pub request_id: String = String::new(),
+        /// Ours: the `cycle_id` of the round this decides (several may be pending).
+        #[serde(skip_serializing_if = "is_empty")]
+        pub cycle_id: String = String::new(),
+        /// Ours: a `call_id` of an item of the round this decides.
+        #[serde(skip_serializing_if = "is_empty")]
+        pub call_id: String = String::new(),
+        // No id at all (the original's clients): the oldest pending round.
     }
 }
 

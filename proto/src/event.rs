@@ -115,14 +115,22 @@ pub enum Event {
     },
     /// `request_id` (ours, additive) names the approval; the bridge answers it on
     /// `{p}:resp:{request_id}`.
+    ///
+    /// `cycle_id` (ours, additive) names the round: several rounds may be pending on one
+    /// workstream (parallel sub-agents asking through it).
     ApproveRequest {
         request_id: String,
         items: Vec<ToolItem>,
         judge_pending: bool,
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        cycle_id: String,
     },
+    /// `cycle_id`: the round resolved.
     ApprovalResolved {
         approved: bool,
         feedback: String,
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        cycle_id: String,
     },
     ToolOutputChunk {
         call_id: String,
@@ -271,17 +279,22 @@ impl Event {
                 request_id,
                 items,
                 judge_pending,
+                cycle_id,
             } => WsEvent::ApproveRequest(sse::ApproveRequest {
                 request_id: request_id.clone(),
                 items: items.clone(),
                 judge_pending: *judge_pending,
+                cycle_id: cycle_id.clone(),
             }),
-            Self::ApprovalResolved { approved, feedback } => {
-                WsEvent::ApprovalResolved(sse::ApprovalResolved {
-                    approved: *approved,
-                    feedback: feedback.clone(),
-                })
-            }
+            Self::ApprovalResolved {
+                approved,
+                feedback,
+                cycle_id,
+            } => WsEvent::ApprovalResolved(sse::ApprovalResolved {
+                approved: *approved,
+                feedback: feedback.clone(),
+                cycle_id: cycle_id.clone(),
+            }),
             Self::ToolOutputChunk { call_id, chunk } => {
                 WsEvent::ToolOutputChunk(sse::ToolOutputChunk {
                     call_id: call_id.clone(),
@@ -471,10 +484,12 @@ mod tests {
                 request_id: s("0123456789ab"),
                 items: vec![item],
                 judge_pending: false,
+                cycle_id: s("c0ffee0123456789"),
             },
             Event::ApprovalResolved {
                 approved: true,
                 feedback: s(""),
+                cycle_id: s("c0ffee0123456789"),
             },
             Event::ToolOutputChunk {
                 call_id: s("call_1"),

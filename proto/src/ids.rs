@@ -7,6 +7,7 @@
 //! | `correlation_id` (MQ messages, sends, turns) | 12 ([`SHORT_ID_LEN`]) | the original takes the head of a uuid4 |
 //! | approval / plan-review `request_id` | 12 ([`SHORT_ID_LEN`]) | cluster spec §1.1 ("approval `request_id`: 12 hex chars") |
 //! | `ws_id` | 32 ([`WS_ID_LEN`]) | a uuid4 without dashes (node spec §1.3.11) |
+//! | approval round `cycle_id` | 16 ([`CYCLE_ID_LEN`]) | ours (seed 000 "Phase 2"); longer than a `request_id`, so the two never look alike |
 //!
 //! The engine re-exports these (`turnstone_engine::new_request_id` and friends); until
 //! issue 19 it made its own 16-digit request ids.
@@ -40,6 +41,14 @@ pub fn new_correlation_id() -> String {
 /// (cluster spec §1.1, §3.7).
 pub fn new_request_id() -> String {
     random_hex(SHORT_ID_LEN)
+}
+
+/// Length of an approval round's `cycle_id`: 16 lowercase hex digits.
+pub const CYCLE_ID_LEN: usize = 16;
+
+/// A fresh approval round `cycle_id`: 16 random lowercase hex digits.
+pub fn new_cycle_id() -> String {
+    random_hex(CYCLE_ID_LEN)
 }
 
 /// A fresh workstream id: 32 random lowercase hex digits.

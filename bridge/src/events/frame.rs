@@ -33,10 +33,12 @@ pub struct NodeEvent {
 pub enum NodeEventKind {
     /// An event of the per-workstream stream.
     Ws(WsEvent),
-    /// `approve_request`, with the `request_id` the replies are relayed under.
+    /// `approve_request`, with the `request_id` the replies are relayed under and its
+    /// round's `cycle_id`.
     ApproveRequest {
         request_id: String,
         items: Vec<ToolItem>,
+        cycle_id: String,
     },
     /// `activity`: the activity line (the global stream's `ws_activity`).
     Activity(WsActivity),
@@ -132,8 +134,15 @@ impl NodeFrame {
             NodeStreamBody::Ws(NodeWsEvent { event, ws_id, .. }) => {
                 let kind = match event.into_owned() {
                     Event::ApproveRequest {
-                        request_id, items, ..
-                    } => NodeEventKind::ApproveRequest { request_id, items },
+                        request_id,
+                        items,
+                        cycle_id,
+                        ..
+                    } => NodeEventKind::ApproveRequest {
+                        request_id,
+                        items,
+                        cycle_id,
+                    },
                     Event::Activity {
                         activity,
                         activity_state,
@@ -205,7 +214,9 @@ mod tests {
             r#"{"type":"approve_request","request_id":"r1","items":[{"call_id":"c","func_name":"bash","error":null}],"judge_pending":false,"ws_id":"w1"}"#,
         );
         match e.kind {
-            NodeEventKind::ApproveRequest { request_id, items } => {
+            NodeEventKind::ApproveRequest {
+                request_id, items, ..
+            } => {
                 assert_eq!(request_id, "r1");
                 assert_eq!(items[0].func_name, "bash");
             }

@@ -19,11 +19,11 @@ use futures::StreamExt;
 use parking_lot::Mutex;
 use turnstone_proto::keys::Keys;
 use turnstone_proto::mq::{
-    ApprovalRequestEvent, ClusterStateBody, ClusterStateEvent, ContentBody, EmptyBody,
-    OutboundEvent, PlanReviewEvent, StateChangeBody, StateChangeEvent, WsClosedEvent, WsRenameBody,
-    WsRenameEvent,
+    ApprovalRequestBody, ApprovalRequestEvent, ClusterStateBody, ClusterStateEvent, ContentBody,
+    EmptyBody, OutboundEvent, PlanReviewEvent, StateChangeBody, StateChangeEvent, WsClosedEvent,
+    WsRenameBody, WsRenameEvent,
 };
-use turnstone_proto::sse::{ToolInfo, WsEvent};
+use turnstone_proto::sse::WsEvent;
 use turnstone_queue::{Backoff, Origin, Publication, Publisher, Settle};
 
 pub use frame::{NodeEvent, NodeEventKind, NodeFrame};
@@ -72,10 +72,25 @@ struct WsFacts {
 /// What the bridge must do besides publishing, after the publication went out.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Effect {
-    AwaitApproval { request_id: String, ws_id: String },
-    ApprovalResolved { ws_id: String },
-    Closed { ws_id: String },
-    Created { ws_id: String },
+    /// A request to relay replies for: an approval round (`cycle_id`) or a plan review
+    /// (`cycle_id` empty).
+    AwaitApproval {
+        request_id: String,
+        ws_id: String,
+        cycle_id: String,
+    },
+    /// An approval round (`cycle_id`) or a plan review (`request_id`) was resolved.
+    ApprovalResolved {
+        ws_id: String,
+        request_id: String,
+        cycle_id: String,
+    },
+    Closed {
+        ws_id: String,
+    },
+    Created {
+        ws_id: String,
+    },
 }
 
 pub async fn run(ctx: Arc<Ctx>) {
@@ -218,11 +233,20 @@ pub(crate) async fn publish_all(ctx: &Ctx, batch: &[Publication]) {
 async fn apply(ctx: &Ctx, effect: Effect) {
     let mut conn = ctx.redis.clone();
     match effect {
-        Effect::AwaitApproval { request_id, ws_id } => {
-            ctx.approvals.watch(request_id, ws_id).await;
+        Effect::AwaitApproval {
+            request_id,
+            ws_id,
+            cycle_id,
+        } => {
+            ctx.approvals.watch(request_id, ws_id, cycle_id).await;
         }
-        Effect::ApprovalResolved { ws_id } => {
-            ctx.approvals.forget_workstream(&ws_id);
+        Effect::ApprovalResolved {
+            ws_id,
+            request_id,
+            cycle_id,
+        } => {
+            ctx.approvals
+                .forget_resolved(&ws_id, &request_id, &cycle_id);
         }
         Effect::Closed { ws_id } => {
             ctx.approvals.forget_workstream(&ws_id);
@@ -326,19 +350,37 @@ pub(crate) fn publication(
             });
             return (None, None);
         }
-        NodeEventKind::ApproveRequest { request_id, items } => {
+        NodeEventKind::ApproveRequest {
+            request_id,
+            items,
+            cycle_id,
+        } => {
             effect = Some(Effect::AwaitApproval {
                 request_id: request_id.clone(),
                 ws_id: ws_id.clone(),
+                cycle_id: cycle_id.clone(),
             });
             let ev = OutboundEvent::ApprovalRequest(ApprovalRequestEvent {
                 correlation_id: request_id,
-                ..ApprovalRequestEvent::new(ws_id.clone(), ToolInfo { items })
+                ..ApprovalRequestEvent::new(ws_id.clone(), ApprovalRequestBody { items, cycle_id })
             });
             vec![(vec![ws_channel], ev)]
         }
-        NodeEventKind::Ws(WsEvent::ApprovalResolved(_) | WsEvent::PlanResolved(_)) => {
-            return (None, Some(Effect::ApprovalResolved { ws_id }));
+        NodeEventKind::Ws(WsEvent::ApprovalResolved(resolved)) => {
+            let effect = Effect::ApprovalResolved {
+                ws_id,
+                request_id: String::new(),
+                cycle_id: resolved.cycle_id,
+            };
+            return (None, Some(effect));
+        }
+        NodeEventKind::Ws(WsEvent::PlanResolved(resolved)) => {
+            let effect = Effect::ApprovalResolved {
+                ws_id,
+                request_id: resolved.request_id,
+                cycle_id: String::new(),
+            };
+            return (None, Some(effect));
         }
         NodeEventKind::Ws(WsEvent::PlanReview(review)) => {
             // Its reply (`plan_feedback` on `resp:{request_id}`) is relayed like an approval's.
@@ -346,6 +388,7 @@ pub(crate) fn publication(
                 effect = Some(Effect::AwaitApproval {
                     request_id: review.request_id.clone(),
                     ws_id: ws_id.clone(),
+                    cycle_id: String::new(),
                 });
             }
             let ev = OutboundEvent::PlanReview(PlanReviewEvent {
@@ -512,7 +555,8 @@ mod tests {
             effect,
             Some(Effect::AwaitApproval {
                 request_id: "r1".into(),
-                ws_id: "w".into()
+                ws_id: "w".into(),
+                cycle_id: String::new(),
             })
         );
         let (none, effect) = map(
@@ -520,7 +564,28 @@ mod tests {
             r#"{"type":"approval_resolved","approved":true,"feedback":"","ws_id":"w"}"#,
         );
         assert!(none.is_none());
-        assert_eq!(effect, Some(Effect::ApprovalResolved { ws_id: "w".into() }));
+        assert_eq!(
+            effect,
+            Some(Effect::ApprovalResolved {
+                ws_id: "w".into(),
+                request_id: String::new(),
+                cycle_id: String::new(),
+            })
+        );
+        // A round of several: the MQ event carries its cycle_id, and its resolution names it.
+        let (p, effect) = map(
+            &events,
+            r#"{"type":"approve_request","request_id":"r2","cycle_id":"c2","judge_pending":false,"ws_id":"w","items":[]}"#,
+        );
+        assert_eq!(wire(&p.unwrap().event)["cycle_id"], "c2");
+        assert!(matches!(effect, Some(Effect::AwaitApproval { cycle_id, .. }) if cycle_id == "c2"));
+        let (_, effect) = map(
+            &events,
+            r#"{"type":"approval_resolved","approved":false,"feedback":"","cycle_id":"c2","ws_id":"w"}"#,
+        );
+        assert!(
+            matches!(effect, Some(Effect::ApprovalResolved { cycle_id, .. }) if cycle_id == "c2")
+        );
     }
 
     #[test]

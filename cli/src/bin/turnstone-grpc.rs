@@ -184,6 +184,7 @@ async fn run(args: Args) -> Result<(), String> {
                     feedback,
                     always: false,
                     request_id,
+                    ..Default::default()
                 })
                 .await
                 .map_err(said)?

@@ -50,19 +50,22 @@ pub struct EngineConfig {
     /// limit; a `task_agent` sub-agent's engine sets it to [`EngineConfig::agent_max_turns`].
     /// A turn that reaches it ends idle with an info line, its conversation intact.
     pub max_turn_requests: Option<u32>,
-    /// Nobody answers approval requests (a sub-agent's engine): calls of tools whose
-    /// metadata says `auto_approve` run, every other call that would wait for a human is
-    /// denied at once with a tool error saying why.
+    /// Nobody answers approval requests (the engine of a sub-agent that does not ask
+    /// through its parent, see [`SubagentApprovals`]): calls of tools whose metadata says
+    /// `auto_approve` run, every other call that would wait for a human is denied at once
+    /// with a tool error saying why.
     pub unattended: bool,
     /// `task_agent`: model requests a sub-agent may make before it is stopped and returns
     /// what it has (`agent_max_turns`, default 20).
     pub agent_max_turns: u32,
     /// `task_agent`: whether a sub-agent runs every tool call of its tool set without asking
     /// (`subagent_auto_approve_all`, default `false`: a sub-agent runs under the parent's
-    /// approval policy: nobody can be asked, so only what needs no approval runs). When
-    /// `false` only tools with `auto_approve` metadata run (a read outside the workspace
-    /// still needs a decision); other calls are denied with a tool error.
+    /// approval policy, see [`EngineConfig::subagent_approvals`]).
     pub subagent_auto_approve_all: bool,
+    /// `task_agent`/`plan_agent`: how a sub-agent's gated calls are decided
+    /// (`tools.subagent_approvals`, default [`SubagentApprovals::Ask`]). Tool policies
+    /// and `subagent_auto_approve_all` come first either way.
+    pub subagent_approvals: SubagentApprovals,
     /// After a turn that ended without tool calls, compact the conversation when its prompt
     /// exceeded this share of the context window (`session.auto_compact_pct`; 0 disables).
     pub auto_compact_pct: f64,
@@ -81,6 +84,39 @@ pub struct EngineConfig {
     /// The intent judge (`judge.*`): heuristic verdicts on by default, the LLM tier off
     /// until an embedder configures it (the node does, from `[judge]`).
     pub judge: JudgeConfig,
+}
+
+/// How a sub-agent's calls that need a decision are decided (`tools.subagent_approvals`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum SubagentApprovals {
+    /// Through the parent workstream's approvals: each sub-agent's batch is an approval
+    /// round of the parent (`approve_request` with its own `cycle_id`), decided under the
+    /// parent's settings (posture, "always" labels, blanket auto-approve) while the parent
+    /// waits in `attention`. Several sub-agents may wait at once.
+    #[default]
+    Ask,
+    /// Nobody is asked: tools whose metadata says `auto_approve` run, every other gated
+    /// call is denied with a tool error saying why.
+    Unattended,
+}
+
+impl SubagentApprovals {
+    /// The setting's value (`ask`, `unattended`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Ask => "ask",
+            Self::Unattended => "unattended",
+        }
+    }
+
+    /// Reads a setting's value; `None` for anything else.
+    pub fn parse(value: &str) -> Option<Self> {
+        match value.trim() {
+            "ask" => Some(Self::Ask),
+            "unattended" => Some(Self::Unattended),
+            _ => None,
+        }
+    }
 }
 
 /// The intent judge of gated tool calls (node spec §7.2 `judge.*`; see `gate.rs` and
@@ -146,6 +182,11 @@ pub struct OutputGuard {
     /// Replace every detected secret before the result reaches anyone (the model, the
     /// history, the journal, SSE, the bridge). Needs `scan`.
     pub redact: bool,
+    /// The optional LLM tier (`judge.output_guard_llm`, ours, off by default): a result
+    /// the heuristics flagged is also assessed by the intent judge's model
+    /// ([`JudgeConfig::llm`]; nothing without one) within the judge's timeout, before the
+    /// `output_warning` goes out (see `guard.rs`). Needs `scan`.
+    pub llm: bool,
 }
 
 impl OutputGuard {
@@ -180,6 +221,7 @@ impl Default for OutputGuard {
         Self {
             scan: true,
             redact: true,
+            llm: false,
         }
     }
 }
@@ -209,6 +251,7 @@ impl Default for EngineConfig {
             unattended: false,
             agent_max_turns: 20,
             subagent_auto_approve_all: false,
+            subagent_approvals: SubagentApprovals::default(),
             auto_compact_pct: 0.8,
             compact_max_tokens: 32_768,
             auto_title: false,

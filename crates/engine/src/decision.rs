@@ -15,6 +15,8 @@ pub struct Decision {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Verdict {
     pub request_id: String,
+    /// The round's `cycle_id`.
+    pub cycle_id: String,
     pub approved: bool,
     pub feedback: String,
     /// `user`, `timeout` or `cancel`.
@@ -26,8 +28,12 @@ pub struct Verdict {
 pub enum ApproveOutcome {
     /// This decision resolved the pending request.
     Resolved(Verdict),
-    /// Nothing was pending; the last recorded verdict, if any, is returned.
+    /// The round named was decided already (or, naming none, nothing was pending): its
+    /// recorded verdict (the last one, naming none), if any.
     NotPending(Option<Verdict>),
+    /// The `cycle_id`, `request_id` or `call_id` names no round of this workstream (pending
+    /// or among the last decided ones).
+    Unknown,
 }
 
 /// How a plan review was decided (a wire type: `plan_resolved.decision`).

@@ -36,8 +36,8 @@ use crate::event::ToolItem;
 
 /// The tool result of a call an unattended turn (a sub-agent) could not ask about.
 pub(crate) const UNATTENDED_DENIAL: &str = "Error: not run: this tool needs approval and this \
-sub-agent runs unattended (subagent_auto_approve_all = false). Only tools marked auto-approve \
-run here; finish without it, or say in your final answer what is left for the parent to do.";
+sub-agent runs unattended (tools.subagent_approvals = \"unattended\", \
+subagent_auto_approve_all = false). Only tools marked auto-approve run here; finish without it, or say in your final answer what is left for the parent to do.";
 
 /// What the gate needs to know of one call besides its display item.
 #[derive(Debug, Clone, Copy)]

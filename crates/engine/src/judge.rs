@@ -32,6 +32,7 @@ use turnstone_llm::{ChatMessage, ChatRequest, Resilient, Role};
 use turnstone_proto::sse::Verdict as IntentVerdict;
 
 use crate::event::Event;
+use crate::rounds::RoundRef;
 use crate::shared::Shared;
 use crate::state::{Decision, Verdict};
 
@@ -186,18 +187,18 @@ async fn run(shared: Arc<Shared>, job: JudgeJob) {
     if !qualifies {
         return;
     }
-    let decided = shared.approvals.decide(Some(&job.request_id), |p| Verdict {
-        request_id: p.request_id.clone(),
-        approved: true,
-        feedback: JUDGE_APPROVAL.to_string(),
-        decided_by: "judge",
-    });
-    if let Some((pending, _)) = decided {
-        tracing::info!("auto-review: the judge approved the batch");
-        shared.emit(Event::ApprovalResolved {
+    let decided = shared
+        .approvals
+        .decide(RoundRef::Request(&job.request_id), |p| Verdict {
+            request_id: p.request_id.clone(),
+            cycle_id: p.cycle_id.clone(),
             approved: true,
             feedback: JUDGE_APPROVAL.to_string(),
+            decided_by: "judge",
         });
+    if let Ok((pending, verdict)) = decided {
+        tracing::info!("auto-review: the judge approved the batch");
+        shared.approval_resolved(&verdict);
         // The feedback is not the user's: nothing is appended to the conversation.
         let _ = pending.reply.send(Decision {
             approved: true,

@@ -40,6 +40,7 @@ pub mod guard_stats;
 pub mod log;
 
 mod receipt;
+mod rounds;
 mod state;
 
 mod engine;
@@ -67,7 +68,9 @@ pub mod workstream;
 pub mod manager;
 
 pub use compact::SUMMARY_MARKER;
-pub use config::{EngineConfig, JudgeConfig, LlmJudge, ManagerConfig, OutputGuard};
+pub use config::{
+    EngineConfig, JudgeConfig, LlmJudge, ManagerConfig, OutputGuard, SubagentApprovals,
+};
 pub use engine::{Engine, SystemSection};
 pub use event::{Envelope, Event, StatusInfo, ToolItem, WsState};
 pub use guard_stats::{GUARD_FLAGS, OTHER_FLAG, OutputGuardCounts};
@@ -78,6 +81,7 @@ pub use manager::{
 };
 pub use models::{MODEL_CONFIG_KEY, ModelError};
 pub use plan::{MAX_REFINEMENTS, PLAN_AGENT, PlanAgentTool, register_plan_agent};
+pub use rounds::RoundRef;
 pub use state::{
     ActiveSkill, ApproveOutcome, Decision, EventHook, Journal, ModelChoice, POSTURE_CONFIG_KEY,
     PlanDecision, PlanOutcome, PlanVerdict, PreparedTools, RequestOverrides, SendOutcome,
@@ -88,4 +92,4 @@ pub use turnstone_proto::receipt::{EffectStatus, Receipt};
 pub use workstream::WorkstreamHandle;
 
 // Ids come from the wire contract's one id module (lengths documented there).
-pub use turnstone_proto::ids::{new_correlation_id, new_request_id, new_ws_id};
+pub use turnstone_proto::ids::{new_correlation_id, new_cycle_id, new_request_id, new_ws_id};

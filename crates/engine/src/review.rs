@@ -182,7 +182,7 @@ async fn ask(engine: &Engine, shared: &Shared, token: &CancellationToken, plan: 
 /// is what the planner returned (screened by the output guard); `tool` and `prepared` run
 /// it again for refinements, whose output passes `screen` before it is shown.
 #[allow(clippy::too_many_arguments)]
-pub(crate) async fn review(
+pub(crate) async fn review<'s>(
     engine: &Engine,
     shared: &Shared,
     token: &CancellationToken,
@@ -191,7 +191,7 @@ pub(crate) async fn review(
     ctx: &ToolContext,
     out: &dyn OutputSink,
     first: ToolOutput,
-    screen: &(dyn Fn(ToolOutput) -> ToolOutput + Sync),
+    screen: &(dyn Fn(ToolOutput) -> futures::future::BoxFuture<'s, ToolOutput> + Sync),
 ) -> ToolOutput {
     if first.is_error {
         return first;
@@ -247,7 +247,7 @@ pub(crate) async fn review(
                         args.insert("feedback".into(), json!(verdict.feedback));
                     }
                     // The output guard sees a refined plan before the user does.
-                    let revised = screen(tool.execute(&again, ctx, out).await);
+                    let revised = screen(tool.execute(&again, ctx, out).await).await;
                     if revised.is_error {
                         return revised;
                     }

@@ -20,10 +20,16 @@ use turnstone_tools::toolset::LoadedTools;
 use crate::engine::Engine;
 use crate::event::{Envelope, Event, StatusInfo, WsState};
 use crate::log::EventLog;
+use crate::rounds::Rounds;
 use crate::state::{
-    Decision, EventHook, Journal, Pending, PlanState, Register, Settings, TOOL_LOADED_CONFIG_KEY,
-    TitleState, Verdict, View,
+    EventHook, Journal, PlanState, Settings, TOOL_LOADED_CONFIG_KEY, TitleState, View,
 };
+
+tokio::task_local! {
+    /// The approval host of the turn whose tool call is running (the turn sets it around
+    /// each call): a sub-agent the call starts asks through it (`subagent.rs`).
+    pub(crate) static CALLER: Arc<Shared>;
+}
 
 pub(crate) struct Shared {
     pub id: Arc<str>,
@@ -42,8 +48,12 @@ pub(crate) struct Shared {
     /// The clients' configuration (see [`Settings`]): changed only through
     /// [`Shared::configure`], read as [`Shared::settings`] snapshots.
     settings: watch::Sender<Arc<Settings>>,
-    /// The pending tool approval and the last verdict.
-    pub approvals: Register<Pending<Decision>, Verdict>,
+    /// The pending approval rounds and the last verdicts (`rounds.rs`).
+    pub approvals: Rounds,
+    /// A sub-agent's conversation that asks through its parent workstream: the parent's
+    /// shared context, whose approval rounds, event stream and settings its gated calls go
+    /// to (`subagent.rs`). `None` for a workstream and an unattended sub-agent.
+    pub host: Option<Arc<Shared>>,
     /// The pending plan review and the last verdict (`review.rs`).
     pub plan: PlanState,
     /// Auto-title state.
@@ -93,7 +103,8 @@ impl Shared {
                 model: None,
                 overrides: Default::default(),
             })),
-            approvals: Register::default(),
+            approvals: Rounds::default(),
+            host: None,
             plan: PlanState::default(),
             title: TitleState::default(),
             loaded_persisted: Mutex::new(Vec::new()),
@@ -136,6 +147,21 @@ impl Shared {
             Some(hook) => self.log.push_then(make, |env| hook(env)),
             None => self.log.push_with(make),
         }
+    }
+
+    /// Emits `approval_resolved` for a round's recorded verdict.
+    pub(crate) fn approval_resolved(&self, verdict: &crate::state::Verdict) {
+        self.emit(Event::ApprovalResolved {
+            approved: verdict.approved,
+            feedback: verdict.feedback.clone(),
+            cycle_id: verdict.cycle_id.clone(),
+        });
+    }
+
+    /// The context whose approval rounds this conversation's gated calls go to: the parent
+    /// workstream's for a sub-agent that asks through it, else its own.
+    pub(crate) fn approval_host(self: &Arc<Self>) -> &Arc<Shared> {
+        self.host.as_ref().unwrap_or(self)
     }
 
     pub fn state(&self) -> WsState {

@@ -10,9 +10,10 @@
 //! - [`Settings`]: a client's configuration, a `watch` value changed only through
 //!   `Shared::configure` (the handle's setters; the turn adding an "always" approval's
 //!   labels), read by the turn as one snapshot per request boundary.
-//! - [`Register`] (a pending approval or plan review and the last verdict): the one place a
-//!   decision is taken, so the first decision wins whoever makes it (a client, the
-//!   actor's cancel, the turn's timeout).
+//! - [`Register`] (a pending plan review and the last verdict) and the approval rounds
+//!   (`rounds.rs`: the pending approvals, several at once): the one place a decision is
+//!   taken, so the first decision wins whoever makes it (a client, the actor's cancel, the
+//!   turn's timeout, the judge).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -322,7 +323,7 @@ impl Default for View {
     }
 }
 
-/// A request waiting for one decision (an approval, a plan review) and the last verdict:
+/// A request waiting for one decision (a plan review) and the last verdict:
 /// taking the pending request and recording its verdict happen under one lock, so the first
 /// decision wins and a later one is told the recorded verdict.
 pub(crate) struct Register<P, V> {

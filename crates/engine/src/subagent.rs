@@ -14,10 +14,14 @@
 //! - turn limit: [`EngineConfig::agent_max_turns`] model requests
 //!   ([`EngineConfig::max_turn_requests`] of the sub-agent's engine); when reached, the tool
 //!   returns what the sub-agent has plus a note;
-//! - approvals: nobody is asked ([`EngineConfig::unattended`]). Tools with `auto_approve`
-//!   metadata always run; the rest run too when [`EngineConfig::subagent_auto_approve_all`]
-//!   is on (the default: the human approved the `task_agent` call), else they are denied
-//!   with a tool error;
+//! - approvals: every call runs unasked when [`EngineConfig::subagent_auto_approve_all`]
+//!   is on. Otherwise, with [`EngineConfig::subagent_approvals`] `ask` (the default), the
+//!   sub-agent asks through its parent workstream: each gated batch is an approval round
+//!   of the parent (`rounds.rs`), shown on the parent's stream with its own `cycle_id`
+//!   and decided under the parent's settings, so several sub-agents running in parallel
+//!   may each wait for a decision. With `unattended` (or with no workstream to ask, a
+//!   tool called outside a turn) nobody is asked ([`EngineConfig::unattended`]): tools
+//!   with `auto_approve` metadata run, the rest are denied with a tool error;
 //! - model: the `agent_model`'s provider when one is configured ([`AgentModel`]), else the
 //!   parent's.
 //!
@@ -43,7 +47,7 @@ use turnstone_tools::{
     parse_definition, truncate_output,
 };
 
-use crate::config::EngineConfig;
+use crate::config::{EngineConfig, SubagentApprovals};
 use crate::engine::Engine;
 use crate::event::Event;
 use crate::log::Item;
@@ -207,11 +211,19 @@ impl AgentTool {
         let system_prompt = kind
             .system_prompt
             .replace("{cwd}", &ctx.cwd.display().to_string());
+        let pc = parent.config();
+        // Who decides the sub-agent's gated calls: the parent workstream of the running
+        // call, unless the settings say nobody (or no turn runs this call).
+        let host = (pc.subagent_approvals == SubagentApprovals::Ask
+            && !pc.subagent_auto_approve_all)
+            .then(|| crate::shared::CALLER.try_with(Arc::clone).ok())
+            .flatten();
         let engine = sub_engine(
             &parent,
             self.model.as_ref(),
             (kind.tools)(&parent),
             system_prompt,
+            host.is_some(),
         );
         let id = format!("{}/{}-{run}", ctx.ws_id, kind.id_kind);
         span.record("agent", tracing::field::display(&id));
@@ -220,7 +232,7 @@ impl AgentTool {
             "max_requests",
             engine.config().max_turn_requests.unwrap_or(0),
         );
-        Ok(run_sub_turn(&engine, id, kind.name, prompt, ctx, out, span).await)
+        Ok(run_sub_turn(&engine, host, id, kind.name, prompt, ctx, out, span).await)
     }
 }
 
@@ -252,12 +264,14 @@ impl TaskAgentTool {
 
 /// The engine view a sub-agent runs on: the parent's registry and settings, with the
 /// sub-agent's model (`model`, else the parent's), system prompt, tool set (`tools`, a
-/// hand-picked intent), request limit (`agent_max_turns`) and unattended approval policy.
+/// hand-picked intent), request limit (`agent_max_turns`) and approval policy (it `asks`
+/// through its parent workstream, or runs unattended).
 fn sub_engine(
     parent: &Engine,
     model: Option<&AgentModel>,
     tools: Vec<String>,
     system_prompt: String,
+    asks: bool,
 ) -> Engine {
     let pc = parent.config();
     let (provider, model) = match model {
@@ -271,7 +285,7 @@ fn sub_engine(
         default_tool_intent: ToolIntent::only(tools),
         skip_permissions: pc.subagent_auto_approve_all,
         max_turn_requests: Some(pc.agent_max_turns.max(1)),
-        unattended: true,
+        unattended: !asks,
         // A sub-agent's conversation is short-lived and never shown in a list.
         auto_title: false,
         ..pc.clone()
@@ -295,9 +309,12 @@ fn sub_engine(
 /// [`sub_engine`]), in a detached conversation named `name` with id `id`, forwarding its
 /// progress to `out`; returns how the turn ended and the sub-agent's conversation. The
 /// conversation shares the parent's working directory and ids but has its own
-/// read-before-edit set. Dropping the future cancels the sub-agent.
+/// read-before-edit set; with a `host` its gated calls are approval rounds of that
+/// workstream. Dropping the future cancels the sub-agent (and withdraws a pending round).
+#[allow(clippy::too_many_arguments)]
 async fn run_sub_turn(
     engine: &Engine,
+    host: Option<Arc<Shared>>,
     id: String,
     name: &str,
     prompt: String,
@@ -319,6 +336,7 @@ async fn run_sub_turn(
         read_files: Arc::default(),
         ..ctx.clone()
     };
+    shared.host = host;
     shared.publish(|v| v.turn_count = 1);
     let shared = Arc::new(shared);
     let mut events = shared.log.subscribe(None);

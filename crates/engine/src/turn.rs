@@ -27,8 +27,9 @@ use crate::event::{Event, ToolItem, WsState};
 use crate::gate::{self, GateCall, GateOutcome, GateSettings};
 use crate::judge::{JudgeItem, JudgeJob};
 use crate::receipt::{CANCELLED, Outcome};
+use crate::rounds::{PendingRound, RoundRef};
 use crate::shared::Shared;
-use crate::state::{Decision, Pending, PreparedTools, TurnEnd, Verdict, human_duration};
+use crate::state::{Decision, PreparedTools, TurnEnd, Verdict, human_duration};
 
 /// Cap on the accumulated visible text of one turn (`turn_complete.content`).
 const TURN_CONTENT_CAP: usize = 256 * 1024;
@@ -383,7 +384,10 @@ impl Turn<'_> {
         // applies from the next batch.
         let mut items: Vec<ToolItem> = prepared.iter().map(|p| p.item.clone()).collect();
         let gate = {
-            let settings = self.shared.settings();
+            // A sub-agent asking through its parent workstream is under the parent's
+            // approval settings ("always" labels, blanket auto-approve, posture).
+            let host = self.shared.approval_host().settings();
+            let own = self.shared.settings();
             let policies = self.engine.policies();
             let gate_calls: Vec<GateCall<'_>> = prepared
                 .iter()
@@ -397,9 +401,9 @@ impl Turn<'_> {
                 &gate_calls,
                 &GateSettings {
                     policies: &policies,
-                    always: &settings.always,
-                    skip_permissions: settings.skip_permissions,
-                    posture: settings.posture,
+                    always: &host.always,
+                    skip_permissions: host.skip_permissions || own.skip_permissions,
+                    posture: host.posture,
                     unattended: self.engine.config().unattended,
                     cwd: &self.shared.tool_ctx.cwd,
                     judge: &self.engine.config().judge,
@@ -447,14 +451,16 @@ impl Turn<'_> {
                     .map(|&i| prepared[i].item.approval_label.clone())
                     .collect();
                 let first = &prepared[gate.pending[0]].item;
-                self.activity(
-                    format!(
+                let waiting = Event::Activity {
+                    activity: format!(
                         "\u{23f3} Awaiting approval: {} \u{2014} {}",
                         first.func_name,
                         clip(&first.preview, 60)
                     ),
-                    "approval",
-                );
+                    activity_state: "approval".to_string(),
+                };
+                // A sub-agent's wait shows on its parent workstream, where it is decided.
+                self.shared.approval_host().emit(waiting);
                 let judge = self.judge_job(&prepared, &items, &gate.pending);
                 match self.wait_for_decision(items, labels, judge).await {
                     Ok(d) => d,
@@ -621,7 +627,8 @@ impl Turn<'_> {
             model,
             timeout: llm.timeout,
             threshold: judge.confidence_threshold,
-            auto_review: settings.posture == turnstone_governance::Posture::AutoReview,
+            auto_review: self.shared.approval_host().settings().posture
+                == turnstone_governance::Posture::AutoReview,
             context: crate::judge::context_excerpt(&self.shared.messages(), budget),
             cwd: self.shared.tool_ctx.cwd.display().to_string(),
             stop: CancellationToken::new(),
@@ -630,31 +637,62 @@ impl Turn<'_> {
 
     /// Asks for a decision on the batch and waits for it (a client's, the judge's under
     /// `auto-review`, the actor's cancel, or the approval timeout, whichever comes first).
-    /// With a `judge` job the request says `judge_pending: true` and the judge runs until
-    /// the wait ends. An "always" approval adds `labels` to the workstream's auto-approve
-    /// set.
+    /// The batch is one approval round (`rounds.rs`) of the approval host — this
+    /// workstream, or for a sub-agent asking through it its parent workstream, where the
+    /// `approve_request` is shown (its items' `call_id`s qualified with the sub-agent's id,
+    /// so rounds of parallel sub-agents never share one) and the workstream waits in
+    /// `attention` while any round is pending. With a `judge` job the request says
+    /// `judge_pending: true` and the judge runs until the wait ends. An "always" approval
+    /// adds `labels` to the host's auto-approve set.
     async fn wait_for_decision(
         &self,
-        items: Vec<ToolItem>,
+        mut items: Vec<ToolItem>,
         labels: Vec<String>,
-        judge: Option<JudgeJob>,
+        mut judge: Option<JudgeJob>,
     ) -> Result<Decision, Stop> {
+        let host = self.shared.approval_host();
+        let sub_agent = self.shared.host.is_some();
+        if sub_agent {
+            let qualifier = sub_agent_qualifier(&self.shared.id, &host.id);
+            let qualify = |id: &mut String| *id = format!("{qualifier}/{id}");
+            for item in &mut items {
+                qualify(&mut item.call_id);
+                if let Some(v) = item.verdict.as_mut() {
+                    qualify(&mut v.call_id);
+                }
+            }
+            for item in judge.iter_mut().flat_map(|j| j.items.iter_mut()) {
+                qualify(&mut item.call_id);
+            }
+            host.set_state(WsState::Attention);
+        }
         let request_id = crate::new_request_id();
+        let cycle_id = crate::new_cycle_id();
+        let call_ids = items.iter().map(|i| i.call_id.clone()).collect();
         let (reply, mut rx) = oneshot::channel();
-        self.shared.approvals.open(|| Pending {
-            event: self.shared.emit(Event::ApproveRequest {
+        host.approvals.open(|| PendingRound {
+            event: host.emit(Event::ApproveRequest {
                 request_id: request_id.clone(),
                 items,
                 judge_pending: judge.is_some(),
+                cycle_id: cycle_id.clone(),
             }),
             request_id: request_id.clone(),
+            cycle_id: cycle_id.clone(),
+            call_ids,
             reply,
         });
-        // However the wait ends, the judge stops (a human decision always wins).
+        // However the wait ends, the round is closed (a dropped wait withdraws it) and the
+        // judge stops (a human decision always wins).
+        let _withdraw = Withdraw {
+            host,
+            cycle_id: &cycle_id,
+            sub_agent,
+        };
         let _stop_judge = judge.map(|mut job| {
             job.request_id.clone_from(&request_id);
             let guard = job.stop.clone().drop_guard();
-            crate::judge::spawn(self.shared.clone(), job);
+            crate::judge::spawn(host.clone(), job);
             guard
         });
         let timeout = self.engine.config().approval_timeout;
@@ -666,28 +704,29 @@ impl Turn<'_> {
             d = &mut rx => d.map_err(|_| Stop::Cancelled),
             _ = &mut sleep => {
                 let feedback = format!("Approval timed out after {}", human_duration(timeout));
-                let timed_out = self.shared.approvals.decide(Some(&request_id), |p| Verdict {
+                let timed_out = host.approvals.decide(RoundRef::Cycle(&cycle_id), |p| Verdict {
                     request_id: p.request_id.clone(),
+                    cycle_id: p.cycle_id.clone(),
                     approved: false,
                     feedback: feedback.clone(),
                     decided_by: "timeout",
                 });
                 match timed_out {
                     // A decision raced the timeout and won: it is in the channel.
-                    None => tokio::select! {
+                    Err(_) => tokio::select! {
                         biased;
                         _ = self.token.cancelled() => Err(Stop::Cancelled),
                         d = rx => d.map_err(|_| Stop::Cancelled),
                     },
-                    Some(_) => {
-                        self.emit(Event::ApprovalResolved { approved: false, feedback: feedback.clone() });
+                    Ok((_, verdict)) => {
+                        host.approval_resolved(&verdict);
                         Ok(Decision { approved: false, feedback, always: false })
                     }
                 }
             }
         }?;
         if decision.always && decision.approved {
-            self.shared.configure(|s| s.always.extend(labels));
+            host.configure(|s| s.always.extend(labels));
         }
         Ok(decision)
     }
@@ -704,14 +743,19 @@ impl Turn<'_> {
         let mut calls: Vec<futures::future::BoxFuture<'_, (&ToolCall, ToolOutput)>> = Vec::new();
         for p in runnable {
             if let (Some(tool), Some(prepared)) = (p.tool.clone(), p.prepared.as_ref()) {
-                calls.push(Box::pin(run_one(
-                    self.engine,
-                    self.shared,
-                    &self.token,
-                    tool,
-                    prepared,
-                    &p.call,
-                    ctx,
+                // A sub-agent this call starts asks through this turn's approval host.
+                let host = self.shared.approval_host().clone();
+                calls.push(Box::pin(crate::shared::CALLER.scope(
+                    host,
+                    run_one(
+                        self.engine,
+                        self.shared,
+                        &self.token,
+                        tool,
+                        prepared,
+                        &p.call,
+                        ctx,
+                    ),
                 )));
             }
         }
@@ -760,6 +804,54 @@ impl Turn<'_> {
             .map(|(call_id, content)| ChatMessage::tool(call_id, content))
             .collect();
         self.shared.append_messages(folded);
+    }
+}
+
+/// The verdict of a round ended by a cancel (the actor's, or a dropped wait).
+pub(crate) fn cancel_verdict(round: &PendingRound) -> Verdict {
+    Verdict {
+        request_id: round.request_id.clone(),
+        cycle_id: round.cycle_id.clone(),
+        approved: false,
+        feedback: "Cancelled by user".to_string(),
+        decided_by: "cancel",
+    }
+}
+
+/// What qualifies a sub-agent's `call_id`s on its parent's stream: its id without the
+/// parent's (`agent-3` of `<ws_id>/agent-3`).
+fn sub_agent_qualifier<'a>(sub_id: &'a str, host_id: &str) -> &'a str {
+    sub_id
+        .strip_prefix(host_id)
+        .map(|rest| rest.trim_start_matches('/'))
+        .filter(|rest| !rest.is_empty())
+        .unwrap_or(sub_id)
+}
+
+/// Closes a round when its wait ends: a round still pending then (the wait was dropped: the
+/// sub-agent's parent call was cancelled) is withdrawn as cancelled; a sub-agent's host goes
+/// back to `running` when no other round waits.
+struct Withdraw<'a> {
+    host: &'a Arc<Shared>,
+    cycle_id: &'a str,
+    sub_agent: bool,
+}
+
+impl Drop for Withdraw<'_> {
+    fn drop(&mut self) {
+        if let Ok((_, verdict)) = self
+            .host
+            .approvals
+            .decide(RoundRef::Cycle(self.cycle_id), cancel_verdict)
+        {
+            self.host.approval_resolved(&verdict);
+        }
+        if self.sub_agent
+            && self.host.approvals.is_empty()
+            && self.host.busy.load(Ordering::Acquire)
+        {
+            self.host.set_state(WsState::Running);
+        }
     }
 }
 
@@ -849,20 +941,26 @@ async fn run_one<'a>(
         sent: Default::default(),
         guard: crate::guard::ChunkGuard::new(settings),
     };
-    let screen = |output| {
-        crate::guard::screen(
-            shared,
-            settings,
-            &engine.guard_stats,
-            &call.id,
-            &call.name,
-            output,
-        )
+    let llm = crate::guard::GuardLlm::for_call(engine, shared);
+    let screen = |output| -> futures::future::BoxFuture<'a, ToolOutput> {
+        let llm = llm.clone();
+        Box::pin(async move {
+            crate::guard::screen(
+                shared,
+                settings,
+                llm.as_ref(),
+                &engine.guard_stats,
+                &call.id,
+                &call.name,
+                output,
+            )
+            .await
+        })
     };
     shared.call_started(&call.id).await;
     let output = tool.execute(prepared, ctx, &sink).await;
     sink.flush();
-    let output = screen(output);
+    let output = screen(output).await;
     // A plan is reviewed by the user before it becomes the result (`plan.rs`): the review
     // shows (and saves) the screened, uncut plan; a refined plan is screened too.
     let output = if prepared.approval_label == crate::review::PLAN_AGENT {

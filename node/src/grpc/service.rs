@@ -236,6 +236,8 @@ impl NodeService for NodeGrpc {
             feedback: r.feedback,
             always: r.always,
             request_id: r.request_id,
+            cycle_id: r.cycle_id,
+            call_id: r.call_id,
         };
         let reply = turns::approve(State(self.node.clone()), WireJson(body))
             .await

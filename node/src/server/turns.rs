@@ -8,7 +8,7 @@ use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use serde_json::json;
-use turnstone_engine::{ApproveOutcome, PlanOutcome, SendOutcome};
+use turnstone_engine::{ApproveOutcome, PlanOutcome, RoundRef, SendOutcome};
 use turnstone_proto::api::{
     ApproveBody, CancelBody, CancelReply, CommandBody, PlanBody, SendBody, StatusReply,
 };
@@ -78,35 +78,19 @@ pub async fn submit_send(
     Ok(submitted)
 }
 
-/// `POST /v1/api/approve`. The first decision wins; a later one is `409` with the recorded
-/// verdict. With nothing ever decided it is `200 {"status":"ok"}`, as the original.
+/// `POST /v1/api/approve`. Several approval rounds may be pending on one workstream (one
+/// per sub-agent asking through it); the body names the round by `cycle_id`, `request_id`
+/// or a member `call_id` (the first given), or names none (the original's clients): the
+/// oldest pending round. The first decision of a round wins; a later one is `409` with the
+/// recorded verdict, an id naming no round of the workstream `404 Unknown approval`. With
+/// no id and nothing ever decided it is `200 {"status":"ok"}`, as the original.
 pub async fn approve(
     State(node): State<Arc<Node>>,
     WireJson(body): WireJson<ApproveBody>,
 ) -> Result<Json<StatusReply>, ApiError> {
-    let request_id = body.request_id.as_str();
     let ws = node.resolve(&body.ws_id).await?;
-    // A decision naming a request that is not the pending one: answer from the durable
-    // record (it may have been decided before a restart).
-    let names_other = |env: Arc<turnstone_engine::Envelope>| !matches!(&env.event, turnstone_engine::Event::ApproveRequest { request_id: r, .. } if r == request_id);
-    if !request_id.is_empty()
-        && ws.pending_approval().is_none_or(names_other)
-        && let Some(p) = &node.persistence
-        && let Some(record) = p.approval(request_id).await
-        && record.state != turnstone_store::ApprovalState::Pending
-    {
-        return Err(ApiError::Conflict {
-            message: "Approval already decided".into(),
-            detail: json!({"verdict": {
-                "request_id": record.request_id,
-                "approved": record.state == turnstone_store::ApprovalState::Approved,
-                "feedback": record.feedback,
-                "decided_by": record.decided_by,
-                "state": record.state.as_str(),
-            }}),
-        });
-    }
-    match ws.approve(body.approved, body.feedback.clone(), body.always) {
+    let which = RoundRef::from_ids(&body.cycle_id, &body.request_id, &body.call_id);
+    match ws.approve_round(which, body.approved, body.feedback.clone(), body.always) {
         ApproveOutcome::Resolved(_) | ApproveOutcome::NotPending(None) => {
             Ok(Json(StatusReply::default()))
         }
@@ -114,11 +98,32 @@ pub async fn approve(
             message: "Approval already decided".into(),
             detail: json!({"verdict": {
                 "request_id": v.request_id,
+                "cycle_id": v.cycle_id,
                 "approved": v.approved,
                 "feedback": v.feedback,
                 "decided_by": v.decided_by,
             }}),
         }),
+        ApproveOutcome::Unknown => {
+            // A request decided longer ago (or before a restart): its durable record.
+            if let RoundRef::Request(request_id) = which
+                && let Some(p) = &node.persistence
+                && let Some(record) = p.approval(request_id).await
+                && record.state != turnstone_store::ApprovalState::Pending
+            {
+                return Err(ApiError::Conflict {
+                    message: "Approval already decided".into(),
+                    detail: json!({"verdict": {
+                        "request_id": record.request_id,
+                        "approved": record.state == turnstone_store::ApprovalState::Approved,
+                        "feedback": record.feedback,
+                        "decided_by": record.decided_by,
+                        "state": record.state.as_str(),
+                    }}),
+                });
+            }
+            Err(ApiError::NotFound("Unknown approval".into()))
+        }
     }
 }
 

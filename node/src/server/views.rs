@@ -117,14 +117,25 @@ pub fn attach_preamble(node: &Node, ws: &WorkstreamHandle) -> Vec<Value> {
         }
         out.push(v);
     }
-    let pending = ws.pending_approval();
+    // Every pending approval round (several sub-agents may each wait), oldest first.
+    let pending = ws.pending_approvals();
     let messages = ws.history();
     if !messages.is_empty() {
-        out.push(
-            json!({"type": "history", "messages": history_entries(&messages, pending.is_some())}),
-        );
+        // The last calls await a decision only when a round holds one of them (a
+        // sub-agent's round is about its own calls: the parent's are running).
+        let last_calls: Vec<&str> = messages
+            .iter()
+            .rev()
+            .find(|m| !m.tool_calls.is_empty())
+            .map(|m| m.tool_calls.iter().map(|c| c.id.as_str()).collect())
+            .unwrap_or_default();
+        let own_round = pending.iter().any(|env| {
+            matches!(&env.event, turnstone_engine::Event::ApproveRequest { items, .. }
+                if items.iter().any(|i| last_calls.contains(&i.call_id.as_str())))
+        });
+        out.push(json!({"type": "history", "messages": history_entries(&messages, own_round)}));
     }
-    if let Some(env) = pending {
+    for env in pending {
         out.push(serde_json::to_value(&env.event).unwrap_or(Value::Null));
     }
     out

@@ -293,8 +293,9 @@ fn valid_ws_id(id: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
-/// `GET /v1/api/approvals` (ours) — every pending approval on this node, as the
-/// `approve_request` events that announced them plus `ws_id`, and every pending plan
+/// `GET /v1/api/approvals` (ours) — every pending approval round on this node (several
+/// may wait on one workstream), as the `approve_request` events that announced them plus
+/// `ws_id`, and every pending plan
 /// review as its `plan_review` event plus `ws_id`. The bridge re-reads this on start
 /// instead of keeping a copy of approval state.
 pub async fn pending_approvals(State(node): State<Arc<Node>>) -> Json<Value> {
@@ -303,9 +304,9 @@ pub async fn pending_approvals(State(node): State<Arc<Node>>) -> Json<Value> {
         .list()
         .iter()
         .flat_map(|w| {
-            [w.pending_approval(), w.pending_plan_review()]
+            w.pending_approvals()
                 .into_iter()
-                .flatten()
+                .chain(w.pending_plan_review())
                 .filter_map(|env| {
                     let mut v = views::event_json(&env.event);
                     let o = v.as_object_mut()?;

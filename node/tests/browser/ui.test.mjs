@@ -352,6 +352,37 @@ try {
     await shot("guard");
   });
 
+  await step("two sub-agents waiting at once get a block each, each deciding its own round", async () => {
+    const open = ".pane:not([hidden]) .approval:not(.plan):not(.approved):not(.denied)";
+    await sendMessage('CALL:task_agent {"prompt": "TOOL: echo sub-one"}\nCALL:task_agent {"prompt": "TOOL: echo sub-two"}');
+    // The parent's own round (its two task_agent calls) first.
+    await page.waitForFunction((sel) => document.querySelectorAll(sel).length === 1, open);
+    await page.locator(open).first().locator("button[data-action=approve]").click();
+    // Then each sub-agent asks through this workstream: two blocks pending together.
+    await page.waitForFunction((sel) => document.querySelectorAll(sel).length === 2, open);
+    await page.locator(".tab.active .state-dot[data-state=attention]").waitFor();
+    const one = page.locator(open).filter({ hasText: "echo sub-one" });
+    const two = page.locator(open).filter({ hasText: "echo sub-two" });
+    const oneId = await one.getAttribute("data-cycle-id");
+    const twoId = await two.getAttribute("data-cycle-id");
+    assert(oneId && twoId && oneId !== twoId, "each block is its own round: " + oneId + " " + twoId);
+    assert((await one.locator(".approval-title").textContent()).includes("(sub-agent agent-"), "the block names its sub-agent");
+    await shot("two-rounds");
+    const block = (id) => page.locator(`.pane:not([hidden]) .approval[data-cycle-id="${id}"]`);
+    await two.locator("button[data-action=deny]").click();
+    await page.locator(`.pane:not([hidden]) .approval.denied[data-cycle-id="${twoId}"]`).waitFor();
+    const oneClass = await block(oneId).getAttribute("class");
+    assert(!/approved|denied/.test(oneClass), "denying one round leaves the other pending: " + oneClass);
+    await block(oneId).locator("button[data-action=approve]").click();
+    await page.locator(`.pane:not([hidden]) .approval.approved[data-cycle-id="${oneId}"]`).waitFor();
+    await page.locator("#ws-state-label[data-state=idle]").waitFor();
+    // The sub-agents' results: one ran its command, the other was denied.
+    await page.waitForFunction(() => {
+      const outs = [...document.querySelectorAll(".pane:not([hidden]) .tool .tool-output")].map((e) => e.textContent);
+      return outs.some((o) => o.includes("done: sub-one")) && outs.some((o) => o.includes("Denied by user"));
+    });
+  });
+
   await step("screenshots in light and dark", async () => {
     await page.locator("#input").fill("");
     await page.locator("#input").blur();
@@ -383,7 +414,7 @@ try {
     assert(loginCalls === 1, "tried the login endpoint first");
     await p2.locator("#global-conn[data-state=open]").waitFor();
     // The event stream authenticated too: the pane was rebuilt from history.
-    await p2.waitForFunction(() => document.querySelectorAll(".pane:not([hidden]) .msg.user").length === 9); // six, plus the receipt, posture and judge/guard steps'
+    await p2.waitForFunction(() => document.querySelectorAll(".pane:not([hidden]) .msg.user").length === 10); // six, plus the receipt, posture, judge/guard and sub-agent rounds steps'
     await p2.locator("#logout").click();
     await p2.locator("#login-overlay").waitFor({ state: "visible" });
     await p2.close();

@@ -150,11 +150,17 @@ pub type ReasoningEvent = Outbound<Text>;
 /// the node (cluster spec §1.3, node spec §2.2).
 pub type ToolInfoEvent = Outbound<ToolInfo>;
 
-/// `approval_request`: a batch awaiting a decision; `correlation_id` is the
-/// `request_id` to answer on `{p}:resp:{request_id}` (cluster spec §1.3, §3.7).
-/// Its body is only the `items` (the SSE `approve_request` also has
-/// `request_id` and `judge_pending`), the same as `tool_info`'s.
-pub type ApprovalRequestEvent = Outbound<ToolInfo>;
+outbound_event! {
+    /// `approval_request`: a batch awaiting a decision; `correlation_id` is the
+    /// `request_id` to answer on `{p}:resp:{request_id}` (cluster spec §1.3, §3.7).
+    /// Its body is the `items` (as `tool_info`'s) and, ours and additive, the round's
+    /// `cycle_id` (omitted when empty; several rounds may be pending on one workstream).
+    pub type ApprovalRequestEvent = ApprovalRequestBody {
+        pub items: Vec<crate::sse::ToolItem> = Vec::new(),
+        #[serde(skip_serializing_if = "String::is_empty")]
+        pub cycle_id: String = String::new(),
+    }
+}
 
 /// `tool_output_chunk`: one line of tool output (cluster spec §1.3).
 pub type ToolOutputChunkEvent = Outbound<ToolOutputChunk>;
@@ -572,11 +578,24 @@ mod tests {
                 Some(mq)
             );
         }
-        // `approval_request` has the `tool_info` body, published under its own type.
-        let req = stamped(OutboundEvent::ApprovalRequest(Outbound::new("w", tools)));
+        // `approval_request` has the `tool_info` body plus the round's `cycle_id`.
+        let body = ApprovalRequestBody {
+            items: tools.items.clone(),
+            cycle_id: "c1".into(),
+        };
+        let req = stamped(OutboundEvent::ApprovalRequest(Outbound::new("w", body)));
         let back = OutboundEvent::decode(req.encode().as_bytes()).unwrap();
         assert_eq!(back.type_name(), "approval_request");
         assert_eq!(back, req);
+        let OutboundEvent::ApprovalRequest(back) = back else {
+            unreachable!()
+        };
+        assert_eq!(back.body.cycle_id, "c1");
+        // A producer that knows no rounds (the original) sends only the items.
+        let old = OutboundEvent::decode(
+            br#"{"type":"approval_request","ws_id":"w","correlation_id":"r","items":[]}"#,
+        );
+        assert!(matches!(old, Ok(OutboundEvent::ApprovalRequest(r)) if r.body.cycle_id.is_empty()));
     }
 
     #[test]

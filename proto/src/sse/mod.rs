@@ -83,6 +83,11 @@ wire_struct! {
         pub items: Vec<ToolItem> = Vec::new(),
         /// An LLM-judge verdict may still follow as `intent_verdict`.
         pub judge_pending: bool = false,
+        /// Ours, additive: the approval round (several may be pending on one workstream,
+        /// one per sub-agent asking); `POST /v1/api/approve` resolves it by this id or a
+        /// member `call_id`. Omitted when empty.
+        #[serde(skip_serializing_if = "String::is_empty")]
+        pub cycle_id: String = String::new(),
     }
 }
 
@@ -91,6 +96,10 @@ wire_struct! {
     pub struct ApprovalResolved {
         pub approved: bool = false,
         pub feedback: String = String::new(),
+        /// Ours, additive: the round resolved (the `cycle_id` of its `approve_request`).
+        /// Omitted when empty.
+        #[serde(skip_serializing_if = "String::is_empty")]
+        pub cycle_id: String = String::new(),
     }
 }
 

@@ -166,16 +166,26 @@ fn assert_same_fields(event: &Event, decoded: &WsEvent, json: &Value) {
             Event::ApproveRequest {
                 items,
                 judge_pending,
+                cycle_id,
                 ..
             },
             WsEvent::ApproveRequest(w),
         ) => {
             assert_items(items, &w.items);
             assert_eq!(w.judge_pending, *judge_pending);
+            assert_eq!(&w.cycle_id, cycle_id);
         }
-        (Event::ApprovalResolved { approved, feedback }, WsEvent::ApprovalResolved(w)) => {
+        (
+            Event::ApprovalResolved {
+                approved,
+                feedback,
+                cycle_id,
+            },
+            WsEvent::ApprovalResolved(w),
+        ) => {
             assert_eq!(w.approved, *approved);
             assert_eq!(&w.feedback, feedback);
+            assert_eq!(&w.cycle_id, cycle_id);
         }
         (Event::ToolOutputChunk { call_id, chunk }, WsEvent::ToolOutputChunk(w)) => {
             assert_eq!(&w.call_id, call_id);

@@ -18,7 +18,6 @@ use tracing::Instrument;
 use crate::engine::Engine;
 use crate::event::Event;
 use crate::shared::Shared;
-use crate::state::Verdict;
 
 /// What the handle asks of the actor.
 pub(crate) enum Command {
@@ -172,18 +171,9 @@ fn cancel(shared: &Shared, running: Option<&Job>) {
     if !shared.busy.load(Ordering::Acquire) {
         return;
     }
-    const WHY: &str = "Cancelled by user";
-    let decided = shared.approvals.decide(None, |p| Verdict {
-        request_id: p.request_id.clone(),
-        approved: false,
-        feedback: WHY.to_string(),
-        decided_by: "cancel",
-    });
-    if decided.is_some() {
-        shared.emit(Event::ApprovalResolved {
-            approved: false,
-            feedback: WHY.to_string(),
-        });
+    // Every pending round: the turn's own, or those of its sub-agents.
+    for (_, verdict) in shared.approvals.decide_all(crate::turn::cancel_verdict) {
+        shared.approval_resolved(&verdict);
         // Dropping the pending reply wakes the waiting turn, which sees the token.
     }
     crate::review::cancel_pending(shared);

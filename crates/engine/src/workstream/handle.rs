@@ -19,6 +19,7 @@ use crate::engine::Engine;
 use crate::event::{Envelope, Event, StatusInfo, WsState};
 use crate::log::{EventLog, Subscription};
 use crate::models::{MODEL_CONFIG_KEY, ModelError};
+use crate::rounds::{RoundRef, Undecided};
 use crate::shared::Shared;
 use crate::state::POSTURE_CONFIG_KEY;
 use crate::state::{
@@ -187,10 +188,17 @@ impl WorkstreamHandle {
         self.shared.read(|v| v.turn_count)
     }
 
-    /// The `approve_request` event of the pending approval, to re-send to a client that
-    /// attaches while a turn waits.
+    /// The `approve_request` event of the oldest pending approval round (see
+    /// [`WorkstreamHandle::pending_approvals`]).
     pub fn pending_approval(&self) -> Option<Arc<Envelope>> {
-        self.shared.approvals.pending_event()
+        self.shared.approvals.pending_events().into_iter().next()
+    }
+
+    /// The `approve_request` events of every pending approval round, oldest first, to
+    /// re-send to a client that attaches while they wait (several sub-agents may each wait
+    /// for a decision).
+    pub fn pending_approvals(&self) -> Vec<Arc<Envelope>> {
+        self.shared.approvals.pending_events()
     }
 
     /// The last recorded approval verdict.
@@ -232,30 +240,42 @@ impl WorkstreamHandle {
         }
     }
 
-    /// Decides the pending approval. The first decision wins; later ones get
-    /// [`ApproveOutcome::NotPending`] with the recorded verdict. The waiting turn gets the
-    /// decision (and, for an "always" approval, adds the batch's labels to the auto-approve
-    /// set).
+    /// Decides the oldest pending approval round (what a client that names no round, as
+    /// the original's, means). See [`WorkstreamHandle::approve_round`].
     pub fn approve(
         &self,
         approved: bool,
         feedback: Option<String>,
         always: bool,
     ) -> ApproveOutcome {
+        self.approve_round(RoundRef::Oldest, approved, feedback, always)
+    }
+
+    /// Decides the approval round `which` names. The first decision of a round wins; a
+    /// later one gets [`ApproveOutcome::NotPending`] with the round's recorded verdict, an
+    /// id naming no round [`ApproveOutcome::Unknown`]. The waiting turn gets the decision
+    /// (and, for an "always" approval, adds the round's labels to the auto-approve set).
+    pub fn approve_round(
+        &self,
+        which: RoundRef<'_>,
+        approved: bool,
+        feedback: Option<String>,
+        always: bool,
+    ) -> ApproveOutcome {
         let feedback = feedback.unwrap_or_default();
-        let decided = self.shared.approvals.decide(None, |p| Verdict {
+        let decided = self.shared.approvals.decide(which, |p| Verdict {
             request_id: p.request_id.clone(),
+            cycle_id: p.cycle_id.clone(),
             approved,
             feedback: feedback.clone(),
             decided_by: "user",
         });
-        let Some((pending, verdict)) = decided else {
-            return ApproveOutcome::NotPending(self.last_verdict());
+        let (pending, verdict) = match decided {
+            Ok(d) => d,
+            Err(Undecided::Decided(v)) => return ApproveOutcome::NotPending(v),
+            Err(Undecided::Unknown) => return ApproveOutcome::Unknown,
         };
-        self.shared.emit(Event::ApprovalResolved {
-            approved,
-            feedback: feedback.clone(),
-        });
+        self.shared.approval_resolved(&verdict);
         // The turn may have been cancelled meanwhile; then nobody listens, which is fine.
         let _ = pending.reply.send(Decision {
             approved,

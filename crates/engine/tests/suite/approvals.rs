@@ -87,7 +87,9 @@ async fn an_unanswered_approval_times_out_as_a_denial() {
     let mut sub = send(&ws, &format!("TOOL: touch {}", marker.display()));
     let events = read_turn(&mut sub).await;
     let resolved = events.iter().find_map(|e| match e {
-        Event::ApprovalResolved { approved, feedback } => Some((*approved, feedback.clone())),
+        Event::ApprovalResolved {
+            approved, feedback, ..
+        } => Some((*approved, feedback.clone())),
         _ => None,
     });
     let (approved, feedback) = resolved.unwrap();

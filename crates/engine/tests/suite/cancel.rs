@@ -48,7 +48,7 @@ async fn cancel_during_approval_denies_and_leaves_a_consistent_history() {
     let events = read_turn(&mut sub).await;
     assert!(matches!(
         &events[0],
-        Event::ApprovalResolved { approved: false, feedback } if feedback == "Cancelled by user"
+        Event::ApprovalResolved { approved: false, feedback, .. } if feedback == "Cancelled by user"
     ));
     assert!(matches!(events[1], Event::Cancelled));
     assert!(!marker.exists());

@@ -80,7 +80,9 @@ fn resolutions(events: &[Event]) -> Vec<(bool, String)> {
     events
         .iter()
         .filter_map(|e| match e {
-            Event::ApprovalResolved { approved, feedback } => Some((*approved, feedback.clone())),
+            Event::ApprovalResolved {
+                approved, feedback, ..
+            } => Some((*approved, feedback.clone())),
             _ => None,
         })
         .collect()

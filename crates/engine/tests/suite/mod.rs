@@ -4,6 +4,7 @@ mod approvals;
 mod bad_input;
 mod cancel;
 mod ctx;
+mod guard_llm;
 mod journal;
 mod judge;
 mod manager;

@@ -163,6 +163,7 @@ async fn with_redaction_off_the_warning_is_emitted_and_the_text_kept() {
         o.config.output_guard = OutputGuard {
             scan: true,
             redact: false,
+            ..OutputGuard::default()
         };
     })
     .await;
@@ -189,6 +190,7 @@ async fn with_redaction_off_the_warning_is_emitted_and_the_text_kept() {
         o.config.output_guard = OutputGuard {
             scan: false,
             redact: true,
+            ..OutputGuard::default()
         };
     })
     .await;

@@ -2,7 +2,11 @@
 //! HTTP, with real tools in a temp dir.
 
 use serde_json::{Value, json};
-use turnstone_engine::{Event, WsState, register_subagent};
+use std::sync::Arc;
+
+use turnstone_engine::{
+    ApproveOutcome, Envelope, Event, RoundRef, SubagentApprovals, WsState, register_subagent,
+};
 
 use super::harness::*;
 
@@ -208,6 +212,7 @@ async fn without_auto_approve_all_only_auto_approve_tools_run() {
     let h = Harness::with(|o| {
         o.config.skip_permissions = true;
         o.config.subagent_auto_approve_all = false;
+        o.config.subagent_approvals = SubagentApprovals::Unattended;
     })
     .await;
     register_subagent(h.manager.engine()).unwrap();
@@ -277,10 +282,11 @@ async fn a_bad_prompt_is_a_tool_error_and_the_tool_is_top_level_only() {
 }
 
 #[tokio::test]
-async fn by_default_a_sub_agent_runs_only_what_needs_no_approval() {
-    // Defaults: subagent_auto_approve_all = false. A read inside the workspace runs; a read
-    // outside it (label `read_file_outside`) needs a decision nobody can give, as bash does.
-    let h = Harness::start().await;
+async fn an_unattended_sub_agent_runs_only_what_needs_no_approval() {
+    // subagent_approvals = unattended, subagent_auto_approve_all = false. A read inside the
+    // workspace runs; a read outside it (label `read_file_outside`) needs a decision nobody
+    // can give, as bash does.
+    let h = Harness::with(|o| o.config.subagent_approvals = SubagentApprovals::Unattended).await;
     register_subagent(h.manager.engine()).unwrap();
     std::fs::write(h.path("inside.txt"), "inside line\n").unwrap();
     let outside = tempfile::tempdir().unwrap();
@@ -307,4 +313,184 @@ async fn by_default_a_sub_agent_runs_only_what_needs_no_approval() {
             && !tools[1].contains("outside secret"),
         "{tools:?}"
     );
+}
+
+/// The pending rounds' `(cycle_id, request_id, call_ids, header of the first item)`.
+fn rounds(pending: &[Arc<Envelope>]) -> Vec<(String, String, Vec<String>, String)> {
+    pending
+        .iter()
+        .map(|env| match &env.event {
+            Event::ApproveRequest {
+                request_id,
+                items,
+                cycle_id,
+                ..
+            } => (
+                cycle_id.clone(),
+                request_id.clone(),
+                items.iter().map(|i| i.call_id.clone()).collect(),
+                items[0].header.clone(),
+            ),
+            other => panic!("not an approval: {other:?}"),
+        })
+        .collect()
+}
+
+/// The parent asks about two `task_agent` calls, is approved, and both sub-agents start:
+/// each asks about its bash call through the parent, so two rounds wait at once. Returns
+/// the rounds, the one whose command has `one` first.
+async fn two_sub_agents_waiting(
+    ws: &turnstone_engine::WorkstreamHandle,
+    one: &str,
+    two: &str,
+) -> (
+    turnstone_engine::Subscription,
+    Vec<(String, String, Vec<String>, String)>,
+) {
+    let message = format!(
+        "{}\n{}",
+        delegate(&format!("TOOL: echo one > {one}")),
+        delegate(&format!("TOOL: echo two > {two}"))
+    );
+    let mut sub = send(ws, &message);
+    read_until(&mut sub, |e| matches!(e, Event::ApproveRequest { .. })).await;
+    assert_eq!(ws.pending_approvals().len(), 1, "the parent's own round");
+    ws.approve(true, None, false);
+    turnstone_testkit::assert_eventually!(ws.pending_approvals().len() == 2, "both sub-agents ask");
+    let mut rounds = rounds(&ws.pending_approvals());
+    rounds.sort_by_key(|r| !r.3.contains("echo one"));
+    assert!(rounds[0].3.contains("echo one") && rounds[1].3.contains("echo two"));
+    (sub, rounds)
+}
+
+#[tokio::test]
+async fn parallel_sub_agents_each_ask_through_the_parent_in_their_own_round() {
+    let h = Harness::start().await;
+    register_subagent(h.manager.engine()).unwrap();
+    let ws = h.workstream();
+    let (one, two) = (h.path("one.txt"), h.path("two.txt"));
+    let (one_s, two_s) = (one.display().to_string(), two.display().to_string());
+    let (mut sub, rounds) = two_sub_agents_waiting(&ws, &one_s, &two_s).await;
+    let [
+        (cycle_a, request_a, calls_a, _),
+        (cycle_b, request_b, calls_b, _),
+    ] = &rounds[..]
+    else {
+        unreachable!()
+    };
+    assert_ne!(cycle_a, cycle_b);
+    assert_ne!(request_a, request_b);
+    assert_eq!(cycle_a.len(), 16, "{cycle_a}");
+    // The sub-agents' calls are qualified with their ids: never the same on the parent.
+    assert_eq!(calls_a.len(), 1);
+    assert!(
+        calls_a[0].starts_with("agent-") && calls_a[0].ends_with("/call_0"),
+        "{calls_a:?}"
+    );
+    assert_ne!(calls_a, calls_b);
+    assert_eq!(ws.state(), WsState::Attention);
+    assert!(
+        !one.exists() && !two.exists(),
+        "nothing runs before its decision"
+    );
+
+    // Each round is decided on its own: one by a member call_id ("always": the label joins
+    // the parent's set), the other by its cycle_id.
+    match ws.approve_round(RoundRef::Call(&calls_a[0]), true, None, true) {
+        ApproveOutcome::Resolved(v) => assert_eq!(&v.cycle_id, cycle_a),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        ws.pending_approvals().len(),
+        1,
+        "the other round still waits"
+    );
+    turnstone_testkit::assert_eventually!(
+        ws.always_approved().contains("bash"),
+        "an always decision of a sub-agent's round joins the parent's set"
+    );
+    match ws.approve_round(
+        RoundRef::Cycle(cycle_b),
+        false,
+        Some("not that".into()),
+        false,
+    ) {
+        ApproveOutcome::Resolved(v) => assert!(!v.approved && &v.request_id == request_b),
+        other => panic!("{other:?}"),
+    }
+    // Decided once; an id naming no round is unknown.
+    for which in [
+        RoundRef::Cycle(cycle_a),
+        RoundRef::Request(request_b),
+        RoundRef::Call(&calls_b[0]),
+    ] {
+        assert!(
+            matches!(
+                ws.approve_round(which, true, None, false),
+                ApproveOutcome::NotPending(Some(_))
+            ),
+            "{which:?}"
+        );
+    }
+    assert_eq!(
+        ws.approve_round(RoundRef::Cycle("0000000000000000"), true, None, false),
+        ApproveOutcome::Unknown
+    );
+
+    let events = read_turn(&mut sub).await;
+    assert_eq!(ws.state(), WsState::Idle);
+    assert_eq!(std::fs::read_to_string(&one).unwrap(), "one\n");
+    assert!(!two.exists(), "the denied sub-agent's call never ran");
+    let resolved: Vec<(bool, String)> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::ApprovalResolved {
+                approved, cycle_id, ..
+            } => Some((*approved, cycle_id.clone())),
+            _ => None,
+        })
+        .collect();
+    // The parent's own round first (approved above), then the sub-agents' rounds.
+    assert_eq!(
+        resolved[1..],
+        [(true, cycle_a.clone()), (false, cycle_b.clone())],
+        "each resolution names its round"
+    );
+    let results = tool_messages(&ws.history());
+    assert_eq!(results.len(), 2, "{results:?}");
+    assert!(results[0].contains("done: "), "{results:?}");
+    assert!(
+        results[1].contains("Denied by user: not that"),
+        "{results:?}"
+    );
+    assert_provider_acceptable(&ws.history());
+}
+
+#[tokio::test]
+async fn a_cancel_resolves_every_pending_round() {
+    let h = Harness::start().await;
+    register_subagent(h.manager.engine()).unwrap();
+    let ws = h.workstream();
+    let (one, two) = (h.path("one.txt"), h.path("two.txt"));
+    let (one_s, two_s) = (one.display().to_string(), two.display().to_string());
+    let (mut sub, rounds) = two_sub_agents_waiting(&ws, &one_s, &two_s).await;
+    assert!(ws.cancel());
+    let events = read_turn(&mut sub).await;
+    let cancelled: Vec<&String> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::ApprovalResolved {
+                approved: false,
+                feedback,
+                cycle_id,
+            } if feedback == "Cancelled by user" => Some(cycle_id),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(cancelled.len(), 2, "{events:?}");
+    assert!(cancelled.contains(&&rounds[0].0) && cancelled.contains(&&rounds[1].0));
+    assert!(ws.pending_approvals().is_empty());
+    assert!(!one.exists() && !two.exists());
+    assert_eq!(ws.state(), WsState::Idle);
+    assert_provider_acceptable(&ws.history());
 }

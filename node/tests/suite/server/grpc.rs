@@ -86,6 +86,7 @@ fn comparable(json: &str) -> Value {
                 for key in [
                     "ws_id",
                     "request_id",
+                    "cycle_id",
                     "call_id",
                     "correlation_id",
                     "name",
@@ -510,7 +511,23 @@ async fn an_approval_is_decided_once() {
             FULL,
         )
     };
-    c.approve(decide(true)).await.unwrap();
+    // A round is named by its cycle_id, request_id or a member call_id; an id naming no
+    // round is NotFound.
+    let by = |cycle_id: &str, call_id: &str| {
+        authed(
+            pb::ApproveRequest {
+                ws_id: t.default_ws.clone(),
+                approved: true,
+                cycle_id: cycle_id.into(),
+                call_id: call_id.into(),
+                ..Default::default()
+            },
+            FULL,
+        )
+    };
+    let unknown = c.approve(by("ffffffffffffffff", "")).await.unwrap_err();
+    assert_eq!(unknown.code(), Code::NotFound, "{unknown:?}");
+    c.approve(by("", &request.items[0].call_id)).await.unwrap();
     grpc_until(&mut stream, "turn_complete").await;
     let again = c.approve(decide(false)).await.unwrap_err();
     assert_eq!(again.code(), Code::FailedPrecondition);

@@ -22,6 +22,7 @@ mod plan;
 mod policies;
 mod previews;
 mod ratelimit;
+mod rounds;
 mod skills;
 mod store_tools;
 mod streams;

@@ -3,6 +3,7 @@
 
 pub mod harness;
 
+mod approval_rounds;
 mod bridge_basics;
 mod bridge_faults;
 mod chaos;
