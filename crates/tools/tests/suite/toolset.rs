@@ -177,7 +177,7 @@ fn mcp_registration_order_does_not_change_the_array() {
     let sb = surface(&b, &ToolIntent::all(), &config, &loaded);
     assert_eq!(wire_bytes(&sa), wire_bytes(&sb));
     assert_eq!(
-        &sa.array_names()[6..],
+        &sa.array_names()[9..],
         ["mcp__alpha__x", "mcp__zeta__a", "mcp__zeta__b"]
     );
 }
@@ -341,7 +341,15 @@ fn dict_intent_semantics() {
     );
     assert_eq!(
         ro.names(),
-        ["diff_file", "read_file", "search", "web_search"]
+        [
+            "diff_file",
+            "git",
+            "man",
+            "math",
+            "read_file",
+            "search",
+            "web_search"
+        ]
     );
     // web_search=false takes it out even when the preset has it.
     let full = expand(
@@ -415,7 +423,7 @@ fn a_tool_added_to_the_registry_reaches_old_intents() {
             .contains(&"mcp__gh__list_agents".to_string())
     );
     // A snapshot taken earlier (a running turn) does not move.
-    assert_eq!(old_snapshot.len(), 6);
+    assert_eq!(old_snapshot.len(), 9);
     assert_eq!(old_snapshot.generation(), generation);
     // Removal is followed too.
     assert!(reg.remove("send_message"));
@@ -641,7 +649,7 @@ async fn tool_search_respects_max_results_and_searches_descriptions() {
 
 #[test]
 fn search_thresholds_and_modes() {
-    let reg = registry_with_mcp(); // 6 built-ins + 3 MCP = 9 tools
+    let reg = registry_with_mcp(); // 9 built-ins + 3 MCP = 12 tools
     let loaded = LoadedTools::new();
     let with = |search, threshold| ToolsetConfig {
         search,
@@ -657,14 +665,14 @@ fn search_thresholds_and_modes() {
     assert!(!auto_high.search_active());
     assert_eq!(
         auto_high.array_names().len(),
-        9,
+        12,
         "below the threshold everything is resident"
     );
     assert!(auto_high.catalog_text().is_none());
     let auto_low = surface(
         &reg,
         &ToolIntent::all(),
-        &with(SearchMode::Auto, 9),
+        &with(SearchMode::Auto, 12),
         &loaded,
     );
     assert!(auto_low.search_active());
@@ -698,7 +706,7 @@ fn search_thresholds_and_modes() {
         &loaded,
     );
     assert!(!no_search.search_active());
-    assert_eq!(no_search.array_names().len(), 9);
+    assert_eq!(no_search.array_names().len(), 12);
     assert_eq!("AUTO".parse::<SearchMode>().unwrap(), SearchMode::Auto);
     assert!("sometimes".parse::<SearchMode>().is_err());
     let cfg: ToolsetConfig =
