@@ -945,3 +945,39 @@ fn payload_listing_is_bounded() {
         (256, 300, 44)
     );
 }
+
+#[tokio::test]
+async fn git_man_and_math_defer_and_load_through_tool_search() {
+    let reg = ToolRegistry::with_builtins().unwrap();
+    let config = ToolsetConfig {
+        deferred: vec!["git".into(), "man".into(), "math".into()],
+        ..search_on()
+    };
+    let loaded = LoadedTools::new();
+    let s = surface(&reg, &ToolIntent::all(), &config, &loaded);
+    assert_eq!(s.deferred_names(), ["git", "man", "math"]);
+    assert!(s.catalog_text().unwrap().ends_with("git\nman\nmath\n"));
+    // Deferred tools still dispatch by exact name.
+    assert!(s.resolve("man").is_ok());
+    let search = s.resolve("tool_search").unwrap();
+    let ctx = ToolContext::new("/tmp");
+    for (query, tool) in [
+        ("read a manual page", "man"),
+        ("commit history blame", "git"),
+        ("evaluate python calculation", "math"),
+    ] {
+        let p = search.prepare(json!({ "query": query }), &ctx).unwrap();
+        let out = search.execute(&p, &ctx, &NoOutput).await;
+        assert!(out.content.contains(tool), "{query}: {}", out.content);
+    }
+    let next = surface(&reg, &ToolIntent::all(), &config, &loaded);
+    for name in ["git", "man", "math"] {
+        assert!(next.array_names().contains(&name.to_string()), "{name}");
+    }
+    // The readonly preset (auto-approve metadata) holds all three; the default set too.
+    let snap = reg.snapshot();
+    let readonly = expand(&ToolIntent::toolset("readonly"), &snap, &config).names();
+    for name in ["git", "man", "math"] {
+        assert!(readonly.contains(&name.to_string()), "{name}");
+    }
+}
