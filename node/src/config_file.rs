@@ -258,6 +258,19 @@ impl ServerSection {
 
 const TWICE: &str = "[session] {} and [server] {} set the same setting; keep one";
 
+/// The environment variable that sets the SearxNG endpoint of `web_search`.
+pub const SEARXNG_URL_ENV: &str = "TURNSTONE_SEARXNG_URL";
+
+impl ToolsSection {
+    /// The SearxNG endpoint: `$TURNSTONE_SEARXNG_URL` (`env`, when not blank) over
+    /// `[tools] searxng_url` — the environment layers over the file, as for every setting.
+    pub fn searxng_url(&self, env: Option<String>) -> Option<String> {
+        env.map(|v| v.trim().to_owned())
+            .filter(|v| !v.is_empty())
+            .or_else(|| self.searxng_url.clone())
+    }
+}
+
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ToolsSection {
@@ -507,6 +520,25 @@ fn check_tools(t: &ToolsSection) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_searxng_url_environment_variable_wins_over_the_file() {
+        let file = ServerFile::parse("[tools]\nsearxng_url = \"http://file:8888\"\n").unwrap();
+        let env = |v: &str| Some(v.to_string());
+        assert_eq!(
+            file.tools.searxng_url(env("http://env:8888")).as_deref(),
+            Some("http://env:8888")
+        );
+        assert_eq!(
+            file.tools.searxng_url(env("  ")).as_deref(),
+            Some("http://file:8888")
+        );
+        assert_eq!(
+            file.tools.searxng_url(None).as_deref(),
+            Some("http://file:8888")
+        );
+        assert_eq!(ToolsSection::default().searxng_url(None), None);
+    }
 
     #[test]
     fn reads_its_tables_and_ignores_other_services_tables() {
