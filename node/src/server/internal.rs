@@ -90,9 +90,13 @@ pub async fn set_tools(
         .get("intent")
         .filter(|c| c.is_object())
         .ok_or_else(|| ApiError::BadRequest("intent must be a JSON object".into()))?;
+    let was_plan = ws.plan_mode();
     let intent = ws
         .update_tool_intent(change)
         .map_err(|e| ApiError::BadRequest(e.to_string()))?;
+    if intent.is_plan() != was_plan {
+        ws.announce_plan_mode();
+    }
     if let Some(p) = &node.persistence
         && let Err(e) = p
             .store
@@ -109,7 +113,8 @@ pub async fn set_tools(
 #[derive(Debug, Clone, serde::Deserialize, schemars::JsonSchema)]
 pub struct SetToolsBody {
     pub ws_id: String,
-    /// Partial intent: `enabled`, `disabled`, `allowed`, `toolset`, `web_search`.
+    /// Partial intent: `enabled`, `disabled`, `allowed`, `toolset`, `web_search`, `only`,
+    /// `plan` (`true`: plan mode, read-only tools only).
     pub intent: serde_json::Map<String, Value>,
 }
 

@@ -251,10 +251,11 @@ pub async fn command(
             }
         }
         "/skill" => skill_command(&node, &ws, rest).await,
+        "/plan" => plan_command(&node, &ws, rest).await,
         "/mcp" => mcp_command(&node, &ws, rest).await,
         "/help" => ws.emit_info(
             "Commands: /clear, /new, /name <name>, /resume <alias|id>, /skill [name|clear], \
-             /model [alias], /compact, /mcp [refresh [server]], /help.",
+             /model [alias], /plan [on|off], /compact, /mcp [refresh [server]], /help.",
         ),
         "/compact" => {
             if ws.compact() == SendOutcome::Busy {
@@ -284,6 +285,45 @@ pub async fn command(
         )),
     }
     Ok(Json(StatusReply::default()))
+}
+
+/// `/plan` says whether plan mode is on; `/plan on` and `/plan off` enter and leave it
+/// (seed 004: only read-only tools and tool_search are offered and callable in it). The
+/// change is persisted with the tool intent; output as `info` (plus a `status` carrying
+/// `plan_mode`), failures as `error` events.
+async fn plan_command(node: &Node, ws: &turnstone_engine::WorkstreamHandle, arg: &str) {
+    let on = match arg.to_ascii_lowercase().as_str() {
+        "" => {
+            ws.emit_info(if ws.plan_mode() {
+                "Plan mode is on (read-only tools only). Leave it with /plan off."
+            } else {
+                "Plan mode is off. Enter it with /plan on."
+            });
+            return;
+        }
+        "on" => true,
+        "off" => false,
+        other => {
+            ws.emit_error(format!("Usage: /plan [on|off] (not '{other}')"));
+            return;
+        }
+    };
+    let Some(intent) = ws.set_plan_mode(on) else {
+        ws.emit_info(if on {
+            "Plan mode is already on."
+        } else {
+            "Plan mode is already off."
+        });
+        return;
+    };
+    if let Some(p) = &node.persistence
+        && let Err(e) = p
+            .store
+            .set_config(ws.id(), "tool_intent", Some(&intent.to_json()))
+            .await
+    {
+        ws.emit_error(format!("Command error: storage unavailable: {e}"));
+    }
 }
 
 /// `/skill` shows the active skill (and the enabled ones), `/skill clear` deactivates it,

@@ -74,7 +74,23 @@ pub struct ToolsetConfig {
     /// Patterns of tools left out of the default set: available only through a preset,
     /// `only`, or (for `web_search`) the `web_search` toggle.
     pub opt_in: Vec<String>,
+    /// Patterns of the read-only tools plan mode keeps ([`DEFAULT_PLAN_TOOLS`]).
+    pub plan_tools: Vec<String>,
 }
+
+/// The tools plan mode keeps by default: they read files, history, manuals and the web, or
+/// compute in the `math` sandbox, and change nothing.
+pub const DEFAULT_PLAN_TOOLS: &[&str] = &[
+    "read_file",
+    "search",
+    "diff_file",
+    "git",
+    "man",
+    "math",
+    "recall",
+    "web_fetch",
+    "web_search",
+];
 
 impl Default for ToolsetConfig {
     fn default() -> Self {
@@ -86,6 +102,7 @@ impl Default for ToolsetConfig {
             deferred: Vec::new(),
             resident: Vec::new(),
             opt_in: Vec::new(),
+            plan_tools: DEFAULT_PLAN_TOOLS.iter().map(|s| (*s).to_owned()).collect(),
         }
     }
 }
@@ -185,6 +202,8 @@ pub struct Expansion {
     pub search_allowed: bool,
     /// Things the expansion could not honour (an unknown preset).
     pub warnings: Vec<String>,
+    /// Plan mode narrowed the tools to `ToolsetConfig::plan_tools`.
+    pub plan_mode: bool,
 }
 
 impl Expansion {
@@ -198,6 +217,7 @@ impl Expansion {
 /// Rules: all off → nothing. `only` → exactly the tools it selects. Otherwise the base set
 /// is the preset (`toolset`) or every tool not `opt_in`; `allowed` narrows it. Then
 /// `disabled` removes, and `web_search` layers `web_search` in (`true`) or out (`false`).
+/// Last, plan mode keeps only the tools matching `config.plan_tools`.
 /// The result keeps registry order, so the same intent against the same registry always
 /// gives the same list.
 pub fn expand(
@@ -248,6 +268,9 @@ pub fn expand(
         {
             *k = on;
         }
+        if intent.is_plan() && !any_match(&config.plan_tools, e) {
+            *k = false;
+        }
     }
     let search_disabled = intent
         .disabled
@@ -263,5 +286,6 @@ pub fn expand(
         hand_picked,
         search_allowed: !hand_picked && !search_disabled,
         warnings,
+        plan_mode: intent.is_plan(),
     }
 }

@@ -42,6 +42,11 @@ pub struct ToolIntent {
     /// Never written to hold "all tools": that is the default intent.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub only: Option<Vec<String>>,
+    /// Plan mode (seed 004): `Some(true)` narrows whatever the rest of the intent selects
+    /// to the read-only tools (`ToolsetConfig::plan_tools`) plus `tool_search`; a call of
+    /// any other tool is refused. Entered and left explicitly (`/plan on|off`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub plan: Option<bool>,
 }
 
 /// An intent (or a change to one) that cannot be accepted.
@@ -98,6 +103,19 @@ impl ToolIntent {
         self
     }
 
+    /// Whether plan mode is on.
+    pub fn is_plan(&self) -> bool {
+        self.plan == Some(true)
+    }
+
+    /// The same intent with plan mode on or off (off clears the key, so a plain intent
+    /// stays the default).
+    #[must_use]
+    pub fn with_plan(mut self, on: bool) -> Self {
+        self.plan = on.then_some(true);
+        self
+    }
+
     /// Whether every tool is switched off.
     pub fn is_off(&self) -> bool {
         self.enabled == Some(false)
@@ -127,7 +145,7 @@ impl ToolIntent {
 
     /// Applies a change sent by a client: a JSON object whose keys replace the same keys of
     /// this intent (`null` clears a key). Keys: `enabled`, `toolset`, `disabled`, `allowed`,
-    /// `web_search`, `only`. Setting `only` to a list hand-picks tools; setting `enabled`,
+    /// `web_search`, `only`, `plan`. Setting `only` to a list hand-picks tools; setting `enabled`,
     /// `toolset` or `web_search` never turns the intent into a list.
     pub fn merged(&self, change: &Value) -> Result<Self, IntentError> {
         let Value::Object(change) = change else {
@@ -212,6 +230,7 @@ const FIELDS: &[&str] = &[
     "allowed",
     "web_search",
     "only",
+    "plan",
 ];
 
 /// The object form, every key optional, unknown keys ignored.
@@ -224,6 +243,7 @@ struct Fields {
     allowed: Option<Vec<String>>,
     web_search: Option<bool>,
     only: Option<Vec<String>>,
+    plan: Option<bool>,
 }
 
 impl From<Fields> for ToolIntent {
@@ -235,6 +255,8 @@ impl From<Fields> for ToolIntent {
             allowed: f.allowed,
             web_search: f.web_search,
             only: f.only,
+            // `false` is the default: stored as absent.
+            plan: f.plan.filter(|on| *on),
         }
     }
 }

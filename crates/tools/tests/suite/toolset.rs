@@ -228,6 +228,7 @@ fn intent_round_trips_and_old_records_read_back_as_none() {
         allowed: Some(vec!["@builtin".into()]),
         web_search: Some(false),
         only: None,
+        plan: Some(true),
     };
     assert_eq!(ToolIntent::from_json(&full.to_json()).unwrap(), full);
     assert_eq!(ToolIntent::default().to_json(), "{}");
@@ -980,4 +981,66 @@ async fn git_man_and_math_defer_and_load_through_tool_search() {
     for name in ["git", "man", "math"] {
         assert!(readonly.contains(&name.to_string()), "{name}");
     }
+}
+
+#[tokio::test]
+async fn plan_mode_keeps_read_only_tools_and_tool_search_and_refuses_the_rest() {
+    let reg = registry_with_mcp();
+    let loaded = LoadedTools::new();
+    let config = search_on();
+    let plan = ToolIntent::all().with_plan(true);
+    assert_eq!(plan.to_json(), r#"{"plan":true}"#);
+    assert_eq!(
+        ToolIntent::from_json(r#"{"plan":false}"#).unwrap(),
+        ToolIntent::all()
+    );
+    let s = surface(&reg, &plan, &config, &loaded);
+    assert!(s.plan_mode());
+    assert_eq!(
+        s.array_names(),
+        ["diff_file", "git", "man", "math", "read_file", "search"],
+        "MCP tools are not known to be read-only: not offered, so no tool_search either"
+    );
+    for name in ["bash", "write_file", "edit_file", "mcp__db__query"] {
+        let err = s.resolve(name).err().unwrap();
+        assert_eq!(err, ResolveError::PlanMode(name.into()));
+        assert!(
+            err.to_string().contains("not available in plan mode"),
+            "{err}"
+        );
+    }
+    // A replay alias of a refused tool is refused the same way; unknown names stay unknown.
+    assert!(matches!(
+        s.resolve("nope"),
+        Err(ResolveError::NotRegistered(_))
+    ));
+    let prompt = s.system_prompt(Some("Base.")).unwrap();
+    assert!(prompt.starts_with("Base.\n\nPlan mode is on"), "{prompt}");
+    // An MCP server configured as read-only joins plan mode, deferred behind tool_search.
+    let with_mcp = ToolsetConfig {
+        plan_tools: vec!["read_file".into(), "@mcp:db".into()],
+        ..search_on()
+    };
+    let s = surface(&reg, &plan, &with_mcp, &loaded);
+    assert_eq!(s.array_names(), ["read_file", "tool_search"]);
+    assert_eq!(s.deferred_names(), ["mcp__db__query"]);
+    assert!(s.resolve("mcp__db__query").is_ok());
+    assert!(matches!(s.resolve("bash"), Err(ResolveError::PlanMode(_))));
+    // Leaving plan mode gives the whole set back.
+    let off = ToolIntent::all()
+        .with_plan(true)
+        .merged(&json!({"plan": null}))
+        .unwrap();
+    assert!(!off.is_plan());
+    let s = surface(&reg, &off, &config, &loaded);
+    assert!(!s.plan_mode());
+    assert!(s.resolve("bash").is_ok());
+    // Plan mode narrows a preset too, never widens it.
+    let ro = surface(
+        &reg,
+        &ToolIntent::toolset("readonly").with_plan(true),
+        &config,
+        &loaded,
+    );
+    assert!(!ro.array_names().contains(&"bash".to_string()));
 }

@@ -19,6 +19,7 @@ mod openapi;
 mod permissions;
 mod persistence;
 mod plan;
+mod plan_mode;
 mod policies;
 mod previews;
 mod ratelimit;
