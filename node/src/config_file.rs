@@ -41,6 +41,9 @@
 //! agent_max_turns = 20          # model requests of one task_agent sub-agent
 //! subagent_auto_approve_all = false
 //! env_passthrough = ["GOPATH"]  # node env vars children get beyond PATH, HOME, LANG, …
+//! [tools.personas]              # named tool-visibility sets (`persona` at creation, /persona)
+//! reviewer = ["read_file", "search", "git", "tool_search"]  # exact: the rest via tool_search
+//! calculator = ["math"]         # hard (no tool_search): only these, no tool search
 //! [tools.notify.ops]
 //! url = "https://hooks.example/notify"
 //!
@@ -98,6 +101,7 @@ const TOOLS_OWN_KEYS: &[&str] = &[
     "agent_max_turns",
     "subagent_auto_approve_all",
     "env_passthrough",
+    "personas",
 ];
 
 /// The original's other tables the node reads (node spec §7.2/§7.3): each key sets the flag
@@ -296,6 +300,12 @@ pub struct ToolsSection {
     /// `NAME_*` passes a prefix. `TURNSTONE_*` is never passed.
     #[serde(default)]
     pub env_passthrough: Vec<String>,
+    /// Personas (`[tools.personas]`): name → the tools (names or patterns) it shows. With
+    /// `tool_search` in the list the set is exact (the other tools stay reachable through
+    /// tool search), without it hard (nothing else, no tool search). A workstream picks
+    /// one at creation (`persona`) or with `/persona <name>`.
+    #[serde(default)]
+    pub personas: BTreeMap<String, Vec<String>>,
     /// Keys of `[tools]` that are flags (`timeout` is `--tool-timeout`, …: see
     /// [`NODE_TABLES`]); they reach the flags' layer, not this struct.
     #[serde(default, rename = "timeout")]
@@ -455,6 +465,10 @@ impl ServerFile {
         {
             config.subagent_auto_approve_all = on;
         }
+        if !t.personas.is_empty() {
+            config.toolset.personas = t.personas.clone();
+            config.toolset.check()?;
+        }
         if let Some(pct) = s.auto_compact_pct {
             config.auto_compact_pct = pct;
         }
@@ -520,6 +534,27 @@ fn check_tools(t: &ToolsSection) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn personas_reach_the_engine_and_empty_ones_are_refused() {
+        let f = ServerFile::parse(
+            "[tools.personas]\nreviewer = [\"read_file\", \"tool_search\"]\ncalc = [\"math\"]\n",
+        )
+        .unwrap();
+        let mut config = EngineConfig::default();
+        f.apply_engine_settings(&EngineFlags::default(), &mut config)
+            .unwrap();
+        assert_eq!(
+            config.toolset.persona("reviewer").unwrap(),
+            ["read_file", "tool_search"]
+        );
+        assert_eq!(config.toolset.persona("calc").unwrap(), ["math"]);
+        let empty = ServerFile::parse("[tools.personas]\nnone = []\n").unwrap();
+        let err = empty
+            .apply_engine_settings(&EngineFlags::default(), &mut EngineConfig::default())
+            .unwrap_err();
+        assert!(err.contains("tools.personas.none"), "{err}");
+    }
 
     #[test]
     fn the_searxng_url_environment_variable_wins_over_the_file() {

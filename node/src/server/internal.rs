@@ -73,23 +73,14 @@ pub struct PreparedToolsReply {
     pub prepared: Option<serde_json::Map<String, Value>>,
 }
 
-/// `POST /v1/api/tools` (ours) — changes a workstream's tool-set *intent* (seed 002): a
-/// partial object of `enabled`, `disabled`, `allowed`, `toolset`, `web_search` (`null` clears
-/// a key). The intent is stored (never a materialised list) and applies from the next turn;
-/// it survives a resume when the node persists. `400` names what is wrong.
-pub async fn set_tools(
-    State(node): State<Arc<Node>>,
-    super::body::WireJson(body): super::body::WireJson<Value>,
-) -> Result<Json<Value>, ApiError> {
-    let ws_id = body
-        .get("ws_id")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
-    let ws = node.resolve(ws_id).await?;
-    let change = body
-        .get("intent")
-        .filter(|c| c.is_object())
-        .ok_or_else(|| ApiError::BadRequest("intent must be a JSON object".into()))?;
+/// Applies a change to a workstream's tool intent (checked: `400` naming what is wrong),
+/// announces a plan-mode change, and persists the new intent (`503` when storage fails).
+/// The one path of `POST /v1/api/tools`, `/plan`, `/persona` and a create's `persona`.
+pub(crate) async fn change_tool_intent(
+    node: &Node,
+    ws: &turnstone_engine::WorkstreamHandle,
+    change: &Value,
+) -> Result<turnstone_tools::toolset::ToolIntent, ApiError> {
     let was_plan = ws.plan_mode();
     let intent = ws
         .update_tool_intent(change)
@@ -105,6 +96,27 @@ pub async fn set_tools(
     {
         return Err(ApiError::Unavailable(format!("Storage unavailable: {e}")));
     }
+    Ok(intent)
+}
+
+/// `POST /v1/api/tools` (ours) — changes a workstream's tool-set *intent* (seed 002): a
+/// partial object of `enabled`, `disabled`, `allowed`, `toolset`, `web_search`, `only`,
+/// `plan`, `persona` (`null` clears a key). The intent is stored (never a materialised list) and applies from the next turn;
+/// it survives a resume when the node persists. `400` names what is wrong.
+pub async fn set_tools(
+    State(node): State<Arc<Node>>,
+    super::body::WireJson(body): super::body::WireJson<Value>,
+) -> Result<Json<Value>, ApiError> {
+    let ws_id = body
+        .get("ws_id")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let ws = node.resolve(ws_id).await?;
+    let change = body
+        .get("intent")
+        .filter(|c| c.is_object())
+        .ok_or_else(|| ApiError::BadRequest("intent must be a JSON object".into()))?;
+    let intent = change_tool_intent(&node, &ws, change).await?;
     let intent_json: Value = serde_json::from_str(&intent.to_json()).unwrap_or(Value::Null);
     Ok(Json(json!({"ws_id": ws.id(), "intent": intent_json})))
 }
@@ -114,7 +126,7 @@ pub async fn set_tools(
 pub struct SetToolsBody {
     pub ws_id: String,
     /// Partial intent: `enabled`, `disabled`, `allowed`, `toolset`, `web_search`, `only`,
-    /// `plan` (`true`: plan mode, read-only tools only).
+    /// `plan` (`true`: plan mode, read-only tools only), `persona` (a configured persona).
     pub intent: serde_json::Map<String, Value>,
 }
 

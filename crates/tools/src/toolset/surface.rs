@@ -114,7 +114,8 @@ impl ToolSurface {
     /// disabled), the mode is `on` — or `auto` with at least `search_threshold` available
     /// tools — and some available tool is deferrable: every MCP tool and every tool matching
     /// `config.deferred`, except tools matching `config.resident`. `tool_search` itself is
-    /// never deferred.
+    /// never deferred. An exact persona overrides both: tool search is on whatever the mode,
+    /// and every available tool its set does not show is deferrable.
     pub fn build(
         intent: &ToolIntent,
         registry: Arc<RegistrySnapshot>,
@@ -123,12 +124,20 @@ impl ToolSurface {
     ) -> Self {
         let expansion = expand(intent, &registry, config);
         let deferrable = |e: &RegisteredTool| {
-            e.name() != TOOL_SEARCH
-                && !config.resident.iter().any(|p| super::expand::matches(p, e))
+            if e.name() == TOOL_SEARCH {
+                return false;
+            }
+            // An exact persona: what it does not show is deferred.
+            if let Some(visible) = &expansion.visible {
+                return !visible.iter().any(|p| super::expand::matches(p, e));
+            }
+            !config.resident.iter().any(|p| super::expand::matches(p, e))
                 && (e.provenance.is_mcp()
                     || config.deferred.iter().any(|p| super::expand::matches(p, e)))
         };
         let wanted = match config.search {
+            // An exact persona forces client-side tool search, whatever the mode (seed 000).
+            _ if expansion.visible.is_some() => true,
             SearchMode::Off => false,
             SearchMode::On => true,
             SearchMode::Auto => expansion.tools.len() >= config.search_threshold,

@@ -229,6 +229,7 @@ fn intent_round_trips_and_old_records_read_back_as_none() {
         web_search: Some(false),
         only: None,
         plan: Some(true),
+        persona: Some("reviewer".into()),
     };
     assert_eq!(ToolIntent::from_json(&full.to_json()).unwrap(), full);
     assert_eq!(ToolIntent::default().to_json(), "{}");
@@ -1043,4 +1044,84 @@ async fn plan_mode_keeps_read_only_tools_and_tool_search_and_refuses_the_rest() 
         &loaded,
     );
     assert!(!ro.array_names().contains(&"bash".to_string()));
+}
+
+#[tokio::test]
+async fn personas_are_exact_or_hard_tool_visibility_sets() {
+    let reg = registry_with_mcp();
+    let loaded = LoadedTools::new();
+    let config = ToolsetConfig {
+        // Tool search would be off without a persona.
+        search: SearchMode::Off,
+        personas: [
+            (
+                "reviewer".to_string(),
+                vec!["read_file".into(), "git".into(), "tool_search".into()],
+            ),
+            ("calculator".to_string(), vec!["math".into(), "man".into()]),
+        ]
+        .into_iter()
+        .collect(),
+        ..ToolsetConfig::default()
+    };
+    config.check().unwrap();
+    // Exact: the named tools visible, every other tool deferred behind a client-side
+    // tool_search, even with search off.
+    let exact = ToolIntent::all().with_persona(Some("reviewer".into()));
+    assert_eq!(exact.to_json(), r#"{"persona":"reviewer"}"#);
+    let s = surface(&reg, &exact, &config, &loaded);
+    assert_eq!(s.array_names(), ["git", "read_file", "tool_search"]);
+    assert!(s.deferred_names().contains(&"bash".to_string()));
+    assert!(s.deferred_names().contains(&"mcp__db__query".to_string()));
+    let search = s.resolve("tool_search").unwrap();
+    let ctx = ToolContext::new("/tmp");
+    let p = search
+        .prepare(json!({"query": "run a shell command"}), &ctx)
+        .unwrap();
+    let out = search.execute(&p, &ctx, &NoOutput).await;
+    assert!(out.content.contains("bash"), "{}", out.content);
+    assert!(
+        surface(&reg, &exact, &config, &loaded)
+            .array_names()
+            .contains(&"bash".to_string())
+    );
+    // Hard: exactly its tools, no tool search at all, other tools refused.
+    let hard = ToolIntent::all().with_persona(Some("calculator".into()));
+    let on = ToolsetConfig {
+        search: SearchMode::On,
+        ..config.clone()
+    };
+    let s = surface(&reg, &hard, &on, &LoadedTools::new());
+    assert_eq!(s.array_names(), ["man", "math"]);
+    assert!(!s.search_active());
+    assert!(s.deferred_names().is_empty());
+    assert!(matches!(
+        s.resolve("bash"),
+        Err(ResolveError::NotEnabled(_))
+    ));
+    assert!(matches!(
+        s.resolve("tool_search"),
+        Err(ResolveError::NotEnabled(_))
+    ));
+    // Validation names the configured personas; the shape check bounds the name.
+    let unknown = ToolIntent::all().with_persona(Some("nobody".into()));
+    assert_eq!(
+        config.validate(&unknown).unwrap_err().to_string(),
+        "unknown persona 'nobody' (configured: calculator, reviewer)"
+    );
+    assert!(config.validate(&hard).is_ok());
+    let bad = ToolsetConfig {
+        personas: [("empty".to_string(), Vec::new())].into_iter().collect(),
+        ..ToolsetConfig::default()
+    };
+    assert!(bad.check().unwrap_err().contains("tools.personas.empty"));
+    // A persona changed through the client API (dict form) and cleared with null.
+    let set = ToolIntent::all()
+        .merged(&json!({"persona": "calculator"}))
+        .unwrap();
+    assert_eq!(set.persona.as_deref(), Some("calculator"));
+    assert_eq!(
+        set.merged(&json!({"persona": null})).unwrap(),
+        ToolIntent::all()
+    );
 }

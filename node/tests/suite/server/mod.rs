@@ -18,6 +18,7 @@ mod metrics;
 mod openapi;
 mod permissions;
 mod persistence;
+mod personas;
 mod plan;
 mod plan_mode;
 mod policies;
