@@ -42,6 +42,9 @@
 //! subagent_auto_approve_all = false
 //! subagent_approvals = "ask"    # sub-agents ask through the parent's approvals; "unattended"
 //! env_passthrough = ["GOPATH"]  # node env vars children get beyond PATH, HOME, LANG, …
+//! [tools.personas]              # named tool-visibility sets (`persona` at creation, /persona)
+//! reviewer = ["read_file", "search", "git", "tool_search"]  # exact: the rest via tool_search
+//! calculator = ["math"]         # hard (no tool_search): only these, no tool search
 //! [tools.notify.ops]
 //! url = "https://hooks.example/notify"
 //!
@@ -101,6 +104,7 @@ const TOOLS_OWN_KEYS: &[&str] = &[
     "subagent_auto_approve_all",
     "subagent_approvals",
     "env_passthrough",
+    "personas",
 ];
 
 /// The original's other tables the node reads (node spec §7.2/§7.3): each key sets the flag
@@ -261,6 +265,19 @@ impl ServerSection {
 
 const TWICE: &str = "[session] {} and [server] {} set the same setting; keep one";
 
+/// The environment variable that sets the SearxNG endpoint of `web_search`.
+pub const SEARXNG_URL_ENV: &str = "TURNSTONE_SEARXNG_URL";
+
+impl ToolsSection {
+    /// The SearxNG endpoint: `$TURNSTONE_SEARXNG_URL` (`env`, when not blank) over
+    /// `[tools] searxng_url` — the environment layers over the file, as for every setting.
+    pub fn searxng_url(&self, env: Option<String>) -> Option<String> {
+        env.map(|v| v.trim().to_owned())
+            .filter(|v| !v.is_empty())
+            .or_else(|| self.searxng_url.clone())
+    }
+}
+
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ToolsSection {
@@ -290,6 +307,12 @@ pub struct ToolsSection {
     /// `NAME_*` passes a prefix. `TURNSTONE_*` is never passed.
     #[serde(default)]
     pub env_passthrough: Vec<String>,
+    /// Personas (`[tools.personas]`): name → the tools (names or patterns) it shows. With
+    /// `tool_search` in the list the set is exact (the other tools stay reachable through
+    /// tool search), without it hard (nothing else, no tool search). A workstream picks
+    /// one at creation (`persona`) or with `/persona <name>`.
+    #[serde(default)]
+    pub personas: BTreeMap<String, Vec<String>>,
     /// Keys of `[tools]` that are flags (`timeout` is `--tool-timeout`, …: see
     /// [`NODE_TABLES`]); they reach the flags' layer, not this struct.
     #[serde(default, rename = "timeout")]
@@ -453,6 +476,10 @@ impl ServerFile {
             config.subagent_approvals =
                 SubagentApprovals::parse(v).ok_or_else(|| subagent_approvals_error(v))?;
         }
+        if !t.personas.is_empty() {
+            config.toolset.personas = t.personas.clone();
+            config.toolset.check()?;
+        }
         if let Some(pct) = s.auto_compact_pct {
             config.auto_compact_pct = pct;
         }
@@ -530,6 +557,46 @@ fn subagent_approvals_error(value: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn personas_reach_the_engine_and_empty_ones_are_refused() {
+        let f = ServerFile::parse(
+            "[tools.personas]\nreviewer = [\"read_file\", \"tool_search\"]\ncalc = [\"math\"]\n",
+        )
+        .unwrap();
+        let mut config = EngineConfig::default();
+        f.apply_engine_settings(&EngineFlags::default(), &mut config)
+            .unwrap();
+        assert_eq!(
+            config.toolset.persona("reviewer").unwrap(),
+            ["read_file", "tool_search"]
+        );
+        assert_eq!(config.toolset.persona("calc").unwrap(), ["math"]);
+        let empty = ServerFile::parse("[tools.personas]\nnone = []\n").unwrap();
+        let err = empty
+            .apply_engine_settings(&EngineFlags::default(), &mut EngineConfig::default())
+            .unwrap_err();
+        assert!(err.contains("tools.personas.none"), "{err}");
+    }
+
+    #[test]
+    fn the_searxng_url_environment_variable_wins_over_the_file() {
+        let file = ServerFile::parse("[tools]\nsearxng_url = \"http://file:8888\"\n").unwrap();
+        let env = |v: &str| Some(v.to_string());
+        assert_eq!(
+            file.tools.searxng_url(env("http://env:8888")).as_deref(),
+            Some("http://env:8888")
+        );
+        assert_eq!(
+            file.tools.searxng_url(env("  ")).as_deref(),
+            Some("http://file:8888")
+        );
+        assert_eq!(
+            file.tools.searxng_url(None).as_deref(),
+            Some("http://file:8888")
+        );
+        assert_eq!(ToolsSection::default().searxng_url(None), None);
+    }
 
     #[test]
     fn reads_its_tables_and_ignores_other_services_tables() {

@@ -1246,6 +1246,10 @@
     $("close-btn").disabled = !ws;
     $("posture-select").disabled = !ws;
     $("posture-select").value = (view && view.posture) || "ask";
+    const planOn = Boolean(view && view.status && view.status.plan_mode);
+    $("plan-btn").disabled = !ws;
+    $("plan-btn").setAttribute("aria-pressed", planOn ? "true" : "false");
+    $("plan-btn").textContent = planOn ? "Plan mode: on" : "Plan";
     $("input").disabled = !ws;
     $("send-btn").disabled = !ws;
     $("empty-state").hidden = Boolean(ws);
@@ -1338,6 +1342,19 @@
       if (e.status !== 401) toast("Posture not changed: " + e.message, "error");
     }
     renderHeader();
+  }
+
+  // Plan mode (read-only tools) is entered and left with the `/plan` command; the node
+  // answers with an info line and a `status` event carrying `plan_mode`.
+  async function togglePlan() {
+    if (!current) return;
+    const view = views.get(current);
+    const on = Boolean(view && view.status && view.status.plan_mode);
+    try {
+      await api("/v1/api/command", { ws_id: current, command: on ? "/plan off" : "/plan on" });
+    } catch (e) {
+      if (e.status !== 401) toast("Plan mode not changed: " + e.message, "error");
+    }
   }
 
   async function cancelTurn() {
@@ -1454,6 +1471,7 @@
     $("close-btn").addEventListener("click", closeWorkstream);
     $("cancel-btn").addEventListener("click", cancelTurn);
     $("posture-select").addEventListener("change", setPosture);
+    $("plan-btn").addEventListener("click", togglePlan);
     $("theme-toggle").addEventListener("click", toggleTheme);
     $("logout").addEventListener("click", logout);
     $("reconnect-now").addEventListener("click", () => {

@@ -245,6 +245,10 @@ wire_struct! {
         /// (`full` needs what `auto_approve: true` needs).
         #[serde(skip_serializing_if = "is_empty")]
         pub posture: String = String::new(),
+        /// Ours, additive: a configured persona (`[tools.personas]`), a named tool-visibility
+        /// set; empty = none. An unknown name is a 400.
+        #[serde(skip_serializing_if = "is_empty")]
+        pub persona: String = String::new(),
     }
 }
 

@@ -222,6 +222,7 @@ impl Shared {
             tool_calls_this_turn,
             turn_count,
             usage_estimated: usage.estimated,
+            plan_mode: settings.tool_intent.is_plan(),
         }
     }
 

@@ -9,7 +9,7 @@
 //!   and their Turnstone metadata ([`ToolMeta`]: `agent`, `task_agent`, `auto_approve`,
 //!   `primary_key`);
 //! - the built-in tools themselves: `bash`, `read_file`, `write_file`, `edit_file`,
-//!   `diff_file` and `search`, and (when [`WebOptions::enabled`]) `web_fetch`, `web_search`
+//!   `diff_file`, `search`, the read-only `git` and `man`, the sandboxed `math`, and (when [`WebOptions::enabled`]) `web_fetch`, `web_search`
 //!   and `notify` ([`builtin`]);
 //! - the tools that need storage — `memory`, `recall`, `skill` — and their seams
 //!   ([`backends`]: [`MemoryBackend`], [`HistoryBackend`], [`SkillBackend`]), which the node
@@ -69,9 +69,9 @@ pub use backends::{
 };
 pub use builtin::WatchTool;
 pub use builtin::{
-    BashTool, BuiltinOptions, DiffFileTool, EditFileTool, MemoryTool, NotifyTool, OpenPreviewTool,
-    PreviewContent, PreviewKind, PreviewSink, ReadFileTool, RecallTool, SearchTool, SkillTool,
-    WebFetchTool, WebSearchTool, WriteFileTool,
+    BashTool, BuiltinOptions, DiffFileTool, EditFileTool, GitTool, ManTool, MathLimits, MathTool,
+    MemoryTool, NotifyTool, OpenPreviewTool, PreviewContent, PreviewKind, PreviewSink,
+    ReadFileTool, RecallTool, SearchTool, SkillTool, WebFetchTool, WebSearchTool, WriteFileTool,
 };
 pub use child_env::ChildEnv;
 pub use error::{ArgumentError, RegistryError};

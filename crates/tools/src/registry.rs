@@ -469,13 +469,16 @@ mod tests {
                 "bash",
                 "diff_file",
                 "edit_file",
+                "git",
+                "man",
+                "math",
                 "read_file",
                 "search",
                 "write_file"
             ]
         );
         let specs = reg.specs();
-        assert_eq!(specs.len(), 6);
+        assert_eq!(specs.len(), 9);
         assert!(
             specs
                 .iter()
@@ -483,10 +486,13 @@ mod tests {
         );
         assert_eq!(
             reg.auto_approve_names(),
-            ["diff_file", "read_file", "search"]
+            ["diff_file", "git", "man", "math", "read_file", "search"]
         );
-        assert_eq!(reg.agent_names(), ["diff_file", "read_file", "search"]);
-        assert_eq!(reg.task_agent_names().len(), 6);
+        assert_eq!(
+            reg.agent_names(),
+            ["diff_file", "git", "man", "math", "read_file", "search"]
+        );
+        assert_eq!(reg.task_agent_names().len(), 9);
         assert!(
             reg.snapshot()
                 .entries()
@@ -504,7 +510,7 @@ mod tests {
             reg.register(bash),
             Err(RegistryError::DuplicateTool("bash".into()))
         );
-        assert_eq!(reg.len(), 6);
+        assert_eq!(reg.len(), 9);
         assert_eq!(
             reg.generation(),
             generation,
@@ -578,7 +584,7 @@ mod tests {
         assert_eq!(
             err.to_string(),
             "Unknown tool: 'rm_everything'. tool 'rm_everything' is not registered. Available tools: \
-             bash, diff_file, edit_file, read_file, search, write_file"
+             bash, diff_file, edit_file, git, man, math, read_file, search, write_file"
         );
     }
 }

@@ -620,7 +620,8 @@ fn builtin_options(
     let mut web = turnstone_tools::WebOptions {
         enabled: !t.disable_web,
         allow_private_network: t.allow_private_network,
-        searxng_url: t.searxng_url.clone(),
+        searxng_url: t
+            .searxng_url(std::env::var(turnstone_node::config_file::SEARXNG_URL_ENV).ok()),
         search_backend: t.search_backend.clone(),
         // `mcp:server:tool`: the MCP bridge (it finds the manager once MCP starts).
         search: turnstone_node::mcp_search::backend_for(t.search_backend.as_deref(), mcp)

@@ -153,6 +153,8 @@ impl NodeService for NodeGrpc {
             ws_id: r.ws_id,
             auto_approve_tools: r.auto_approve_tools,
             posture: r.posture,
+            // The gRPC message has no persona field: `/persona <name>` selects one.
+            persona: String::new(),
         };
         let key = crate::server::state::idempotency_key(
             Some(&body.correlation_id),

@@ -43,6 +43,14 @@ impl ApiError {
         }
     }
 
+    /// The text of the `error` field (for an `error` event of a command).
+    pub fn message(&self) -> String {
+        self.body()["error"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    }
+
     pub fn body(&self) -> Value {
         match self {
             Self::BadRequest(m) | Self::NotFound(m) | Self::Unavailable(m) | Self::Internal(m) => {

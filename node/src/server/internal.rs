@@ -73,9 +73,35 @@ pub struct PreparedToolsReply {
     pub prepared: Option<serde_json::Map<String, Value>>,
 }
 
+/// Applies a change to a workstream's tool intent (checked: `400` naming what is wrong),
+/// announces a plan-mode change, and persists the new intent (`503` when storage fails).
+/// The one path of `POST /v1/api/tools`, `/plan`, `/persona` and a create's `persona`.
+pub(crate) async fn change_tool_intent(
+    node: &Node,
+    ws: &turnstone_engine::WorkstreamHandle,
+    change: &Value,
+) -> Result<turnstone_tools::toolset::ToolIntent, ApiError> {
+    let was_plan = ws.plan_mode();
+    let intent = ws
+        .update_tool_intent(change)
+        .map_err(|e| ApiError::BadRequest(e.to_string()))?;
+    if intent.is_plan() != was_plan {
+        ws.announce_plan_mode();
+    }
+    if let Some(p) = &node.persistence
+        && let Err(e) = p
+            .store
+            .set_config(ws.id(), "tool_intent", Some(&intent.to_json()))
+            .await
+    {
+        return Err(ApiError::Unavailable(format!("Storage unavailable: {e}")));
+    }
+    Ok(intent)
+}
+
 /// `POST /v1/api/tools` (ours) — changes a workstream's tool-set *intent* (seed 002): a
-/// partial object of `enabled`, `disabled`, `allowed`, `toolset`, `web_search` (`null` clears
-/// a key). The intent is stored (never a materialised list) and applies from the next turn;
+/// partial object of `enabled`, `disabled`, `allowed`, `toolset`, `web_search`, `only`,
+/// `plan`, `persona` (`null` clears a key). The intent is stored (never a materialised list) and applies from the next turn;
 /// it survives a resume when the node persists. `400` names what is wrong.
 pub async fn set_tools(
     State(node): State<Arc<Node>>,
@@ -90,17 +116,7 @@ pub async fn set_tools(
         .get("intent")
         .filter(|c| c.is_object())
         .ok_or_else(|| ApiError::BadRequest("intent must be a JSON object".into()))?;
-    let intent = ws
-        .update_tool_intent(change)
-        .map_err(|e| ApiError::BadRequest(e.to_string()))?;
-    if let Some(p) = &node.persistence
-        && let Err(e) = p
-            .store
-            .set_config(ws.id(), "tool_intent", Some(&intent.to_json()))
-            .await
-    {
-        return Err(ApiError::Unavailable(format!("Storage unavailable: {e}")));
-    }
+    let intent = change_tool_intent(&node, &ws, change).await?;
     let intent_json: Value = serde_json::from_str(&intent.to_json()).unwrap_or(Value::Null);
     Ok(Json(json!({"ws_id": ws.id(), "intent": intent_json})))
 }
@@ -109,7 +125,8 @@ pub async fn set_tools(
 #[derive(Debug, Clone, serde::Deserialize, schemars::JsonSchema)]
 pub struct SetToolsBody {
     pub ws_id: String,
-    /// Partial intent: `enabled`, `disabled`, `allowed`, `toolset`, `web_search`.
+    /// Partial intent: `enabled`, `disabled`, `allowed`, `toolset`, `web_search`, `only`,
+    /// `plan` (`true`: plan mode, read-only tools only), `persona` (a configured persona).
     pub intent: serde_json::Map<String, Value>,
 }
 

@@ -7,7 +7,7 @@ use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
-use serde_json::json;
+use serde_json::{Value, json};
 use turnstone_engine::{ApproveOutcome, PlanOutcome, RoundRef, SendOutcome};
 use turnstone_proto::api::{
     ApproveBody, CancelBody, CancelReply, CommandBody, PlanBody, SendBody, StatusReply,
@@ -256,10 +256,12 @@ pub async fn command(
             }
         }
         "/skill" => skill_command(&node, &ws, rest).await,
+        "/plan" => plan_command(&node, &ws, rest).await,
+        "/persona" => persona_command(&node, &ws, rest).await,
         "/mcp" => mcp_command(&node, &ws, rest).await,
         "/help" => ws.emit_info(
             "Commands: /clear, /new, /name <name>, /resume <alias|id>, /skill [name|clear], \
-             /model [alias], /compact, /mcp [refresh [server]], /help.",
+             /model [alias], /plan [on|off], /persona [name|clear], /compact, /mcp [refresh [server]], /help.",
         ),
         "/compact" => {
             if ws.compact() == SendOutcome::Busy {
@@ -289,6 +291,81 @@ pub async fn command(
         )),
     }
     Ok(Json(StatusReply::default()))
+}
+
+/// `/plan` says whether plan mode is on; `/plan on` and `/plan off` enter and leave it
+/// (seed 004: only read-only tools and tool_search are offered and callable in it). The
+/// change is persisted with the tool intent; output as `info` (plus a `status` carrying
+/// `plan_mode`), failures as `error` events.
+async fn plan_command(node: &Node, ws: &turnstone_engine::WorkstreamHandle, arg: &str) {
+    let on = match arg.to_ascii_lowercase().as_str() {
+        "" => {
+            ws.emit_info(if ws.plan_mode() {
+                "Plan mode is on (read-only tools only). Leave it with /plan off."
+            } else {
+                "Plan mode is off. Enter it with /plan on."
+            });
+            return;
+        }
+        "on" => true,
+        "off" => false,
+        other => {
+            ws.emit_error(format!("Usage: /plan [on|off] (not '{other}')"));
+            return;
+        }
+    };
+    if ws.plan_mode() == on {
+        ws.emit_info(if on {
+            "Plan mode is already on."
+        } else {
+            "Plan mode is already off."
+        });
+        return;
+    }
+    let change = json!({ "plan": if on { json!(true) } else { Value::Null } });
+    if let Err(e) = super::internal::change_tool_intent(node, ws, &change).await {
+        ws.emit_error(format!("Command error: {}", e.message()));
+    }
+}
+
+/// `/persona` names the workstream's persona and the configured ones; `/persona <name>`
+/// selects one (a named tool-visibility set, from the next turn), `/persona clear` drops it.
+/// Persisted with the tool intent; output as `info`, failures as `error` events.
+async fn persona_command(node: &Node, ws: &turnstone_engine::WorkstreamHandle, arg: &str) {
+    let configured: Vec<String> = node
+        .manager
+        .engine()
+        .config()
+        .toolset
+        .personas
+        .keys()
+        .cloned()
+        .collect();
+    let configured_text = if configured.is_empty() {
+        "none are configured ([tools.personas])".to_string()
+    } else {
+        configured.join(", ")
+    };
+    let change = match arg {
+        "" => {
+            match ws.tool_intent().persona {
+                Some(name) => {
+                    ws.emit_info(format!("Persona: {name}. Configured: {configured_text}."))
+                }
+                None => ws.emit_info(format!("No persona. Configured: {configured_text}.")),
+            }
+            return;
+        }
+        "clear" => json!({ "persona": Value::Null }),
+        name => json!({ "persona": name }),
+    };
+    match super::internal::change_tool_intent(node, ws, &change).await {
+        Ok(intent) => ws.emit_info(match intent.persona {
+            Some(name) => format!("Persona set: {name}; it applies from the next turn."),
+            None => "Persona cleared; it applies from the next turn.".to_string(),
+        }),
+        Err(e) => ws.emit_error(format!("Command error: {}", e.message())),
+    }
 }
 
 /// `/skill` shows the active skill (and the enabled ones), `/skill clear` deactivates it,

@@ -198,7 +198,22 @@ async fn create_now(
     body: &CreateWorkstreamBody,
     posture: Option<turnstone_governance::Posture>,
 ) -> Result<Value, ApiError> {
+    // An unknown persona creates nothing.
+    let persona = body.persona.trim();
+    let toolset = &node.manager.engine().config().toolset;
+    if !persona.is_empty() && toolset.persona(persona).is_none() {
+        let intent = turnstone_tools::toolset::ToolIntent::all().with_persona(Some(persona.into()));
+        let err = toolset.validate(&intent).err().map(|e| e.to_string());
+        return Err(ApiError::BadRequest(
+            err.unwrap_or_else(|| format!("unknown persona '{persona}'")),
+        ));
+    }
     let reply = create_inner(node, body).await?;
+    if !persona.is_empty()
+        && let Some(ws) = reply["ws_id"].as_str().and_then(|id| node.workstream(id))
+    {
+        super::internal::change_tool_intent(node, &ws, &json!({ "persona": persona })).await?;
+    }
     if let Some(posture) = posture
         && let Some(ws) = reply["ws_id"].as_str().and_then(|id| node.workstream(id))
     {

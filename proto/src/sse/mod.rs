@@ -159,6 +159,10 @@ wire_struct! {
         /// server reported no usage (llama-cpp-python streams none). Absent when false.
         #[serde(skip_serializing_if = "is_false")]
         pub usage_estimated: bool = false,
+        /// Ours, additive: the workstream is in plan mode (only read-only tools are offered
+        /// and callable; seed 004). Absent when false.
+        #[serde(skip_serializing_if = "is_false")]
+        pub plan_mode: bool = false,
     }
 }
 

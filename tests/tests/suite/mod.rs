@@ -12,6 +12,7 @@ mod python_grpc;
 mod python_sdk;
 mod real_model;
 mod schemathesis;
+mod searxng_env;
 pub(crate) mod security;
 mod turn_order;
 mod wire_contract;

@@ -370,6 +370,40 @@ impl WorkstreamHandle {
         })
     }
 
+    /// Whether the workstream is in plan mode (only read-only tools; seed 004).
+    pub fn plan_mode(&self) -> bool {
+        self.shared.settings().tool_intent.is_plan()
+    }
+
+    /// Enters or leaves plan mode (from the next turn boundary; a running turn keeps its
+    /// tools), tells the frontends (`info`, and a `status` carrying `plan_mode`) and returns
+    /// the new intent to persist. Setting the mode it is already in changes nothing and
+    /// emits nothing (`None`).
+    pub fn set_plan_mode(&self, on: bool) -> Option<ToolIntent> {
+        let changed = self.shared.configure(|settings| {
+            if settings.tool_intent.is_plan() == on {
+                return None;
+            }
+            let next = settings.tool_intent.clone().with_plan(on);
+            settings.tool_intent = next.clone();
+            Some(next)
+        })?;
+        self.announce_plan_mode();
+        Some(changed)
+    }
+
+    /// Tells the frontends the current plan mode: an `info` line and a `status` event
+    /// carrying `plan_mode` (after any change of it, e.g. through the tool intent).
+    pub fn announce_plan_mode(&self) {
+        self.emit_info(if self.plan_mode() {
+            "Plan mode on: only read-only tools (and tool_search) from the next turn. \
+             Leave it with /plan off."
+        } else {
+            "Plan mode off: every enabled tool is available from the next turn."
+        });
+        self.shared.emit(Event::Status(self.status()));
+    }
+
     /// Deferred tools `tool_search` has loaded (sorted), to persist with the session.
     pub fn loaded_tools(&self) -> Vec<String> {
         self.shared.loaded_tools.names()

@@ -248,6 +248,9 @@ async fn the_payload_is_recorded_per_request_and_absent_before_the_first() {
             "bash",
             "diff_file",
             "edit_file",
+            "git",
+            "man",
+            "math",
             "memory",
             "read_file",
             "search",
@@ -257,9 +260,9 @@ async fn the_payload_is_recorded_per_request_and_absent_before_the_first() {
             "mcp__wx__forecast"
         ]
     );
-    // 10 tools < threshold 20 with `auto`: everything resident, no tool_search, no catalog.
+    // 13 tools < threshold 20 with `auto`: everything resident, no tool_search, no catalog.
     assert!(!prepared.payload.search_active);
-    assert_eq!(prepared.payload.tool_count, 10);
+    assert_eq!(prepared.payload.tool_count, 13);
     assert_eq!(system_text(&last).unwrap(), "You are a test.");
     let json = serde_json::to_value(&prepared).unwrap();
     assert_eq!(json["turn"], 1);
@@ -344,7 +347,7 @@ async fn the_intent_decides_the_array_and_is_checked() {
     read_turn(&mut sub).await;
     assert_eq!(
         tool_names(&s.llm.last_request().unwrap()),
-        ["diff_file", "read_file", "search"]
+        ["diff_file", "git", "man", "math", "read_file", "search"]
     );
 
     // A call to a tool the intent leaves out is refused, clearly.
@@ -438,6 +441,9 @@ async fn default_settings_keep_the_plain_builtin_array() {
             "bash",
             "diff_file",
             "edit_file",
+            "git",
+            "man",
+            "math",
             "read_file",
             "search",
             "write_file"

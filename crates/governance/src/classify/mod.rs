@@ -14,7 +14,7 @@
 //! * file writes (`write_file`, `overwrite_file`, `append_file`, `edit_file`): where they
 //!   write — system paths and SSH keys critical, login/autostart and secrets files high,
 //!   outside the workspace medium, inside low;
-//! * reads (`read_file`, `search`, `diff_file`, `open_preview`, and their `_outside`
+//! * reads (`read_file`, `search`, `diff_file`, `open_preview`, `git`, and their `_outside`
 //!   labels): credentials high, `.env` and outside the workspace medium, inside low;
 //! * `web_fetch`: cloud metadata endpoints high, loopback and private hosts medium;
 //! * MCP tools (`mcp__*`) medium, or high when the name says they delete; skills and
@@ -252,7 +252,7 @@ pub fn classify(call: &GatedCall<'_>, workspace: &Workspace) -> Classification {
             }
             None => (vec![missing()], String::new()),
         },
-        "read_file" | "search" | "diff_file" | "open_preview" | "list_directory" => {
+        "read_file" | "search" | "diff_file" | "open_preview" | "list_directory" | "git" => {
             let targets: Vec<&str> = ["path", "path_a", "path_b", "target"]
                 .iter()
                 .filter_map(|k| arg(k))

@@ -7,6 +7,9 @@ pub(crate) mod bash;
 pub(crate) mod blocklist;
 mod diff_file;
 mod edit_file;
+mod git;
+mod man;
+mod math;
 mod memory;
 mod notify;
 mod open_preview;
@@ -25,6 +28,9 @@ use std::time::Duration;
 pub use bash::BashTool;
 pub use diff_file::DiffFileTool;
 pub use edit_file::EditFileTool;
+pub use git::GitTool;
+pub use man::ManTool;
+pub use math::{MathLimits, MathTool};
 pub use memory::{MemoryTool, normalise_name};
 pub use notify::NotifyTool;
 pub use open_preview::{OpenPreviewTool, PreviewContent, PreviewKind, PreviewSink};
@@ -82,6 +88,9 @@ pub(crate) fn all(options: &BuiltinOptions) -> Result<Vec<Arc<dyn Tool>>, Regist
         Arc::new(bash),
         Arc::new(DiffFileTool::new()?),
         Arc::new(EditFileTool::new()?),
+        Arc::new(GitTool::new()?.with_child_env(options.child_env.clone())),
+        Arc::new(ManTool::new()?.with_child_env(options.child_env.clone())),
+        Arc::new(MathTool::new()?),
         Arc::new(ReadFileTool::new()?),
         Arc::new(SearchTool::new()?.with_timeout(options.search_timeout)),
         Arc::new(WriteFileTool::new()?),

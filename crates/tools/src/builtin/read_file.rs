@@ -1,5 +1,7 @@
 //! `read_file`: a text file as numbered lines (`cat -n` style), optionally a window of it.
-//! Images are recognised by their magic bytes and described; other binary files are refused.
+//! Images (PNG, JPEG, GIF, WebP, BMP, TIFF, ICO) are recognised by their magic bytes and
+//! described as text — format, dimensions, size, and that the model cannot see them — and
+//! other binary files are refused.
 
 use std::path::Path;
 
@@ -128,7 +130,8 @@ async fn read(path: &Path, offset: u64, limit: Option<u64>, ctx: &ToolContext) -
             .map(|(w, h)| format!(", {w}x{h} pixels"))
             .unwrap_or_default();
         return ToolOutput::ok(format!(
-            "[image: {shown}, {kind}{dims}, {size} bytes. Image content is not shown as text.]"
+            "[image: {shown}, {kind}{dims}, {size} bytes. The model cannot see images here: \
+             only this description is available.]"
         ));
     }
     if size > MAX_TEXT_BYTES {
@@ -244,6 +247,53 @@ fn image_dimensions(kind: &str, bytes: &[u8]) -> Option<(u32, u32)> {
         "PNG" => Some((be(16)?, be(20)?)),
         "GIF" => Some((le16(6)?, le16(8)?)),
         "BMP" => Some((le32(18)?, le32(22)?)),
+        "JPEG" => jpeg_dimensions(bytes),
+        "WebP" => webp_dimensions(bytes),
+        _ => None,
+    }
+}
+
+/// Width and height from a JPEG's start-of-frame segment (the markers before it skipped).
+fn jpeg_dimensions(bytes: &[u8]) -> Option<(u32, u32)> {
+    let be16 = |at: usize| -> Option<u32> {
+        bytes
+            .get(at..at + 2)
+            .map(|b| u32::from(u16::from_be_bytes([b[0], b[1]])))
+    };
+    let mut at = 2;
+    while at + 9 < bytes.len() {
+        if bytes[at] != 0xff {
+            return None;
+        }
+        let marker = bytes[at + 1];
+        // SOF0–SOF15 except DHT (C4), JPG (C8) and DAC (CC).
+        if (0xc0..=0xcf).contains(&marker) && !matches!(marker, 0xc4 | 0xc8 | 0xcc) {
+            return Some((be16(at + 7)?, be16(at + 5)?));
+        }
+        at += 2 + usize::try_from(be16(at + 2)?).ok()?;
+    }
+    None
+}
+
+/// Width and height of a WebP image (lossy `VP8 `, lossless `VP8L` or extended `VP8X`).
+fn webp_dimensions(bytes: &[u8]) -> Option<(u32, u32)> {
+    let b = |at: usize| bytes.get(at).copied().map(u32::from);
+    match bytes.get(12..16)? {
+        b"VP8 " => Some((
+            (b(26)? | b(27)? << 8) & 0x3fff,
+            (b(28)? | b(29)? << 8) & 0x3fff,
+        )),
+        b"VP8L" => {
+            let (b0, b1, b2, b3) = (b(21)?, b(22)?, b(23)?, b(24)?);
+            Some((
+                1 + (((b1 & 0x3f) << 8) | b0),
+                1 + (((b3 & 0x0f) << 10) | (b2 << 2) | ((b1 & 0xc0) >> 6)),
+            ))
+        }
+        b"VP8X" => Some((
+            1 + (b(24)? | b(25)? << 8 | b(26)? << 16),
+            1 + (b(27)? | b(28)? << 8 | b(29)? << 16),
+        )),
         _ => None,
     }
 }
@@ -273,6 +323,27 @@ mod tests {
         let out = number_lines(&line, 1, None);
         assert!(out.contains(&format!("[line cut: {} chars]", MAX_LINE_CHARS + 10)));
         assert!(out.len() < MAX_LINE_CHARS + 100);
+    }
+
+    #[test]
+    fn jpeg_and_webp_dimensions() {
+        // SOI, an APP0 segment of length 16, then SOF0: precision 8, height 0x0102, width 0x0304.
+        let mut jpeg = vec![0xff, 0xd8, 0xff, 0xe0, 0x00, 0x10];
+        jpeg.extend_from_slice(&[0u8; 14]);
+        jpeg.extend_from_slice(&[0xff, 0xc0, 0x00, 0x11, 0x08, 0x01, 0x02, 0x03, 0x04, 0x03]);
+        jpeg.extend_from_slice(&[0u8; 16]);
+        assert_eq!(image_dimensions("JPEG", &jpeg), Some((0x0304, 0x0102)));
+        assert_eq!(image_dimensions("JPEG", &[0xff, 0xd8, 0xff]), None);
+        // VP8X: canvas width-1 and height-1 as 24-bit little-endian at 24 and 27.
+        let mut webp = b"RIFF\0\0\0\0WEBPVP8X".to_vec();
+        webp.extend_from_slice(&[0u8; 8]);
+        webp.extend_from_slice(&[99, 0, 0, 49, 0, 0]);
+        assert_eq!(image_dimensions("WebP", &webp), Some((100, 50)));
+        // VP8 (lossy): 14-bit width and height at 26 and 28.
+        let mut vp8 = b"RIFF\0\0\0\0WEBPVP8 ".to_vec();
+        vp8.extend_from_slice(&[0u8; 10]);
+        vp8.extend_from_slice(&[0x40, 0x01, 0xf0, 0x00]);
+        assert_eq!(image_dimensions("WebP", &vp8), Some((320, 240)));
     }
 
     #[test]

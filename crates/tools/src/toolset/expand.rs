@@ -74,7 +74,27 @@ pub struct ToolsetConfig {
     /// Patterns of tools left out of the default set: available only through a preset,
     /// `only`, or (for `web_search`) the `web_search` toggle.
     pub opt_in: Vec<String>,
+    /// Patterns of the read-only tools plan mode keeps ([`DEFAULT_PLAN_TOOLS`]).
+    pub plan_tools: Vec<String>,
+    /// Personas: name → the patterns of its visible tools (`[tools.personas]`). With
+    /// `tool_search` among them the set is *exact* (the rest is deferred behind
+    /// `tool_search`), without it *hard* (nothing else, no tool search).
+    pub personas: BTreeMap<String, Vec<String>>,
 }
+
+/// The tools plan mode keeps by default: they read files, history, manuals and the web, or
+/// compute in the `math` sandbox, and change nothing.
+pub const DEFAULT_PLAN_TOOLS: &[&str] = &[
+    "read_file",
+    "search",
+    "diff_file",
+    "git",
+    "man",
+    "math",
+    "recall",
+    "web_fetch",
+    "web_search",
+];
 
 impl Default for ToolsetConfig {
     fn default() -> Self {
@@ -86,6 +106,8 @@ impl Default for ToolsetConfig {
             deferred: Vec::new(),
             resident: Vec::new(),
             opt_in: Vec::new(),
+            plan_tools: DEFAULT_PLAN_TOOLS.iter().map(|s| (*s).to_owned()).collect(),
+            personas: BTreeMap::new(),
         }
     }
 }
@@ -120,10 +142,24 @@ impl ToolsetConfig {
         names
     }
 
-    /// Checks an intent a client wants to store: its shape, and that a preset it names
-    /// exists. Tool names are not checked against the registry (a tool may come later).
+    /// The visible-tool patterns of persona `name`.
+    pub fn persona(&self, name: &str) -> Option<&[String]> {
+        self.personas.get(name).map(Vec::as_slice)
+    }
+
+    /// Checks an intent a client wants to store: its shape, and that a preset or persona
+    /// it names exists. Tool names are not checked against the registry (a tool may come
+    /// later).
     pub fn validate(&self, intent: &ToolIntent) -> Result<(), IntentError> {
         intent.check_shape()?;
+        if let Some(name) = &intent.persona
+            && self.persona(name).is_none()
+        {
+            return Err(IntentError::UnknownPersona {
+                name: name.clone(),
+                known: self.personas.keys().cloned().collect(),
+            });
+        }
         if let Some(name) = &intent.toolset
             && self.preset(name).is_none()
         {
@@ -135,8 +171,16 @@ impl ToolsetConfig {
         Ok(())
     }
 
-    /// Checks the configuration itself (start-up): sensible numbers.
+    /// Checks the configuration itself (start-up): sensible numbers, non-empty personas.
     pub fn check(&self) -> Result<(), String> {
+        for (name, tools) in &self.personas {
+            if name.trim().is_empty() || tools.is_empty() {
+                return Err(format!(
+                    "tools.personas.{name} must name at least one tool (a hard set), or \
+                     tool_search and the tools to show (an exact set)"
+                ));
+            }
+        }
         if self.search_max_results == 0 || self.search_max_results > 50 {
             return Err(format!(
                 "tools.search_max_results must be between 1 and 50, got {}",
@@ -185,6 +229,11 @@ pub struct Expansion {
     pub search_allowed: bool,
     /// Things the expansion could not honour (an unknown preset).
     pub warnings: Vec<String>,
+    /// Plan mode narrowed the tools to `ToolsetConfig::plan_tools`.
+    pub plan_mode: bool,
+    /// An exact persona: the patterns of the tools kept visible; every other available tool
+    /// is deferred behind `tool_search`, which is on whatever the search mode.
+    pub visible: Option<Vec<String>>,
 }
 
 impl Expansion {
@@ -195,9 +244,12 @@ impl Expansion {
 
 /// Expands `intent` against `snapshot`.
 ///
-/// Rules: all off → nothing. `only` → exactly the tools it selects. Otherwise the base set
+/// Rules: all off → nothing. A hard persona (its set lacks `tool_search`) → exactly the
+/// tools it selects, like `only`; an exact persona leaves the set alone and only marks which
+/// tools stay visible. `only` → exactly the tools it selects. Otherwise the base set
 /// is the preset (`toolset`) or every tool not `opt_in`; `allowed` narrows it. Then
 /// `disabled` removes, and `web_search` layers `web_search` in (`true`) or out (`false`).
+/// Last, plan mode keeps only the tools matching `config.plan_tools`.
 /// The result keeps registry order, so the same intent against the same registry always
 /// gives the same list.
 pub fn expand(
@@ -210,8 +262,17 @@ pub fn expand(
     }
     let mut warnings = Vec::new();
     let entries = snapshot.entries();
-    let hand_picked = intent.only.is_some();
-    let mut keep: Vec<bool> = if let Some(only) = &intent.only {
+    let persona = intent.persona.as_deref().and_then(|name| {
+        let p = config.persona(name);
+        if p.is_none() {
+            warnings.push(format!("unknown persona '{name}': no persona applied"));
+        }
+        p
+    });
+    let exact = persona.filter(|p| p.iter().any(|t| t == super::TOOL_SEARCH));
+    let hard = persona.filter(|_| exact.is_none());
+    let hand_picked = intent.only.is_some() || hard.is_some();
+    let mut keep: Vec<bool> = if let Some(only) = hard.or(intent.only.as_deref()) {
         entries.iter().map(|e| any_match(only, e)).collect()
     } else {
         let preset = intent.toolset.as_deref().and_then(|name| {
@@ -248,6 +309,9 @@ pub fn expand(
         {
             *k = on;
         }
+        if intent.is_plan() && !any_match(&config.plan_tools, e) {
+            *k = false;
+        }
     }
     let search_disabled = intent
         .disabled
@@ -263,5 +327,7 @@ pub fn expand(
         hand_picked,
         search_allowed: !hand_picked && !search_disabled,
         warnings,
+        plan_mode: intent.is_plan(),
+        visible: exact.map(<[String]>::to_vec),
     }
 }

@@ -42,6 +42,17 @@ pub struct ToolIntent {
     /// Never written to hold "all tools": that is the default intent.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub only: Option<Vec<String>>,
+    /// Plan mode (seed 004): `Some(true)` narrows whatever the rest of the intent selects
+    /// to the read-only tools (`ToolsetConfig::plan_tools`) plus `tool_search`; a call of
+    /// any other tool is refused. Entered and left explicitly (`/plan on|off`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub plan: Option<bool>,
+    /// A persona (`ToolsetConfig::personas`): a named tool-visibility set (seed 000). An
+    /// *exact* set (it names `tool_search`) makes its tools the visible ones and defers
+    /// every other available tool behind a client-side `tool_search`, whatever the search
+    /// mode; a *hard* set (no `tool_search`) is all the workstream gets, with no tool search.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub persona: Option<String>,
 }
 
 /// An intent (or a change to one) that cannot be accepted.
@@ -51,6 +62,8 @@ pub enum IntentError {
     Invalid(String),
     #[error("unknown toolset '{name}' (known: {})", .known.join(", "))]
     UnknownToolset { name: String, known: Vec<String> },
+    #[error("unknown persona '{name}' (configured: {})", if .known.is_empty() { "none".to_owned() } else { .known.join(", ") })]
+    UnknownPersona { name: String, known: Vec<String> },
 }
 
 impl ToolIntent {
@@ -98,6 +111,26 @@ impl ToolIntent {
         self
     }
 
+    /// The same intent with this persona (`None`: no persona).
+    #[must_use]
+    pub fn with_persona(mut self, persona: Option<String>) -> Self {
+        self.persona = persona.filter(|p| !p.trim().is_empty());
+        self
+    }
+
+    /// Whether plan mode is on.
+    pub fn is_plan(&self) -> bool {
+        self.plan == Some(true)
+    }
+
+    /// The same intent with plan mode on or off (off clears the key, so a plain intent
+    /// stays the default).
+    #[must_use]
+    pub fn with_plan(mut self, on: bool) -> Self {
+        self.plan = on.then_some(true);
+        self
+    }
+
     /// Whether every tool is switched off.
     pub fn is_off(&self) -> bool {
         self.enabled == Some(false)
@@ -127,7 +160,7 @@ impl ToolIntent {
 
     /// Applies a change sent by a client: a JSON object whose keys replace the same keys of
     /// this intent (`null` clears a key). Keys: `enabled`, `toolset`, `disabled`, `allowed`,
-    /// `web_search`, `only`. Setting `only` to a list hand-picks tools; setting `enabled`,
+    /// `web_search`, `only`, `plan`, `persona`. Setting `only` to a list hand-picks tools; setting `enabled`,
     /// `toolset` or `web_search` never turns the intent into a list.
     pub fn merged(&self, change: &Value) -> Result<Self, IntentError> {
         let Value::Object(change) = change else {
@@ -184,6 +217,9 @@ impl ToolIntent {
         if let Some(name) = &self.toolset {
             check_name("toolset", name)?;
         }
+        if let Some(name) = &self.persona {
+            check_name("persona", name)?;
+        }
         Ok(())
     }
 }
@@ -212,6 +248,8 @@ const FIELDS: &[&str] = &[
     "allowed",
     "web_search",
     "only",
+    "plan",
+    "persona",
 ];
 
 /// The object form, every key optional, unknown keys ignored.
@@ -224,6 +262,8 @@ struct Fields {
     allowed: Option<Vec<String>>,
     web_search: Option<bool>,
     only: Option<Vec<String>>,
+    plan: Option<bool>,
+    persona: Option<String>,
 }
 
 impl From<Fields> for ToolIntent {
@@ -235,6 +275,9 @@ impl From<Fields> for ToolIntent {
             allowed: f.allowed,
             web_search: f.web_search,
             only: f.only,
+            // `false` is the default: stored as absent.
+            plan: f.plan.filter(|on| *on),
+            persona: f.persona.filter(|p| !p.is_empty()),
         }
     }
 }

@@ -25,8 +25,10 @@ pub mod surface;
 pub const TOOL_SEARCH: &str = "tool_search";
 
 pub use aliases::{Alias, AliasTool, LEGACY_ALIASES};
-pub use expand::{Expansion, SearchMode, ToolsetConfig, WEB_SEARCH, expand};
+pub use expand::{DEFAULT_PLAN_TOOLS, Expansion, SearchMode, ToolsetConfig, WEB_SEARCH, expand};
 pub use intent::{IntentError, ToolIntent};
 pub use payload::{PayloadDeferred, PayloadTool, ToolBudget, ToolPayload, sha256_hex};
 pub use search_tool::{LoadedTools, ToolSearchTool, tool_search_definition};
-pub use surface::{CATALOG_HEADER, Residency, ResolveError, SurfaceTool, ToolSurface, wire_entry};
+pub use surface::{
+    CATALOG_HEADER, PLAN_MODE_PROMPT, Residency, ResolveError, SurfaceTool, ToolSurface, wire_entry,
+};

@@ -66,7 +66,19 @@ pub enum ResolveError {
     /// The tool exists but this workstream's tool intent leaves it out.
     #[error("tool '{0}' is not enabled for this workstream")]
     NotEnabled(String),
+    /// The tool exists but the workstream is in plan mode, which keeps only read-only tools.
+    #[error(
+        "tool '{0}' is not available in plan mode: only read-only tools can be used until \
+         the user leaves plan mode (/plan off)"
+    )]
+    PlanMode(String),
 }
+
+/// The system prompt block of a workstream in plan mode.
+pub const PLAN_MODE_PROMPT: &str = "Plan mode is on: you can only use read-only tools \
+(reading and searching files, git history, manuals, the web, calculation) and tool_search. \
+Investigate and propose a plan; do not try to change files or run commands. The user leaves \
+plan mode with /plan off.";
 
 /// Text that starts the deferred catalog in the system prompt.
 pub const CATALOG_HEADER: &str = "Deferred tools (not in your tool list yet: call tool_search \
@@ -81,6 +93,7 @@ pub struct ToolSurface {
     catalog: Vec<SurfaceTool>,
     search: Option<Arc<ToolSearchTool>>,
     warnings: Vec<String>,
+    plan_mode: bool,
 }
 
 impl std::fmt::Debug for ToolSurface {
@@ -101,7 +114,8 @@ impl ToolSurface {
     /// disabled), the mode is `on` — or `auto` with at least `search_threshold` available
     /// tools — and some available tool is deferrable: every MCP tool and every tool matching
     /// `config.deferred`, except tools matching `config.resident`. `tool_search` itself is
-    /// never deferred.
+    /// never deferred. An exact persona overrides both: tool search is on whatever the mode,
+    /// and every available tool its set does not show is deferrable.
     pub fn build(
         intent: &ToolIntent,
         registry: Arc<RegistrySnapshot>,
@@ -110,12 +124,20 @@ impl ToolSurface {
     ) -> Self {
         let expansion = expand(intent, &registry, config);
         let deferrable = |e: &RegisteredTool| {
-            e.name() != TOOL_SEARCH
-                && !config.resident.iter().any(|p| super::expand::matches(p, e))
+            if e.name() == TOOL_SEARCH {
+                return false;
+            }
+            // An exact persona: what it does not show is deferred.
+            if let Some(visible) = &expansion.visible {
+                return !visible.iter().any(|p| super::expand::matches(p, e));
+            }
+            !config.resident.iter().any(|p| super::expand::matches(p, e))
                 && (e.provenance.is_mcp()
                     || config.deferred.iter().any(|p| super::expand::matches(p, e)))
         };
         let wanted = match config.search {
+            // An exact persona forces client-side tool search, whatever the mode (seed 000).
+            _ if expansion.visible.is_some() => true,
             SearchMode::Off => false,
             SearchMode::On => true,
             SearchMode::Auto => expansion.tools.len() >= config.search_threshold,
@@ -163,6 +185,7 @@ impl ToolSurface {
             catalog,
             search,
             warnings: expansion.warnings,
+            plan_mode: expansion.plan_mode,
         }
     }
 
@@ -187,6 +210,11 @@ impl ToolSurface {
 
     pub fn deferred_names(&self) -> Vec<String> {
         self.catalog.iter().map(|t| t.name().to_owned()).collect()
+    }
+
+    /// Whether the workstream is in plan mode (read-only tools only).
+    pub fn plan_mode(&self) -> bool {
+        self.plan_mode
     }
 
     /// Whether `tool_search` is in the array.
@@ -222,15 +250,18 @@ impl ToolSurface {
         Some(text)
     }
 
-    /// The system prompt with the catalog appended (separated by a blank line); `None` when
-    /// there is neither.
+    /// The system prompt with the plan-mode block (in plan mode) and the catalog appended,
+    /// separated by blank lines; `None` when there is none of them.
     pub fn system_prompt(&self, base: Option<&str>) -> Option<String> {
-        match (base.filter(|b| !b.is_empty()), self.catalog_text()) {
-            (None, None) => None,
-            (Some(b), None) => Some(b.to_owned()),
-            (None, Some(c)) => Some(c),
-            (Some(b), Some(c)) => Some(format!("{b}\n\n{c}")),
-        }
+        let parts: Vec<String> = [
+            base.filter(|b| !b.is_empty()).map(str::to_owned),
+            self.plan_mode.then(|| PLAN_MODE_PROMPT.to_owned()),
+            self.catalog_text(),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        (!parts.is_empty()).then(|| parts.join("\n\n"))
     }
 
     /// The tool to dispatch a call named `name` to: any available tool (in the array or
@@ -253,11 +284,17 @@ impl ToolSurface {
                 .find(|t| t.name() == alias.canonical);
             return match canonical {
                 Some(t) => Ok(Arc::new(AliasTool::new(alias, t.tool.clone()))),
+                None if self.registry.entry(alias.canonical).is_some() && self.plan_mode => {
+                    Err(ResolveError::PlanMode(name.to_owned()))
+                }
                 None if self.registry.entry(alias.canonical).is_some() => {
                     Err(ResolveError::NotEnabled(name.to_owned()))
                 }
                 None => Err(ResolveError::NotRegistered(name.to_owned())),
             };
+        }
+        if self.plan_mode && self.registry.entry(name).is_some() {
+            return Err(ResolveError::PlanMode(name.to_owned()));
         }
         if name == TOOL_SEARCH || self.registry.entry(name).is_some() {
             return Err(ResolveError::NotEnabled(name.to_owned()));

@@ -90,6 +90,11 @@ async fn read_file_describes_images_and_refuses_huge_ones() {
         out.content
     );
     assert!(out.content.contains(&format!("{} bytes", png.len())));
+    assert!(
+        out.content.contains("The model cannot see images here"),
+        "{}",
+        out.content
+    );
     let mut big = b"GIF89a".to_vec();
     big.resize(5 * 1024 * 1024, 0);
     write(dir.path(), "big.gif", &big);

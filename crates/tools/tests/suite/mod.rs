@@ -1,5 +1,8 @@
 mod bash;
 mod files;
+mod git;
+mod man;
+mod math;
 mod notify;
 mod open_preview;
 mod registry;

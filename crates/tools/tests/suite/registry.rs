@@ -78,6 +78,9 @@ fn runtime_tools_join_the_builtins_in_name_order_before_mcp_tools() {
         "bash",
         "diff_file",
         "edit_file",
+        "git",
+        "man",
+        "math",
         "memory",
         "read_file",
         "recall",
@@ -128,7 +131,7 @@ fn unknown_tool_lists_available_names() {
     assert_eq!(
         err.to_string(),
         "Unknown tool: 'Read_File'. tool 'Read_File' is not registered. Available tools: bash, diff_file, \
-         edit_file, read_file, search, write_file"
+         edit_file, git, man, math, read_file, search, write_file"
     );
 }
 

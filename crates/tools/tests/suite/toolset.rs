@@ -177,7 +177,7 @@ fn mcp_registration_order_does_not_change_the_array() {
     let sb = surface(&b, &ToolIntent::all(), &config, &loaded);
     assert_eq!(wire_bytes(&sa), wire_bytes(&sb));
     assert_eq!(
-        &sa.array_names()[6..],
+        &sa.array_names()[9..],
         ["mcp__alpha__x", "mcp__zeta__a", "mcp__zeta__b"]
     );
 }
@@ -228,6 +228,8 @@ fn intent_round_trips_and_old_records_read_back_as_none() {
         allowed: Some(vec!["@builtin".into()]),
         web_search: Some(false),
         only: None,
+        plan: Some(true),
+        persona: Some("reviewer".into()),
     };
     assert_eq!(ToolIntent::from_json(&full.to_json()).unwrap(), full);
     assert_eq!(ToolIntent::default().to_json(), "{}");
@@ -341,7 +343,15 @@ fn dict_intent_semantics() {
     );
     assert_eq!(
         ro.names(),
-        ["diff_file", "read_file", "search", "web_search"]
+        [
+            "diff_file",
+            "git",
+            "man",
+            "math",
+            "read_file",
+            "search",
+            "web_search"
+        ]
     );
     // web_search=false takes it out even when the preset has it.
     let full = expand(
@@ -415,7 +425,7 @@ fn a_tool_added_to_the_registry_reaches_old_intents() {
             .contains(&"mcp__gh__list_agents".to_string())
     );
     // A snapshot taken earlier (a running turn) does not move.
-    assert_eq!(old_snapshot.len(), 6);
+    assert_eq!(old_snapshot.len(), 9);
     assert_eq!(old_snapshot.generation(), generation);
     // Removal is followed too.
     assert!(reg.remove("send_message"));
@@ -641,7 +651,7 @@ async fn tool_search_respects_max_results_and_searches_descriptions() {
 
 #[test]
 fn search_thresholds_and_modes() {
-    let reg = registry_with_mcp(); // 6 built-ins + 3 MCP = 9 tools
+    let reg = registry_with_mcp(); // 9 built-ins + 3 MCP = 12 tools
     let loaded = LoadedTools::new();
     let with = |search, threshold| ToolsetConfig {
         search,
@@ -657,14 +667,14 @@ fn search_thresholds_and_modes() {
     assert!(!auto_high.search_active());
     assert_eq!(
         auto_high.array_names().len(),
-        9,
+        12,
         "below the threshold everything is resident"
     );
     assert!(auto_high.catalog_text().is_none());
     let auto_low = surface(
         &reg,
         &ToolIntent::all(),
-        &with(SearchMode::Auto, 9),
+        &with(SearchMode::Auto, 12),
         &loaded,
     );
     assert!(auto_low.search_active());
@@ -698,7 +708,7 @@ fn search_thresholds_and_modes() {
         &loaded,
     );
     assert!(!no_search.search_active());
-    assert_eq!(no_search.array_names().len(), 9);
+    assert_eq!(no_search.array_names().len(), 12);
     assert_eq!("AUTO".parse::<SearchMode>().unwrap(), SearchMode::Auto);
     assert!("sometimes".parse::<SearchMode>().is_err());
     let cfg: ToolsetConfig =
@@ -935,5 +945,183 @@ fn payload_listing_is_bounded() {
     assert_eq!(
         (p.deferred.len(), p.deferred_count, p.deferred_omitted),
         (256, 300, 44)
+    );
+}
+
+#[tokio::test]
+async fn git_man_and_math_defer_and_load_through_tool_search() {
+    let reg = ToolRegistry::with_builtins().unwrap();
+    let config = ToolsetConfig {
+        deferred: vec!["git".into(), "man".into(), "math".into()],
+        ..search_on()
+    };
+    let loaded = LoadedTools::new();
+    let s = surface(&reg, &ToolIntent::all(), &config, &loaded);
+    assert_eq!(s.deferred_names(), ["git", "man", "math"]);
+    assert!(s.catalog_text().unwrap().ends_with("git\nman\nmath\n"));
+    // Deferred tools still dispatch by exact name.
+    assert!(s.resolve("man").is_ok());
+    let search = s.resolve("tool_search").unwrap();
+    let ctx = ToolContext::new("/tmp");
+    for (query, tool) in [
+        ("read a manual page", "man"),
+        ("commit history blame", "git"),
+        ("evaluate python calculation", "math"),
+    ] {
+        let p = search.prepare(json!({ "query": query }), &ctx).unwrap();
+        let out = search.execute(&p, &ctx, &NoOutput).await;
+        assert!(out.content.contains(tool), "{query}: {}", out.content);
+    }
+    let next = surface(&reg, &ToolIntent::all(), &config, &loaded);
+    for name in ["git", "man", "math"] {
+        assert!(next.array_names().contains(&name.to_string()), "{name}");
+    }
+    // The readonly preset (auto-approve metadata) holds all three; the default set too.
+    let snap = reg.snapshot();
+    let readonly = expand(&ToolIntent::toolset("readonly"), &snap, &config).names();
+    for name in ["git", "man", "math"] {
+        assert!(readonly.contains(&name.to_string()), "{name}");
+    }
+}
+
+#[tokio::test]
+async fn plan_mode_keeps_read_only_tools_and_tool_search_and_refuses_the_rest() {
+    let reg = registry_with_mcp();
+    let loaded = LoadedTools::new();
+    let config = search_on();
+    let plan = ToolIntent::all().with_plan(true);
+    assert_eq!(plan.to_json(), r#"{"plan":true}"#);
+    assert_eq!(
+        ToolIntent::from_json(r#"{"plan":false}"#).unwrap(),
+        ToolIntent::all()
+    );
+    let s = surface(&reg, &plan, &config, &loaded);
+    assert!(s.plan_mode());
+    assert_eq!(
+        s.array_names(),
+        ["diff_file", "git", "man", "math", "read_file", "search"],
+        "MCP tools are not known to be read-only: not offered, so no tool_search either"
+    );
+    for name in ["bash", "write_file", "edit_file", "mcp__db__query"] {
+        let err = s.resolve(name).err().unwrap();
+        assert_eq!(err, ResolveError::PlanMode(name.into()));
+        assert!(
+            err.to_string().contains("not available in plan mode"),
+            "{err}"
+        );
+    }
+    // A replay alias of a refused tool is refused the same way; unknown names stay unknown.
+    assert!(matches!(
+        s.resolve("nope"),
+        Err(ResolveError::NotRegistered(_))
+    ));
+    let prompt = s.system_prompt(Some("Base.")).unwrap();
+    assert!(prompt.starts_with("Base.\n\nPlan mode is on"), "{prompt}");
+    // An MCP server configured as read-only joins plan mode, deferred behind tool_search.
+    let with_mcp = ToolsetConfig {
+        plan_tools: vec!["read_file".into(), "@mcp:db".into()],
+        ..search_on()
+    };
+    let s = surface(&reg, &plan, &with_mcp, &loaded);
+    assert_eq!(s.array_names(), ["read_file", "tool_search"]);
+    assert_eq!(s.deferred_names(), ["mcp__db__query"]);
+    assert!(s.resolve("mcp__db__query").is_ok());
+    assert!(matches!(s.resolve("bash"), Err(ResolveError::PlanMode(_))));
+    // Leaving plan mode gives the whole set back.
+    let off = ToolIntent::all()
+        .with_plan(true)
+        .merged(&json!({"plan": null}))
+        .unwrap();
+    assert!(!off.is_plan());
+    let s = surface(&reg, &off, &config, &loaded);
+    assert!(!s.plan_mode());
+    assert!(s.resolve("bash").is_ok());
+    // Plan mode narrows a preset too, never widens it.
+    let ro = surface(
+        &reg,
+        &ToolIntent::toolset("readonly").with_plan(true),
+        &config,
+        &loaded,
+    );
+    assert!(!ro.array_names().contains(&"bash".to_string()));
+}
+
+#[tokio::test]
+async fn personas_are_exact_or_hard_tool_visibility_sets() {
+    let reg = registry_with_mcp();
+    let loaded = LoadedTools::new();
+    let config = ToolsetConfig {
+        // Tool search would be off without a persona.
+        search: SearchMode::Off,
+        personas: [
+            (
+                "reviewer".to_string(),
+                vec!["read_file".into(), "git".into(), "tool_search".into()],
+            ),
+            ("calculator".to_string(), vec!["math".into(), "man".into()]),
+        ]
+        .into_iter()
+        .collect(),
+        ..ToolsetConfig::default()
+    };
+    config.check().unwrap();
+    // Exact: the named tools visible, every other tool deferred behind a client-side
+    // tool_search, even with search off.
+    let exact = ToolIntent::all().with_persona(Some("reviewer".into()));
+    assert_eq!(exact.to_json(), r#"{"persona":"reviewer"}"#);
+    let s = surface(&reg, &exact, &config, &loaded);
+    assert_eq!(s.array_names(), ["git", "read_file", "tool_search"]);
+    assert!(s.deferred_names().contains(&"bash".to_string()));
+    assert!(s.deferred_names().contains(&"mcp__db__query".to_string()));
+    let search = s.resolve("tool_search").unwrap();
+    let ctx = ToolContext::new("/tmp");
+    let p = search
+        .prepare(json!({"query": "run a shell command"}), &ctx)
+        .unwrap();
+    let out = search.execute(&p, &ctx, &NoOutput).await;
+    assert!(out.content.contains("bash"), "{}", out.content);
+    assert!(
+        surface(&reg, &exact, &config, &loaded)
+            .array_names()
+            .contains(&"bash".to_string())
+    );
+    // Hard: exactly its tools, no tool search at all, other tools refused.
+    let hard = ToolIntent::all().with_persona(Some("calculator".into()));
+    let on = ToolsetConfig {
+        search: SearchMode::On,
+        ..config.clone()
+    };
+    let s = surface(&reg, &hard, &on, &LoadedTools::new());
+    assert_eq!(s.array_names(), ["man", "math"]);
+    assert!(!s.search_active());
+    assert!(s.deferred_names().is_empty());
+    assert!(matches!(
+        s.resolve("bash"),
+        Err(ResolveError::NotEnabled(_))
+    ));
+    assert!(matches!(
+        s.resolve("tool_search"),
+        Err(ResolveError::NotEnabled(_))
+    ));
+    // Validation names the configured personas; the shape check bounds the name.
+    let unknown = ToolIntent::all().with_persona(Some("nobody".into()));
+    assert_eq!(
+        config.validate(&unknown).unwrap_err().to_string(),
+        "unknown persona 'nobody' (configured: calculator, reviewer)"
+    );
+    assert!(config.validate(&hard).is_ok());
+    let bad = ToolsetConfig {
+        personas: [("empty".to_string(), Vec::new())].into_iter().collect(),
+        ..ToolsetConfig::default()
+    };
+    assert!(bad.check().unwrap_err().contains("tools.personas.empty"));
+    // A persona changed through the client API (dict form) and cleared with null.
+    let set = ToolIntent::all()
+        .merged(&json!({"persona": "calculator"}))
+        .unwrap();
+    assert_eq!(set.persona.as_deref(), Some("calculator"));
+    assert_eq!(
+        set.merged(&json!({"persona": null})).unwrap(),
+        ToolIntent::all()
     );
 }

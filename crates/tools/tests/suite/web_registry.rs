@@ -23,6 +23,9 @@ fn web_tools_are_registered_alphabetically_with_seed_metadata() {
             "bash",
             "diff_file",
             "edit_file",
+            "git",
+            "man",
+            "math",
             "notify",
             "read_file",
             "search",
@@ -46,8 +49,8 @@ fn web_tools_are_registered_alphabetically_with_seed_metadata() {
             .unwrap(),
         json!({"url": "https://example.com"})
     );
-    // Without the switch the registry keeps the original six.
-    assert_eq!(ToolRegistry::with_builtins().unwrap().len(), 6);
+    // Without the switch the registry keeps the nine that need no network.
+    assert_eq!(ToolRegistry::with_builtins().unwrap().len(), 9);
 }
 
 #[tokio::test]

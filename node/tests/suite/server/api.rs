@@ -297,6 +297,16 @@ async fn the_tool_payload_of_the_latest_request_is_inspectable() {
         names.contains(&"bash") && names.contains(&"read_file"),
         "{names:?}"
     );
+    for name in ["git", "man", "math"] {
+        let tool = p["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == name)
+            .unwrap_or_else(|| panic!("{name} in {names:?}"));
+        assert_eq!(tool["provenance"], "builtin");
+        assert_eq!(tool["residency"], "resident");
+    }
     let sha = p["sha256"].as_str().unwrap();
     assert_eq!(sha.len(), 64);
     assert!(sha.bytes().all(|b| b.is_ascii_hexdigit()));

@@ -12,7 +12,7 @@ mod heartbeat_signing;
 mod login_limiter;
 mod memory_caps;
 mod metrics_exposure;
-mod node_events;
+pub(crate) mod node_events;
 mod proxy_headers;
 mod route_permissions;
 mod session_revocation;
