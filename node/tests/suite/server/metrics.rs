@@ -45,6 +45,8 @@ const ORDER: &[(&str, &str)] = &[
     ("turnstone_workstreams_hibernated", "gauge"),
     ("turnstone_workstream_hibernations_total", "counter"),
     ("turnstone_workstream_rehydrations_total", "counter"),
+    ("turnstone_grpc_requests_total", "counter"),
+    ("turnstone_grpc_request_duration_seconds", "histogram"),
 ];
 
 /// The lint complaint about the original's own gauge name (`..._active_total`), which the
