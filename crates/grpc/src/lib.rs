@@ -28,3 +28,6 @@ pub const FILE_DESCRIPTOR_SET: &[u8] =
 
 /// The full name of the node service (`turnstone.v1.NodeService`).
 pub const NODE_SERVICE: &str = "turnstone.v1.NodeService";
+
+/// The full name of the console service (`turnstone.v1.ConsoleService`).
+pub const CONSOLE_SERVICE: &str = "turnstone.v1.ConsoleService";
