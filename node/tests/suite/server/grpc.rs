@@ -670,3 +670,57 @@ async fn a_workstream_is_renamed_as_by_the_name_command() {
         .unwrap_err();
     assert_eq!(read_only.code(), Code::PermissionDenied);
 }
+
+#[tokio::test]
+async fn unknown_fields_are_ignored_and_unknown_vocabulary_is_invalid_argument() {
+    let t = TestNode::start().await;
+    // A newer client's request: fields this version does not know (here: a `SendRequest`
+    // sent as `ListWorkstreamsRequest`, which has none) are skipped, the call answered.
+    let channel = Channel::from_shared(t.base.clone())
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut raw = tonic::client::Grpc::new(channel);
+    raw.ready().await.unwrap();
+    let codec = tonic_prost::ProstCodec::<pb::SendRequest, pb::ListWorkstreamsResponse>::default();
+    let listed = raw
+        .unary(
+            authed(
+                pb::SendRequest {
+                    ws_id: t.default_ws.clone(),
+                    message: "not a field of this request".into(),
+                    queue: true,
+                    ..Default::default()
+                },
+                READ,
+            ),
+            tonic::codegen::http::uri::PathAndQuery::from_static(
+                "/turnstone.v1.NodeService/ListWorkstreams",
+            ),
+            codec,
+        )
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(listed.workstreams.iter().any(|w| w.id == t.default_ws));
+    // The contract's closed vocabularies are strings, as in the JSON API: a value outside
+    // one is INVALID_ARGUMENT with the route's message.
+    let mut c = client(&t).await;
+    let posture = c
+        .create_workstream(authed(
+            pb::CreateWorkstreamRequest {
+                posture: "reckless".into(),
+                ..Default::default()
+            },
+            FULL,
+        ))
+        .await
+        .unwrap_err();
+    assert_eq!(posture.code(), Code::InvalidArgument, "{posture:?}");
+    assert!(
+        posture.message().contains("posture"),
+        "{}",
+        posture.message()
+    );
+}
