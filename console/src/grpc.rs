@@ -247,10 +247,17 @@ impl ConsoleService for ConsoleGrpc {
     }
 }
 
-/// The console's gRPC services: the console service, health and reflection.
+/// The console's gRPC services: the console service, health (`NOT_SERVING` once the console
+/// stops) and reflection; every call counted in the console's metrics.
 pub async fn services(console: Arc<Console>) -> axum::Router {
     use turnstone_grpc::v1::console_service_server::ConsoleServiceServer;
+    let calls = console.grpc_calls.clone();
+    let lifecycle = turnstone_grpc::serve::Lifecycle {
+        draining: console.shutdown.clone(),
+        streams_closing: console.shutdown.clone(),
+    };
     let service = ConsoleServiceServer::new(ConsoleGrpc::new(console))
         .max_decoding_message_size(crate::BODY_LIMIT);
-    turnstone_grpc::serve::with_health_and_reflection(service).await
+    let services = turnstone_grpc::serve::with_health_and_reflection(service, lifecycle).await;
+    turnstone_grpc::metrics::observe(services, calls)
 }

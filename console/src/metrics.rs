@@ -1,6 +1,7 @@
 //! `GET /metrics`: Prometheus text exposition (format 0.0.4), written with the services' one
 //! writer ([`turnstone_runtime::metrics`]). Cluster gauges are computed from the model at
-//! scrape time; counters come from the collector and the HTTP side.
+//! scrape time; counters come from the collector, the HTTP side and the gRPC calls
+//! (`turnstone_console_grpc_*`, by RPC and status code).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -219,6 +220,7 @@ pub fn render(console: &Console) -> String {
         &[],
         format_args!("{:.3}", console.started.elapsed().as_secs_f64()),
     );
+    console.grpc_calls.render(&mut x);
     x.finish()
 }
 

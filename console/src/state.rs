@@ -32,6 +32,8 @@ pub struct Console {
     /// Proxy client: connect timeout only (streams must not time out).
     pub proxy_http: reqwest::Client,
     pub stats: HttpStats,
+    /// gRPC calls by method and code (`turnstone_console_grpc_*`).
+    pub grpc_calls: Arc<turnstone_grpc::metrics::GrpcCalls>,
     pub started: Instant,
     /// Failed sign-ins per client address and per address and username (the node's rules).
     pub login_limiter: turnstone_accounts::limiter::LoginLimiter,
@@ -71,6 +73,9 @@ impl Console {
             auth,
             proxy_http,
             stats: HttpStats::default(),
+            grpc_calls: Arc::new(turnstone_grpc::metrics::GrpcCalls::new(
+                "turnstone_console_grpc",
+            )),
             started: Instant::now(),
             login_limiter: turnstone_accounts::limiter::LoginLimiter::default(),
             store,

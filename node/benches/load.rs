@@ -160,6 +160,9 @@ async fn start_node(persist: Option<&std::path::Path>) -> Result<Served> {
     let options = NodeOptions {
         node_id: "bench".into(),
         model: "fake".into(),
+        // One client identity holds every stream of the bench (up to 10,000 for the
+        // fan-out): the per-identity cap (32 by default) is not what is measured.
+        sse_per_identity: usize::MAX,
         ..NodeOptions::default()
     };
     let node = match persist {

@@ -11,9 +11,11 @@ The node must run the built-in scripted model (no --base-url): it echoes a messa
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import tempfile
+import urllib.request
 
 import checks
 
@@ -198,6 +200,37 @@ def main() -> None:
         metadata=auth, timeout=20)
     checks.check("send_and_wait", waited.completed and waited.turn_complete.content == "and wait",
                  waited.turn_complete)
+
+    # Memories and skills: written over HTTP, read over gRPC.
+    def http_post(path: str, body: dict) -> None:
+        req = urllib.request.Request(
+            f"http://{target}{path}", data=json.dumps(body).encode(), method="POST",
+            headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            assert resp.status in (200, 201), resp.status
+
+    http_post("/v1/api/memories", {"name": "py note", "content": "grpc from python",
+                                   "type": "reference"})
+    http_post("/v1/api/admin/skills", {"name": "py-skill", "content": "Answer in Python.",
+                                       "tags": ["py"]})
+    listed = node.ListMemories(node_pb2.ListMemoriesRequest(type="reference"), metadata=auth,
+                               timeout=10)
+    checks.check("memories.list",
+                 [m.name for m in listed.memories] == ["py_note"] and listed.total == 1, listed)
+    found = node.SearchMemories(node_pb2.SearchMemoriesRequest(query="PYTHON grpc"),
+                                metadata=auth, timeout=10)
+    checks.check("memories.search",
+                 [m.content for m in found.memories] == ["grpc from python"], found)
+    skills = node.ListSkills(node_pb2.ListSkillsRequest(), metadata=auth, timeout=10)
+    checks.check("skills.list",
+                 any(s.name == "py-skill" and list(s.tags) == ["py"] for s in skills.skills),
+                 [s.name for s in skills.skills])
+    renamed = node.RenameWorkstream(node_pb2.RenameWorkstreamRequest(ws_id=ws, name="py renamed"),
+                                    metadata=auth, timeout=10)
+    names = [w.name for w in node.ListWorkstreams(node_pb2.ListWorkstreamsRequest(),
+                                                   metadata=auth, timeout=10).workstreams]
+    checks.check("rename_workstream", renamed.name == "py renamed" and "py renamed" in names,
+                 names)
 
     closed = node.CloseWorkstream(node_pb2.CloseWorkstreamRequest(ws_id=ws), metadata=auth,
                                   timeout=10)

@@ -188,3 +188,86 @@ async fn watch_cluster_sends_the_snapshot_then_the_events() {
         }
     }
 }
+
+#[tokio::test]
+async fn a_stopping_console_is_not_serving_and_its_streams_end_cleanly() {
+    use tonic_health::pb::health_check_response::ServingStatus;
+    use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
+
+    let p = prefix();
+    let console = TestConsole::start(&p).await;
+    let channel = Channel::from_shared(console.url.clone())
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut health = HealthClient::new(channel.clone());
+    let mut watch = health
+        .watch(HealthCheckRequest {
+            service: turnstone_grpc::CONSOLE_SERVICE.into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let status = |r: Option<tonic_health::pb::HealthCheckResponse>| r.map(|r| r.status);
+    assert_eq!(
+        status(watch.message().await.unwrap()),
+        Some(ServingStatus::Serving as i32)
+    );
+    let mut c = ConsoleServiceClient::new(channel);
+    let mut cluster = c
+        .watch_cluster(authed(pb::WatchClusterRequest {}, READ_TOKEN))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(next(&mut cluster).await.r#type, "snapshot");
+    // Calls are counted by RPC and code, in the console's metrics (promtool-clean).
+    let denied = c
+        .get_overview(tonic::Request::new(pb::GetOverviewRequest {}))
+        .await
+        .unwrap_err();
+    assert_eq!(denied.code(), Code::Unauthenticated);
+    c.get_overview(authed(pb::GetOverviewRequest {}, READ_TOKEN))
+        .await
+        .unwrap();
+    let metrics = console
+        .http
+        .get(console.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for (code, n) in [("OK", 1), ("UNAUTHENTICATED", 1)] {
+        let line = format!(
+            "turnstone_console_grpc_requests_total{{method=\"turnstone.v1.ConsoleService/GetOverview\",code=\"{code}\"}} {n}\n"
+        );
+        assert!(metrics.contains(&line), "{line}\n{metrics}");
+    }
+    assert!(metrics.contains("turnstone_console_grpc_request_duration_seconds_count{method=\"turnstone.v1.ConsoleService/GetOverview\"} 2\n"));
+    turnstone_testkit::promtool::check_metrics(&metrics, &[]);
+
+    // The console stops: health turns NOT_SERVING, then both streams end with OK.
+    console._running.stop_token().cancel();
+    let within = std::time::Duration::from_secs(10);
+    let flipped = tokio::time::timeout(within, watch.message())
+        .await
+        .expect("a health update")
+        .expect("the watch ends cleanly");
+    assert_eq!(status(flipped), Some(ServingStatus::NotServing as i32));
+    let ended = tokio::time::timeout(within, watch.message())
+        .await
+        .expect("the watch ends")
+        .expect("the watch ends cleanly");
+    assert!(ended.is_none(), "{ended:?}");
+    let mut last = String::new();
+    while let Some(item) = tokio::time::timeout(within, cluster.message())
+        .await
+        .expect("the cluster stream ends")
+        .expect("the cluster stream ends cleanly")
+    {
+        last = item.r#type;
+    }
+    assert_eq!(last, "stream_closing");
+}

@@ -1,7 +1,8 @@
 //! The gRPC contract of Turnstone, package `turnstone.v1` (`proto/turnstone/v1/*.proto`):
 //! the generated messages, the `NodeService` server trait (the node implements it) and its
 //! client, the encoded file descriptors that server reflection serves, and [`client`]: a
-//! connected client that sends the bearer credential; [`serve`]: HTTP and gRPC on one port.
+//! connected client that sends the bearer credential; [`serve`]: HTTP and gRPC on one port;
+//! [`metrics`]: call counts and durations by method and status code.
 //!
 //! ```
 //! use turnstone_grpc::v1::{SendRequest, WorkstreamState};
@@ -12,6 +13,7 @@
 //! ```
 
 pub mod client;
+pub mod metrics;
 pub mod serve;
 
 /// `turnstone.v1`: messages, `node_service_server`, `node_service_client`.
@@ -26,3 +28,6 @@ pub const FILE_DESCRIPTOR_SET: &[u8] =
 
 /// The full name of the node service (`turnstone.v1.NodeService`).
 pub const NODE_SERVICE: &str = "turnstone.v1.NodeService";
+
+/// The full name of the console service (`turnstone.v1.ConsoleService`).
+pub const CONSOLE_SERVICE: &str = "turnstone.v1.ConsoleService";

@@ -121,6 +121,16 @@ impl Drain {
     pub async fn streams_closing(&self) {
         self.streams_closed.cancelled().await;
     }
+
+    /// A token cancelled when the drain begins (for what waits on it without a borrow).
+    pub fn began_token(&self) -> CancellationToken {
+        self.started.clone()
+    }
+
+    /// A token cancelled when event streams must end.
+    pub fn streams_closing_token(&self) -> CancellationToken {
+        self.streams_closed.clone()
+    }
 }
 
 /// Resolves on the first SIGINT or SIGTERM.

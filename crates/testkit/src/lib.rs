@@ -15,6 +15,7 @@
 //! * [`secrets`] — fake secrets of many formats inside realistic tool output (the output
 //!   guard's fixtures).
 //! * [`assert_eventually!`] / [`eventually()`] — poll a condition instead of sleeping.
+//! * [`promtool`] — `promtool check metrics` on a service's `/metrics` text.
 //!
 //! It knows the OpenAI chat-completions wire format and the neutral `turnstone-llm` types;
 //! it must not know about tools, sessions, workstreams or storage beyond the text rules below.
@@ -61,6 +62,7 @@ pub mod fake_llm;
 pub mod mcp_fixtures;
 mod openai_wire;
 pub mod process;
+pub mod promtool;
 pub mod route_walk;
 pub mod script;
 pub mod scripted_provider;

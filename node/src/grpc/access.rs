@@ -4,13 +4,19 @@
 //! [`turnstone_proto::routes::NODE_ROUTES`] (the same lookup the HTTP auth layer does), checked
 //! by the node's [`turnstone_runtime::auth::Authenticator`] against the `authorization`
 //! metadata (`Bearer <token or JWT>`). No credential or a bad one is `UNAUTHENTICATED`, a
-//! missing scope or permission `PERMISSION_DENIED`.
+//! missing scope or permission `PERMISSION_DENIED`. Then, as for HTTP, the node's rate
+//! limiter takes a token from the caller's bucket (`RESOURCE_EXHAUSTED` with the wait in the
+//! metadata when it is empty), and a draining node refuses RPCs that start work.
 
+use std::net::SocketAddr;
+
+use axum::extract::ConnectInfo;
 use axum::http::Method;
 use tonic::{Code, Status};
 use turnstone_runtime::auth::Identity;
 
 use crate::server::auth::{RouteNotInTable, route_access};
+use crate::server::ratelimit::{self, Decision, RATE_LIMITED};
 use crate::server::{ApiError, Node};
 
 /// The HTTP route an RPC mirrors: its method and route template.
@@ -36,13 +42,15 @@ impl Route {
     }
 }
 
-/// Authenticates `metadata` for `route`: the caller's identity (`None` when auth is off or
-/// the route is public). While the node drains, an RPC that starts work is `UNAVAILABLE`.
-pub async fn authorize(
+/// Authenticates `request` for `route`: the caller's identity (`None` when auth is off or
+/// the route is public). Then the rate limit; while the node drains, an RPC that starts work
+/// is `UNAVAILABLE`.
+pub async fn authorize<T>(
     node: &Node,
-    metadata: &tonic::metadata::MetadataMap,
+    request: &tonic::Request<T>,
     route: Route,
 ) -> Result<Option<Identity>, Status> {
+    let metadata = request.metadata();
     let access = route_access(
         route.method.as_str(),
         Some(route.template),
@@ -62,6 +70,7 @@ pub async fn authorize(
             };
             Status::new(code, e.body_message())
         })?;
+    rate_limit(node, request, &route)?;
     if node.drain.is_draining() && crate::server::drain::starts_work(&route.method, route.template)
     {
         return Err(Status::unavailable(
@@ -69,6 +78,42 @@ pub async fn authorize(
         ));
     }
     Ok(identity)
+}
+
+/// The node's rate limit for one call: the HTTP limiter's buckets, keyed by the same client
+/// address (the peer, or the `x-forwarded-for` metadata from a trusted proxy); the routes
+/// HTTP exempts (`/health`) are exempt here too. A call without a known peer (a server not
+/// started by `server::run` or `grpc::serve`) is not limited, as for HTTP.
+fn rate_limit<T>(node: &Node, request: &tonic::Request<T>, route: &Route) -> Result<(), Status> {
+    let Some(limiter) = &node.ratelimiter else {
+        return Ok(());
+    };
+    if ratelimit::is_exempt(&route.method, route.template) {
+        return Ok(());
+    }
+    let Some(ConnectInfo(peer)) = request.extensions().get::<ConnectInfo<SocketAddr>>() else {
+        return Ok(());
+    };
+    let headers = request.metadata().clone().into_headers();
+    match limiter.admit(peer.ip(), &headers) {
+        Decision::Allow => Ok(()),
+        Decision::Reject { retry_after } => Err(rate_limited(retry_after)),
+    }
+}
+
+/// `RESOURCE_EXHAUSTED` for a call the rate limiter refused, with the wait in the metadata:
+/// `retry-after` (whole seconds, as the HTTP header) and `grpc-retry-pushback-ms` (gRPC's
+/// retry pushback, which clients with a retry policy obey).
+pub fn rate_limited(retry_after: f64) -> Status {
+    let mut status = Status::resource_exhausted(RATE_LIMITED);
+    let pushback_ms = (retry_after.max(0.0) * 1000.0).ceil() as u64;
+    let metadata = status.metadata_mut();
+    metadata.insert(
+        "retry-after",
+        ratelimit::retry_after_secs(retry_after).into(),
+    );
+    metadata.insert("grpc-retry-pushback-ms", pushback_ms.into());
+    status
 }
 
 /// The status of a route's error: 400 `INVALID_ARGUMENT`, 404 `NOT_FOUND`, 409 (decided
@@ -120,6 +165,18 @@ mod tests {
             })
             .code(),
             Code::PermissionDenied
+        );
+    }
+
+    #[test]
+    fn a_rate_limited_call_says_how_long_to_wait() {
+        let status = rate_limited(2.5);
+        assert_eq!(status.code(), Code::ResourceExhausted);
+        assert_eq!(status.message(), "Rate limit exceeded");
+        assert_eq!(status.metadata().get("retry-after").unwrap(), "3");
+        assert_eq!(
+            status.metadata().get("grpc-retry-pushback-ms").unwrap(),
+            "2500"
         );
     }
 }

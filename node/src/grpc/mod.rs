@@ -18,7 +18,7 @@ use axum::Router;
 use axum::extract::Request;
 use axum::response::Response;
 use tokio::net::TcpListener;
-use turnstone_grpc::serve::{status_response, with_health_and_reflection};
+use turnstone_grpc::serve::{Lifecycle, status_response, with_health_and_reflection};
 use turnstone_grpc::v1::node_service_server::NodeServiceServer;
 
 pub use turnstone_grpc::serve::{is_grpc, multiplex};
@@ -33,13 +33,22 @@ pub use service::NodeGrpc;
 pub const MAX_MESSAGE_BYTES: usize = BODY_LIMIT;
 
 /// The gRPC services of `node`: the node service, health (`""` and
-/// `turnstone.v1.NodeService` serving) and reflection.
+/// `turnstone.v1.NodeService` serving, `NOT_SERVING` from the start of a drain) and
+/// reflection; every call counted in the node's metrics.
 pub async fn services(node: Arc<Node>) -> Router {
     let node_service = NodeServiceServer::new(NodeGrpc::new(node.clone()))
         .max_decoding_message_size(MAX_MESSAGE_BYTES);
-    with_health_and_reflection(node_service)
+    let lifecycle = Lifecycle {
+        draining: node.drain.began_token(),
+        streams_closing: node.drain.streams_closing_token(),
+    };
+    let services = with_health_and_reflection(node_service, lifecycle)
         .await
-        .layer(axum::middleware::from_fn_with_state(node, loopback_only))
+        .layer(axum::middleware::from_fn_with_state(
+            node.clone(),
+            loopback_only,
+        ));
+    turnstone_grpc::metrics::observe(services, node.metrics.grpc.clone())
 }
 
 /// With auth disabled (loopback binds only), a gRPC request must name this node by a

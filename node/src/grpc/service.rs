@@ -18,7 +18,8 @@ use super::access::{Route, authorize, status_of};
 use super::events::event_of;
 use crate::send_queue::Submitted;
 use crate::server::body::WireJson;
-use crate::server::{Node, events, health, turns, workstreams};
+use crate::server::memories::{MemoryList, MemoryQuery, MemoryRow};
+use crate::server::{Node, events, health, memories, skills, turns, workstreams};
 
 /// The service over one node.
 #[derive(Clone)]
@@ -36,7 +37,7 @@ impl NodeGrpc {
         request: &Request<T>,
         route: Route,
     ) -> Result<Option<turnstone_runtime::auth::Identity>, Status> {
-        authorize(&self.node, request.metadata(), route).await
+        authorize(&self.node, request, route).await
     }
 
     /// An open stream takes a slot of the caller's identity, as an SSE stream does.
@@ -68,6 +69,9 @@ const PLAN: Route = Route::post("/v1/api/plan");
 const HEALTH: Route = Route::get("/health");
 const EVENTS: Route = Route::get("/v1/api/events");
 const NODE_EVENTS: Route = Route::get("/v1/api/events/node");
+const MEMORIES: Route = Route::get("/v1/api/memories");
+const SEARCH_MEMORIES: Route = Route::post("/v1/api/memories/search");
+const SKILLS: Route = Route::get("/v1/api/skills");
 
 type EventStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
 
@@ -94,6 +98,32 @@ fn send_response(submitted: &Submitted) -> pb::SendResponse {
         reason,
         idempotent_replayed: matches!(submitted, Submitted::Replayed { .. }),
     }
+}
+
+fn memory(m: MemoryRow) -> pb::Memory {
+    pb::Memory {
+        memory_id: m.memory_id,
+        name: m.name,
+        description: m.description,
+        r#type: m.mem_type,
+        scope: m.scope,
+        scope_id: m.scope_id,
+        content: m.content,
+        created: m.created,
+        updated: m.updated,
+        last_accessed: m.last_accessed,
+        access_count: m.access_count,
+    }
+}
+
+fn memories_of(list: MemoryList) -> (Vec<pb::Memory>, u64) {
+    let total = list.total as u64;
+    (list.memories.into_iter().map(memory).collect(), total)
+}
+
+/// A limit as the routes read it: absent is the route's default.
+fn limit_of(limit: Option<i64>) -> Option<serde_json::Value> {
+    limit.map(serde_json::Value::from)
 }
 
 impl NodeGrpc {
@@ -338,6 +368,92 @@ impl NodeService for NodeGrpc {
             )
         });
         Ok(Response::new(Box::pin(stream)))
+    }
+
+    async fn list_memories(
+        &self,
+        request: Request<pb::ListMemoriesRequest>,
+    ) -> Result<Response<pb::ListMemoriesResponse>, Status> {
+        let identity = self.authorize(&request, MEMORIES).await?;
+        let r = request.into_inner();
+        let filter = MemoryQuery {
+            mem_type: r.r#type,
+            scope: r.scope,
+            scope_id: r.scope_id,
+            limit: limit_of(r.limit),
+        };
+        let list = memories::list_memories(&self.node, identity.as_ref(), filter)
+            .await
+            .map_err(status_of)?;
+        let (memories, total) = memories_of(list);
+        Ok(Response::new(pb::ListMemoriesResponse { memories, total }))
+    }
+
+    async fn search_memories(
+        &self,
+        request: Request<pb::SearchMemoriesRequest>,
+    ) -> Result<Response<pb::SearchMemoriesResponse>, Status> {
+        let identity = self.authorize(&request, SEARCH_MEMORIES).await?;
+        let r = request.into_inner();
+        let filter = MemoryQuery {
+            mem_type: r.r#type,
+            scope: r.scope,
+            scope_id: r.scope_id,
+            limit: limit_of(r.limit),
+        };
+        let list = memories::search_memories(&self.node, identity.as_ref(), &r.query, filter)
+            .await
+            .map_err(status_of)?;
+        let (memories, total) = memories_of(list);
+        Ok(Response::new(pb::SearchMemoriesResponse {
+            memories,
+            total,
+        }))
+    }
+
+    async fn list_skills(
+        &self,
+        request: Request<pb::ListSkillsRequest>,
+    ) -> Result<Response<pb::ListSkillsResponse>, Status> {
+        self.authorize(&request, SKILLS).await?;
+        let list = skills::list(State(self.node.clone()))
+            .await
+            .map_err(status_of)?
+            .0;
+        let skills = list
+            .skills
+            .into_iter()
+            .map(|s| pb::Skill {
+                name: s.name,
+                category: s.category,
+                description: s.description,
+                tags: s.tags,
+                is_default: s.is_default,
+                activation: s.activation,
+                origin: s.origin,
+                author: s.author,
+                version: s.version,
+            })
+            .collect();
+        Ok(Response::new(pb::ListSkillsResponse { skills }))
+    }
+
+    async fn rename_workstream(
+        &self,
+        request: Request<pb::RenameWorkstreamRequest>,
+    ) -> Result<Response<pb::RenameWorkstreamResponse>, Status> {
+        self.authorize(&request, COMMAND).await?;
+        let r = request.into_inner();
+        let name = r.name.trim();
+        if name.is_empty() {
+            return Err(Status::invalid_argument("name is required"));
+        }
+        let ws = self.node.resolve(&r.ws_id).await.map_err(status_of)?;
+        turns::rename(&self.node, &ws, name);
+        Ok(Response::new(pb::RenameWorkstreamResponse {
+            status: "ok".into(),
+            name: name.to_string(),
+        }))
     }
 
     type StreamNodeEventsStream = EventStream<pb::StreamNodeEventsResponse>;

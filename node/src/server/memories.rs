@@ -204,16 +204,16 @@ pub async fn list(
     identity: Option<Extension<Identity>>,
     Query(query): Query<HashMap<String, String>>,
 ) -> Result<Json<MemoryList>, ApiError> {
-    let store = store(&node)?;
-    let param = |key: &str| query.get(key).map(String::as_str).unwrap_or("");
-    let limit = parse_limit(
-        query.get("limit").map(|s| Value::String(s.clone())),
-        LIST_LIMIT,
-    )?;
-    let mem_type = parse_type_filter(param("type"))?;
-    let scope = resolve_filter_scope(identity_of(&identity), param("scope"), param("scope_id"))?;
-    let rows = select(store.as_ref(), mem_type, scope.as_ref(), &[], limit).await?;
-    Ok(Json(rows))
+    let param = |key: &str| query.get(key).cloned().unwrap_or_default();
+    let filter = MemoryQuery {
+        mem_type: param("type"),
+        scope: param("scope"),
+        scope_id: param("scope_id"),
+        limit: query.get("limit").map(|s| Value::String(s.clone())),
+    };
+    list_memories(&node, identity_of(&identity), filter)
+        .await
+        .map(Json)
 }
 
 /// `POST /v1/api/memories/search`.
@@ -222,20 +222,60 @@ pub async fn search(
     identity: Option<Extension<Identity>>,
     WireJson(body): WireJson<SearchMemoriesBody>,
 ) -> Result<Json<MemoryList>, ApiError> {
-    let store = store(&node)?;
-    let terms: Vec<String> = body
-        .query
-        .split_whitespace()
-        .map(str::to_lowercase)
-        .collect();
+    let filter = MemoryQuery {
+        mem_type: body.mem_type,
+        scope: body.scope,
+        scope_id: body.scope_id,
+        limit: body.limit,
+    };
+    search_memories(&node, identity_of(&identity), &body.query, filter)
+        .await
+        .map(Json)
+}
+
+/// The filters of a memory list or search, as the routes read them.
+#[derive(Debug, Clone, Default)]
+pub struct MemoryQuery {
+    /// Empty: any type.
+    pub mem_type: String,
+    /// Empty: any scope; `user` is the caller's own memories.
+    pub scope: String,
+    pub scope_id: String,
+    /// An integer (a JSON number or a numeric string); `None`: the route's default.
+    pub limit: Option<Value>,
+}
+
+/// The memories `identity` may list with these filters (`GET /v1/api/memories`, and the
+/// `ListMemories` RPC).
+pub async fn list_memories(
+    node: &Node,
+    identity: Option<&Identity>,
+    filter: MemoryQuery,
+) -> Result<MemoryList, ApiError> {
+    let store = store(node)?;
+    let limit = parse_limit(filter.limit, LIST_LIMIT)?;
+    let mem_type = parse_type_filter(&filter.mem_type)?;
+    let scope = resolve_filter_scope(identity, &filter.scope, &filter.scope_id)?;
+    select(store.as_ref(), mem_type, scope.as_ref(), &[], limit).await
+}
+
+/// The memories `identity` may list that contain every term of `query`
+/// (`POST /v1/api/memories/search`, and the `SearchMemories` RPC).
+pub async fn search_memories(
+    node: &Node,
+    identity: Option<&Identity>,
+    query: &str,
+    filter: MemoryQuery,
+) -> Result<MemoryList, ApiError> {
+    let store = store(node)?;
+    let terms: Vec<String> = query.split_whitespace().map(str::to_lowercase).collect();
     if terms.is_empty() {
         return Err(bad("query is required"));
     }
-    let limit = parse_limit(body.limit, SEARCH_LIMIT)?;
-    let mem_type = parse_type_filter(&body.mem_type)?;
-    let scope = resolve_filter_scope(identity_of(&identity), &body.scope, &body.scope_id)?;
-    let rows = select(store.as_ref(), mem_type, scope.as_ref(), &terms, limit).await?;
-    Ok(Json(rows))
+    let limit = parse_limit(filter.limit, SEARCH_LIMIT)?;
+    let mem_type = parse_type_filter(&filter.mem_type)?;
+    let scope = resolve_filter_scope(identity, &filter.scope, &filter.scope_id)?;
+    select(store.as_ref(), mem_type, scope.as_ref(), &terms, limit).await
 }
 
 /// `POST /v1/api/memories`: 201 with the row when created, 200 when updated.

@@ -7,7 +7,8 @@
 //!   folded from the node-wide event log by a background task that owns its subscription,
 //!   so handlers carry no metric calls;
 //! - HTTP counts and latencies come from [`track_http`], the outermost middleware after the
-//!   request's log span (SSE responses are recorded when their stream ends);
+//!   request's log span (SSE responses are recorded when their stream ends); gRPC calls
+//!   from [`turnstone_grpc::metrics::observe`] on the gRPC services (by RPC and status code);
 //! - live facts (workstreams, breaker, context ratios) are read at scrape time.
 //!
 //! The text is written with the services' one writer, [`turnstone_runtime::metrics`] (why not
@@ -30,6 +31,7 @@ use parking_lot::Mutex;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use turnstone_engine::{Event, Item, WsState};
+use turnstone_grpc::metrics::GrpcCalls;
 use turnstone_llm::BreakerState;
 use turnstone_runtime::metrics::{Exposition, fmt_g};
 
@@ -154,6 +156,8 @@ struct DroppedTally {
 #[derive(Debug)]
 pub struct Metrics {
     http: Mutex<BTreeMap<(String, String), HttpSeries>>,
+    /// gRPC calls by method and code (`turnstone_grpc_*`).
+    pub grpc: Arc<GrpcCalls>,
     folded: Mutex<Folded>,
     dropped: Mutex<DroppedTally>,
     sse_active: AtomicI64,
@@ -181,6 +185,7 @@ impl Metrics {
     pub fn new() -> Self {
         Self {
             http: Mutex::new(BTreeMap::new()),
+            grpc: Arc::new(GrpcCalls::new("turnstone_grpc")),
             folded: Mutex::new(Folded::default()),
             dropped: Mutex::new(DroppedTally::default()),
             sse_active: AtomicI64::new(0),
@@ -683,6 +688,7 @@ impl Metrics {
             "Hibernated workstreams brought back into memory.",
             node.hibernation.rehydrations(),
         );
+        self.grpc.render(&mut x);
         x.finish()
     }
 }

@@ -48,12 +48,7 @@ pub use state::{Node, NodeEvent, NodeEventKind, NodeOptions};
 /// limit, auth and the per-IP rate limit.
 pub fn router(node: Arc<Node>) -> Router {
     metrics::Metrics::start(&node);
-    let limiter = node.options.ratelimit.enabled.then(|| {
-        Arc::new(ratelimit::RateLimiter::new(
-            node.options.ratelimit.clone(),
-            node.metrics.clone(),
-        ))
-    });
+    let limiter = node.ratelimiter.clone();
     let api = Router::new()
         .route("/api/events", get(events::workstream_events))
         .route("/api/events/global", get(events::global_events))

@@ -8,6 +8,9 @@
 //! usually holds a whole /64). Buckets idle for an hour are forgotten; past [`MAX_TRACKED`]
 //! addresses, a new one evicts the least recently used of a small sample (never refused).
 //!
+//! The node holds one limiter ([`Node::ratelimiter`](super::Node)): HTTP requests ([`limit`])
+//! and gRPC calls (`crate::grpc::access`) take their tokens from the same buckets.
+//!
 //! This module knows HTTP requests and peers; it knows nothing of workstreams.
 
 use std::collections::HashMap;
@@ -305,6 +308,18 @@ impl RateLimiter {
         }
     }
 
+    /// Takes a token for a request from `peer` with these headers (the client address as
+    /// [`RateLimitConfig::client_ip`] reads it); a refusal is counted and logged.
+    pub fn admit(&self, peer: IpAddr, headers: &HeaderMap) -> Decision {
+        let ip = self.config.client_ip(peer, headers);
+        let decision = self.check(ip, Instant::now());
+        if let Decision::Reject { retry_after } = decision {
+            self.metrics.record_ratelimit_rejection();
+            tracing::debug!(client = %ip, retry_after, "rate limited");
+        }
+        decision
+    }
+
     /// Forgets buckets idle for longer than [`IDLE_PURGE`] at `now`; returns how many.
     pub fn purge_idle(&self, now: Instant) -> usize {
         let mut b = self.buckets.lock();
@@ -316,19 +331,32 @@ impl RateLimiter {
     }
 }
 
+/// The message of a refusal.
+pub const RATE_LIMITED: &str = "Rate limit exceeded";
+
+/// Whole seconds to wait after a refusal with `retry_after`: `int(retry) + 1`, always at
+/// least one second, never early (the `Retry-After` header).
+pub fn retry_after_secs(retry_after: f64) -> u64 {
+    retry_after.max(0.0).trunc() as u64 + 1
+}
+
+/// Whether a request is never limited: `OPTIONS` and the [`EXEMPT_PATHS`].
+pub fn is_exempt(method: &Method, path: &str) -> bool {
+    method == Method::OPTIONS || EXEMPT_PATHS.contains(&path)
+}
+
 /// The 429 response (node spec §4.9).
 pub fn too_many_requests(retry_after: f64) -> Response {
     let rounded = (retry_after * 10.0).round() / 10.0;
     let mut response = (
         StatusCode::TOO_MANY_REQUESTS,
-        Json(json!({"error": "Rate limit exceeded", "retry_after": rounded})),
+        Json(json!({"error": RATE_LIMITED, "retry_after": rounded})),
     )
         .into_response();
-    // int(retry) + 1: always at least one second, never early.
-    let seconds = retry_after.max(0.0).trunc() as u64 + 1;
-    if let Ok(v) = HeaderValue::from_str(&seconds.to_string()) {
-        response.headers_mut().insert(header::RETRY_AFTER, v);
-    }
+    response.headers_mut().insert(
+        header::RETRY_AFTER,
+        HeaderValue::from(retry_after_secs(retry_after)),
+    );
     response
 }
 
@@ -343,20 +371,15 @@ pub async fn limit(
     let Some(limiter) = limiter else {
         return next.run(req).await;
     };
-    if req.method() == Method::OPTIONS || EXEMPT_PATHS.contains(&req.uri().path()) {
+    if is_exempt(req.method(), req.uri().path()) {
         return next.run(req).await;
     }
     let Some(ConnectInfo(peer)) = req.extensions().get::<ConnectInfo<SocketAddr>>().copied() else {
         return next.run(req).await;
     };
-    let ip = limiter.config.client_ip(peer.ip(), req.headers());
-    match limiter.check(ip, Instant::now()) {
+    match limiter.admit(peer.ip(), req.headers()) {
         Decision::Allow => next.run(req).await,
-        Decision::Reject { retry_after } => {
-            limiter.metrics.record_ratelimit_rejection();
-            tracing::debug!(client = %ip, retry_after, "rate limited");
-            too_many_requests(retry_after)
-        }
+        Decision::Reject { retry_after } => too_many_requests(retry_after),
     }
 }
 

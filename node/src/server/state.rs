@@ -206,6 +206,8 @@ pub struct Node {
     pub boot_id: u64,
     /// `/metrics` state, fed from `node_log` once the router is built.
     pub metrics: Arc<super::metrics::Metrics>,
+    /// The per-client-IP rate limiter (`ratelimit.enabled`), shared by HTTP and gRPC.
+    pub ratelimiter: Option<Arc<super::ratelimit::RateLimiter>>,
     /// The store, when the node persists (the default for `turnstone-server`).
     pub persistence: Option<Arc<Persistence>>,
     idempotency: Mutex<Idempotency>,
@@ -333,6 +335,13 @@ impl Node {
             .map(|d| d.as_millis() as u64)
             .unwrap_or_default();
         let queues = crate::send_queue::SendQueues::new(options.max_queued_sends);
+        let metrics = Arc::new(super::metrics::Metrics::new());
+        let ratelimiter = options.ratelimit.enabled.then(|| {
+            Arc::new(super::ratelimit::RateLimiter::new(
+                options.ratelimit.clone(),
+                metrics.clone(),
+            ))
+        });
         let node = Arc::new(Self {
             options,
             manager,
@@ -340,7 +349,8 @@ impl Node {
             auth,
             started,
             boot_id,
-            metrics: Arc::new(super::metrics::Metrics::new()),
+            metrics,
+            ratelimiter,
             persistence,
             idempotency: Mutex::new(Idempotency::default()),
             create_memo: tokio::sync::Mutex::default(),

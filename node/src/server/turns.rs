@@ -206,6 +206,14 @@ fn plan_conflict(v: &turnstone_engine::PlanVerdict) -> ApiError {
     }
 }
 
+/// Names `ws` (`/name <name>`, the `RenameWorkstream` RPC): announced on the node stream
+/// (`ws_rename`), stored as its alias, confirmed by an `info` event.
+pub fn rename(node: &Node, ws: &turnstone_engine::WorkstreamHandle, name: &str) {
+    ws.set_name(name);
+    node.announce_rename(ws.id(), name);
+    ws.emit_info(format!("Workstream named: {name}"));
+}
+
 /// `POST /v1/api/command` — slash commands; output arrives as `info`/`error` events.
 pub async fn command(
     State(node): State<Arc<Node>>,
@@ -227,11 +235,7 @@ pub async fn command(
                 return Ok(Json(StatusReply::busy()));
             }
         }
-        "/name" if !rest.is_empty() => {
-            ws.set_name(rest);
-            node.announce_rename(ws.id(), rest);
-            ws.emit_info(format!("Workstream named: {rest}"));
-        }
+        "/name" if !rest.is_empty() => rename(&node, &ws, rest),
         "/resume" if !rest.is_empty() => {
             let Some(p) = &node.persistence else {
                 ws.emit_error("This node runs without persistence; nothing to resume.");

@@ -2,7 +2,8 @@
 //! client from `proto/turnstone/v1/*.proto` with grpcio-tools at test time and drives a real
 //! `turnstone-server` on its HTTP port (gRPC shares it): reflection lists the services, auth
 //! and bad input give their status codes, a tool call is approved, and the event stream,
-//! dropped mid-turn, resumes from a sequence number with no gap and no duplicate.
+//! dropped mid-turn, resumes from a sequence number with no gap and no duplicate; memories
+//! and skills (written over HTTP) are read, and the workstream renamed.
 //!
 //! grpcio, grpcio-tools and grpcio-reflection live in the venv that `scripts/python-venv`
 //! creates (`scripts/test` runs it); without them this test fails and says so.
@@ -38,6 +39,10 @@ const CHECKS: &[&str] = &[
     "resume.content",
     "resume.turn_complete",
     "send_and_wait",
+    "memories.list",
+    "memories.search",
+    "skills.list",
+    "rename_workstream",
     "close_workstream",
 ];
 

@@ -86,25 +86,13 @@ async fn schemathesis_finds_no_server_error_or_schema_violation_and_metrics_stay
         .text()
         .await
         .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("metrics.txt");
-    std::fs::write(&file, &metrics).unwrap();
-    let check = std::process::Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(std::fs::File::open(&file).unwrap())
-        .output()
-        .expect("promtool is missing (scripts/services installs prometheus)");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&check.stdout),
-        String::from_utf8_lossy(&check.stderr)
-    );
     // The one lint allowed: the original's gauge name `turnstone_workstreams_active_total`.
-    let problems: Vec<&str> = text
-        .lines()
-        .filter(|l| !l.trim().is_empty() && !l.contains("turnstone_workstreams_active_total"))
-        .collect();
-    assert!(problems.is_empty(), "promtool: {text}");
+    turnstone_testkit::promtool::check_metrics(
+        &metrics,
+        &[
+            "turnstone_workstreams_active_total non-counter metrics should not have \"_total\" suffix",
+        ],
+    );
     // The run is visible in the request counters (hundreds of requests went through).
     let requests: f64 = metrics
         .lines()

@@ -13,12 +13,12 @@ use turnstone_grpc::v1::{self as pb};
 
 use super::*;
 
-async fn client(t: &TestNode) -> NodeServiceClient<Channel> {
+pub(super) async fn client(t: &TestNode) -> NodeServiceClient<Channel> {
     NodeServiceClient::connect(t.base.clone()).await.unwrap()
 }
 
 /// `message` with `token` as the bearer of its `authorization` metadata.
-fn authed<T>(message: T, token: &str) -> tonic::Request<T> {
+pub(super) fn authed<T>(message: T, token: &str) -> tonic::Request<T> {
     let mut request = tonic::Request::new(message);
     request
         .metadata_mut()
@@ -625,4 +625,119 @@ async fn health_checking_and_http_share_the_port() {
     let (status, body) = t.get("/health", None).await;
     assert_eq!(status, 200);
     assert_eq!(body["node_id"], "node-test");
+}
+
+#[tokio::test]
+async fn a_workstream_is_renamed_as_by_the_name_command() {
+    let t = TestNode::start().await;
+    let mut c = client(&t).await;
+    let mut node_stream = t.sse("/v1/api/events/node", None).await;
+    assert_eq!(node_stream.next().await.kind(), "node_hello");
+    let reply = c
+        .rename_workstream(authed(
+            pb::RenameWorkstreamRequest {
+                ws_id: t.default_ws.clone(),
+                name: "  harbour watch ".into(),
+            },
+            FULL,
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(reply.status, "ok");
+    assert_eq!(reply.name, "harbour watch");
+    let renamed = node_stream.until("ws_rename").await;
+    let event = &renamed.last().unwrap().data;
+    assert_eq!(event["ws_id"], t.default_ws.as_str());
+    assert_eq!(event["name"], "harbour watch");
+    let list = c
+        .list_workstreams(authed(pb::ListWorkstreamsRequest {}, READ))
+        .await
+        .unwrap()
+        .into_inner();
+    let row = list
+        .workstreams
+        .iter()
+        .find(|w| w.id == t.default_ws)
+        .unwrap();
+    assert_eq!(row.name, "harbour watch");
+
+    let rename = |ws_id: &str, name: &str, token: &str| {
+        authed(
+            pb::RenameWorkstreamRequest {
+                ws_id: ws_id.into(),
+                name: name.into(),
+            },
+            token,
+        )
+    };
+    let empty = c
+        .rename_workstream(rename(&t.default_ws, "  ", FULL))
+        .await
+        .unwrap_err();
+    assert_eq!(empty.code(), Code::InvalidArgument);
+    let unknown = c
+        .rename_workstream(rename("no-such-ws", "x", FULL))
+        .await
+        .unwrap_err();
+    assert_eq!(unknown.code(), Code::NotFound);
+    let read_only = c
+        .rename_workstream(rename(&t.default_ws, "x", READ))
+        .await
+        .unwrap_err();
+    assert_eq!(read_only.code(), Code::PermissionDenied);
+}
+
+#[tokio::test]
+async fn unknown_fields_are_ignored_and_unknown_vocabulary_is_invalid_argument() {
+    let t = TestNode::start().await;
+    // A newer client's request: fields this version does not know (here: a `SendRequest`
+    // sent as `ListWorkstreamsRequest`, which has none) are skipped, the call answered.
+    let channel = Channel::from_shared(t.base.clone())
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut raw = tonic::client::Grpc::new(channel);
+    raw.ready().await.unwrap();
+    let codec = tonic_prost::ProstCodec::<pb::SendRequest, pb::ListWorkstreamsResponse>::default();
+    let listed = raw
+        .unary(
+            authed(
+                pb::SendRequest {
+                    ws_id: t.default_ws.clone(),
+                    message: "not a field of this request".into(),
+                    queue: true,
+                    ..Default::default()
+                },
+                READ,
+            ),
+            tonic::codegen::http::uri::PathAndQuery::from_static(
+                "/turnstone.v1.NodeService/ListWorkstreams",
+            ),
+            codec,
+        )
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(listed.workstreams.iter().any(|w| w.id == t.default_ws));
+    // The contract's closed vocabularies are strings, as in the JSON API: a value outside
+    // one is INVALID_ARGUMENT with the route's message.
+    let mut c = client(&t).await;
+    let posture = c
+        .create_workstream(authed(
+            pb::CreateWorkstreamRequest {
+                posture: "reckless".into(),
+                ..Default::default()
+            },
+            FULL,
+        ))
+        .await
+        .unwrap_err();
+    assert_eq!(posture.code(), Code::InvalidArgument, "{posture:?}");
+    assert!(
+        posture.message().contains("posture"),
+        "{}",
+        posture.message()
+    );
 }

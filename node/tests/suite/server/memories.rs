@@ -9,12 +9,12 @@ use super::*;
 const SECRET: &str = "a-test-secret-that-is-long-enough-for-hs256";
 
 /// A persistent node whose authenticator also accepts JWTs (for user identities).
-struct MemNode {
-    t: TestNode,
+pub(super) struct MemNode {
+    pub(super) t: TestNode,
     _db: tempfile::TempDir,
 }
 
-async fn mem_node() -> MemNode {
+pub(super) async fn mem_node() -> MemNode {
     let db = tempfile::tempdir().unwrap();
     let auth = Authenticator::new(
         true,
@@ -32,7 +32,7 @@ async fn mem_node() -> MemNode {
 }
 
 /// A JWT for `user` with `scopes`.
-fn user_token(user: &str, scopes: &str) -> String {
+pub(super) fn user_token(user: &str, scopes: &str) -> String {
     let claims = NewClaims::new(user, Scopes::parse(scopes), "password", AUDIENCE_SERVER);
     mint(
         &claims,
@@ -42,7 +42,7 @@ fn user_token(user: &str, scopes: &str) -> String {
     .unwrap()
 }
 
-async fn save(t: &TestNode, token: &str, body: Value) -> (u16, Value) {
+pub(super) async fn save(t: &TestNode, token: &str, body: Value) -> (u16, Value) {
     call(
         t,
         reqwest::Method::POST,

@@ -45,6 +45,8 @@ const ORDER: &[(&str, &str)] = &[
     ("turnstone_workstreams_hibernated", "gauge"),
     ("turnstone_workstream_hibernations_total", "counter"),
     ("turnstone_workstream_rehydrations_total", "counter"),
+    ("turnstone_grpc_requests_total", "counter"),
+    ("turnstone_grpc_request_duration_seconds", "histogram"),
 ];
 
 /// The lint complaint about the original's own gauge name (`..._active_total`), which the
@@ -92,41 +94,9 @@ pub async fn wait_for(t: &TestNode, series: &str, want: f64) -> String {
     }
 }
 
-/// Runs `promtool check metrics` on `text`; fails naming the package when it is missing.
+/// Runs `promtool check metrics` on `text` (the original's gauge name is the one known lint).
 pub fn promtool_check(text: &str) {
-    use std::io::Write;
-    let child = std::process::Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn();
-    let mut child = match child {
-        Ok(c) => c,
-        Err(e) => panic!(
-            "promtool is not installed ({e}): install the Debian package `prometheus` \
-             (scripts/services does it)"
-        ),
-    };
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    let complaints =
-        String::from_utf8_lossy(&out.stderr).to_string() + &String::from_utf8_lossy(&out.stdout);
-    let unexpected: Vec<&str> = complaints
-        .lines()
-        .filter(|l| !l.trim().is_empty() && l.trim() != KNOWN_LINT)
-        .collect();
-    // Exit 3 = lint problems only (the known one); 1 = the text did not parse.
-    assert!(
-        matches!(out.status.code(), Some(0 | 3)) && unexpected.is_empty(),
-        "promtool check metrics failed ({:?}): {complaints}\n--- metrics ---\n{text}",
-        out.status.code()
-    );
+    turnstone_testkit::promtool::check_metrics(text, &[KNOWN_LINT]);
 }
 
 async fn create_ws(t: &TestNode, name: &str, auto_approve: bool) -> String {

@@ -7,6 +7,8 @@ mod browser;
 mod caps;
 mod ctx;
 mod grpc;
+mod grpc_operations;
+mod grpc_reads;
 mod hibernation;
 mod judge;
 mod login;

@@ -352,3 +352,165 @@ async fn sigterm_drains_a_bridge_under_traffic_and_loses_nothing() {
     assert!(mq.dead_letters().await.is_empty());
     mq.cleanup().await;
 }
+
+/// The health status of `service` (`None` when the call fails, e.g. the node stopped).
+async fn grpc_health(
+    health: &mut tonic_health::pb::health_client::HealthClient<tonic::transport::Channel>,
+    service: &str,
+) -> Option<i32> {
+    health
+        .check(tonic_health::pb::HealthCheckRequest {
+            service: service.into(),
+        })
+        .await
+        .ok()
+        .map(|r| r.into_inner().status)
+}
+
+#[tokio::test]
+async fn sigterm_turns_grpc_health_not_serving_and_ends_grpc_streams() {
+    use tonic_health::pb::health_check_response::ServingStatus;
+    use turnstone_grpc::v1 as pb;
+
+    // ~2.5 s per turn, so the drain has a turn to wait for.
+    let llm = FakeLlm::start_with(FakeLlmConfig {
+        tokens_per_sec: Some(20.0),
+        ..FakeLlmConfig::default()
+    })
+    .await;
+    let drain_timeout = 12u64;
+    let mut node = NodeProc::start_full(
+        "grpc-drain",
+        Vec::new(),
+        vec![
+            "--base-url".into(),
+            llm.base_url(),
+            "--model".into(),
+            "fake-model".into(),
+            "--drain-timeout".into(),
+            drain_timeout.to_string(),
+        ],
+    )
+    .await;
+    let (status, body) = node
+        .post("/v1/api/workstreams/new", json!({"name": "grpc"}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let ws = body["ws_id"].as_str().unwrap().to_string();
+    let token = mint_token();
+    let mut c = turnstone_grpc::client::connect(&node.url, Some(&token))
+        .await
+        .unwrap();
+    let channel = tonic::transport::Channel::from_shared(node.url.clone())
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut health = tonic_health::pb::health_client::HealthClient::new(channel);
+    for service in ["", turnstone_grpc::NODE_SERVICE] {
+        assert_eq!(
+            grpc_health(&mut health, service).await,
+            Some(ServingStatus::Serving as i32)
+        );
+    }
+    let mut watch = health
+        .watch(tonic_health::pb::HealthCheckRequest {
+            service: String::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let mut events = c
+        .stream_events(pb::StreamEventsRequest {
+            ws_id: ws.clone(),
+            after_seq: None,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let limit = Duration::from_secs(30);
+    let next = |item: Result<Option<pb::StreamEventsResponse>, tonic::Status>| {
+        item.expect("the event stream ends cleanly")
+            .map(|i| i.event.unwrap().r#type)
+    };
+    let mut kinds: Vec<String> = Vec::new();
+    let reply = c
+        .send(pb::SendRequest {
+            ws_id: ws.clone(),
+            message: "y".repeat(200),
+            ..pb::SendRequest::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(reply.status, "ok");
+    // The turn is streaming when the node is told to stop.
+    while !kinds.iter().any(|k| k == "content") {
+        let kind = next(tokio::time::timeout(limit, events.message()).await.unwrap())
+            .expect("the stream is open mid-turn");
+        kinds.push(kind);
+    }
+    let proc = node.proc.as_mut().unwrap();
+    let sent = Instant::now();
+    proc.sigterm();
+
+    // Draining: health flips for "" and the node service, the watch sees it, work is
+    // refused.
+    eventually("gRPC health NOT_SERVING", Duration::from_secs(5), || {
+        let mut health = health.clone();
+        async move { grpc_health(&mut health, "").await == Some(ServingStatus::NotServing as i32) }
+    })
+    .await;
+    assert_eq!(
+        grpc_health(&mut health, turnstone_grpc::NODE_SERVICE).await,
+        Some(ServingStatus::NotServing as i32)
+    );
+    let mut statuses = Vec::new();
+    while statuses.last() != Some(&(ServingStatus::NotServing as i32)) {
+        let item = tokio::time::timeout(limit, watch.message())
+            .await
+            .expect("a health update")
+            .expect("the watch is open");
+        statuses.push(item.expect("the watch is open").status);
+    }
+    let refused = c
+        .send(pb::SendRequest {
+            ws_id: ws.clone(),
+            message: "too late".into(),
+            ..pb::SendRequest::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::Unavailable);
+
+    // The turn finishes, the stream says it closes and ends with OK; the watch ends too.
+    while let Some(kind) = next(tokio::time::timeout(limit, events.message()).await.unwrap()) {
+        kinds.push(kind);
+    }
+    assert_eq!(
+        kinds.last().map(String::as_str),
+        Some("stream_closing"),
+        "{kinds:?}"
+    );
+    assert!(kinds.iter().any(|k| k == "turn_complete"), "{kinds:?}");
+    let watch_end = tokio::time::timeout(limit, watch.message())
+        .await
+        .expect("the watch ends");
+    assert!(
+        matches!(watch_end, Ok(None)),
+        "the watch ends with OK: {watch_end:?}"
+    );
+
+    // And the process exits, well within the drain timeout.
+    let status = exit_within(
+        node.proc.as_mut().unwrap(),
+        Duration::from_secs(drain_timeout + 8),
+    )
+    .await;
+    assert!(status.success(), "node exited with {status}");
+    let took = sent.elapsed();
+    assert!(
+        took < Duration::from_secs(drain_timeout),
+        "a ~2.5 s turn should end the drain well before the timeout: {took:?}"
+    );
+}
