@@ -61,7 +61,7 @@ impl Node {
         if let Some(ws) = self.workstream(ws_id) {
             return Ok(ws);
         }
-        if self.manager.hibernated(ws_id).is_none() && !self.left_by_earlier_run(ws_id).await {
+        if self.manager.hibernated(ws_id).is_none() {
             return Err(ApiError::unknown_workstream());
         }
         rehydrate(self, ws_id)
@@ -70,23 +70,8 @@ impl Node {
     }
 }
 
-impl Node {
-    /// Stored for this node by an earlier run and not closed: a node that stopped without
-    /// hibernating its workstreams (a crash, a kill) finds them in the store, not in
-    /// memory, and brings them back on use like hibernated ones — a send after a restart
-    /// reaches the workstream it names instead of `Unknown workstream`.
-    async fn left_by_earlier_run(&self, ws_id: &str) -> bool {
-        let Some(p) = &self.persistence else {
-            return false;
-        };
-        matches!(
-            p.store.get_workstream(ws_id).await,
-            Ok(Some(w)) if w.node_id.as_deref() == Some(p.node_id.as_str()) && w.state != "closed"
-        )
-    }
-}
-
-/// Brings a hibernated (or earlier run's) workstream back (once, however many ask at the
+/// Brings a hibernated workstream (or one an earlier run left open, indexed as hibernated
+/// at start: [`restore_index`]) back (once, however many ask at the
 /// same time). `None` when it is neither live nor hibernated (closed meanwhile).
 async fn rehydrate(node: &Node, ws_id: &str) -> Result<Option<WorkstreamHandle>, ApiError> {
     let gate = node
@@ -112,7 +97,7 @@ async fn wake(node: &Node, ws_id: &str) -> Result<Option<WorkstreamHandle>, ApiE
     if let Some(ws) = node.workstream(ws_id) {
         return Ok(Some(ws));
     }
-    if node.manager.hibernated(ws_id).is_none() && !node.left_by_earlier_run(ws_id).await {
+    if node.manager.hibernated(ws_id).is_none() {
         return Ok(None);
     }
     let Some(p) = &node.persistence else {
