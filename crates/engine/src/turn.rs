@@ -392,6 +392,7 @@ impl Turn<'_> {
                     auto_approve_meta: p.auto_approve_meta(),
                 })
                 .collect();
+            let config = self.engine.config();
             gate::decide(
                 &mut items,
                 &gate_calls,
@@ -400,9 +401,9 @@ impl Turn<'_> {
                     always: &settings.always,
                     skip_permissions: settings.skip_permissions,
                     posture: settings.posture,
-                    unattended: self.engine.config().unattended,
+                    unattended: config.unattended,
                     cwd: &self.shared.tool_ctx.cwd,
-                    judge: &self.engine.config().judge,
+                    judge: &config.judge,
                 },
             )
         };
