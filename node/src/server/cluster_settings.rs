@@ -444,11 +444,14 @@ async fn store_pushed_definitions(node: &Node, pushed: &[Value]) -> Result<(), A
 }
 
 fn parse_body<T: serde::de::DeserializeOwned + Default>(body: &Bytes) -> Result<T, ApiError> {
+    let invalid = |e: serde_json::Error| ApiError::BadRequest(format!("Invalid JSON body: {e}"));
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(T::default());
     }
-    serde_json::from_slice(body)
-        .map_err(|e| ApiError::BadRequest(format!("Invalid JSON body: {e}")))
+    match serde_json::from_slice::<Value>(body).map_err(invalid)? {
+        Value::Null => Ok(T::default()),
+        v => serde_json::from_value(v).map_err(invalid),
+    }
 }
 
 /// `POST /v1/api/_internal/config-reload`.

@@ -6,6 +6,7 @@ pub mod harness;
 mod bridge_basics;
 mod bridge_faults;
 mod chaos;
+mod cluster_settings;
 mod drain;
 mod mq_client;
 mod output_guard;
