@@ -21,6 +21,7 @@ use turnstone_openapi::{Api, ApiRoute, Param, ParamIn};
 use turnstone_proto::routes::template_for_path;
 use turnstone_runtime::auth::{Access, Scope};
 
+use crate::cluster_settings::{ModelBody, SettingBody};
 use crate::routes::CONSOLE_ROUTES;
 use crate::schedules::TaskBody;
 
@@ -83,6 +84,16 @@ const WORKSTREAMS: [Param; 6] = [
 ];
 const TOKENS: [Param; 1] = [query("user_id", false, "Only this user's tokens.")];
 const WATCH_ID: [Param; 1] = [path("watch_id", "The watch.")];
+const SETTING_KEY: [Param; 1] = [path("key", "The setting, e.g. `server.approval_timeout`.")];
+const SETTING_DELETE: [Param; 2] = [
+    path("key", "The setting."),
+    query(
+        "node_id",
+        false,
+        "The node's override to remove (default: the global value).",
+    ),
+];
+const DEFINITION_ID: [Param; 1] = [path("definition_id", "The model definition.")];
 
 /// Every documented operation, in document order.
 pub const ROUTES: &[ApiRoute] = &[
@@ -137,8 +148,43 @@ pub const ROUTES: &[ApiRoute] = &[
         .summary("Reload the MCP servers of every node")
         .json::<Value>(),
     ApiRoute::get("/v1/api/admin/models", "fan-out")
-        .summary("Models of every node")
+        .summary("Models of every node, and the stored model definitions (never a key)")
         .json::<Value>(),
+    ApiRoute::post("/v1/api/admin/models", "settings")
+        .summary("Add a model definition (alias, model, provider, base_url, api_key): 201, pushed to every node")
+        .body::<ModelBody>()
+        .json::<Value>()
+        .errors(&[201, 400, 503]),
+    ApiRoute::post("/v1/api/admin/models/reload", "settings")
+        .summary("Push the model definitions to every node and reload their registries")
+        .json::<Value>()
+        .errors(&[503]),
+    ApiRoute::put("/v1/api/admin/models/{definition_id}", "settings")
+        .summary("Change a model definition; pushed to every node")
+        .params(&DEFINITION_ID)
+        .body::<ModelBody>()
+        .json::<Value>()
+        .errors(&[400, 404, 503]),
+    ApiRoute::delete("/v1/api/admin/models/{definition_id}", "settings")
+        .summary("Delete a model definition; pushed to every node")
+        .params(&DEFINITION_ID)
+        .json::<Value>()
+        .errors(&[404, 503]),
+    ApiRoute::get("/v1/api/admin/settings", "settings")
+        .summary("Stored cluster settings and the accepted keys with their types")
+        .json::<Value>()
+        .errors(&[503]),
+    ApiRoute::put("/v1/api/admin/settings/{key}", "settings")
+        .summary("Set a cluster setting (globally or for one node); every node reloads")
+        .params(&SETTING_KEY)
+        .body::<SettingBody>()
+        .json::<Value>()
+        .errors(&[400, 503]),
+    ApiRoute::delete("/v1/api/admin/settings/{key}", "settings")
+        .summary("Remove a setting (nodes fall back to their flags and file); every node reloads")
+        .params(&SETTING_DELETE)
+        .json::<Value>()
+        .errors(&[400, 404, 503]),
     ApiRoute::get("/v1/api/admin/users", "users")
         .summary("Stored users with their roles")
         .json::<UserList>()

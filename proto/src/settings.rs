@@ -403,7 +403,7 @@ mod tests {
         let n1 = effective(rows.iter().map(|(k, n, v)| (*k, *n, *v)), "n1");
         assert_eq!(
             n1,
-            BTreeMap::from([("j".into(), a.clone()), ("k".into(), b)])
+            BTreeMap::from([("j".into(), a.clone()), ("k".into(), b.clone())])
         );
         let n3 = effective(rows.iter().map(|(k, n, v)| (*k, *n, *v)), "n3");
         assert_eq!(n3["k"], a);
