@@ -271,6 +271,7 @@ pub fn validate(key: &str, value: &Value) -> Result<Value, SettingError> {
 /// `settings`, the node first makes its stored settings exactly these (global rows and its
 /// own): how a node on its own SQLite gets the console's values. Without, it re-reads its
 /// store (a node sharing the console's PostgreSQL).
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ConfigReloadBody {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -278,6 +279,7 @@ pub struct ConfigReloadBody {
 }
 
 /// One `system_settings` row as the console pushes it.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PushedSetting {
     pub key: String,
@@ -293,6 +295,7 @@ pub struct PushedSetting {
 /// values now in force (secrets as `"<set>"`), keys refused (stored by an older or newer
 /// console, unknown to this node, or out of range) with the reason, and the keys that apply
 /// only at the next start.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ConfigReloadReply {
     pub status: String,
@@ -307,6 +310,7 @@ pub struct ConfigReloadReply {
 /// The body of `POST /v1/api/_internal/model-reload` (ours): with `definitions`, the node
 /// first makes its stored model definitions exactly these (secrets included: the node needs
 /// the key to call the model).
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ModelReloadBody {
     #[serde(default, skip_serializing_if = "Option::is_none")]
