@@ -13,6 +13,8 @@
 //!   model definitions (alias, model, provider, base URL, API key, context window, enabled;
 //!   permission `admin.models`). The API key is stored, never returned (`has_api_key`) and
 //!   never logged. `POST /v1/api/admin/models/reload` reloads every node's registry.
+//! * `GET /v1/api/admin/audit?user_id=&action=&limit=` — the audit log, newest first
+//!   (permission `admin.audit`).
 //!
 //! **How the values reach a node.** After each change the console calls every node's
 //! `_internal/config-reload` (5 s) or `_internal/model-reload` (10 s) — the admin fan-out's
@@ -658,4 +660,59 @@ pub async fn reload_models(
         o.insert("status".into(), json!("ok"));
     }
     Ok(Json(reload))
+}
+
+/// `GET /v1/api/admin/audit` query.
+#[derive(Debug, Default, Deserialize)]
+pub struct AuditParams {
+    pub user_id: Option<String>,
+    pub action: Option<String>,
+    pub limit: Option<String>,
+}
+
+/// Most audit events one request lists (and the default).
+const AUDIT_LIMIT: usize = 1000;
+const AUDIT_DEFAULT: usize = 100;
+
+/// `GET /v1/api/admin/audit`: `{"events": [...]}`, newest first.
+pub async fn audit_log(
+    State(console): State<Arc<Console>>,
+    Query(q): Query<AuditParams>,
+) -> Result<Json<Value>, ApiError> {
+    let store = store(&console)?;
+    let limit = match q.limit.as_deref() {
+        None | Some("") => AUDIT_DEFAULT,
+        Some(v) => v
+            .parse::<usize>()
+            .ok()
+            .filter(|n| (1..=AUDIT_LIMIT).contains(n))
+            .ok_or_else(|| {
+                ApiError::BadRequest(format!("limit must be an integer 1..{AUDIT_LIMIT}"))
+            })?,
+    };
+    let events = store
+        .list_audit(turnstone_store::AuditQuery {
+            user_id: q.user_id.filter(|s| !s.is_empty()),
+            action: q.action.filter(|s| !s.is_empty()),
+            limit,
+        })
+        .await
+        .map_err(storage)?;
+    let events: Vec<Value> = events
+        .into_iter()
+        .map(|e| {
+            let detail: Value = serde_json::from_str(&e.detail).unwrap_or(Value::Null);
+            json!({
+                "event_id": e.event_id,
+                "timestamp": e.timestamp,
+                "user_id": e.user_id,
+                "action": e.action,
+                "resource_type": e.resource_type,
+                "resource_id": e.resource_id,
+                "detail": detail,
+                "ip_address": e.ip_address,
+            })
+        })
+        .collect();
+    Ok(Json(json!({ "events": events })))
 }

@@ -129,6 +129,7 @@ pub fn router(console: Arc<Console>) -> Router {
             "/v1/api/admin/settings",
             get(cluster_settings::list_settings),
         )
+        .route("/v1/api/admin/audit", get(cluster_settings::audit_log))
         .route(
             "/v1/api/admin/settings/{key}",
             axum::routing::put(cluster_settings::put_setting)

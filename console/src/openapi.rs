@@ -93,6 +93,15 @@ const SETTING_DELETE: [Param; 2] = [
         "The node's override to remove (default: the global value).",
     ),
 ];
+const AUDIT: [Param; 3] = [
+    query("user_id", false, "Only this user's changes."),
+    query("action", false, "Only this action, e.g. `setting.update`."),
+    query(
+        "limit",
+        true,
+        "Most events, newest first (1..1000, default 100).",
+    ),
+];
 const DEFINITION_ID: [Param; 1] = [path("definition_id", "The model definition.")];
 
 /// Every documented operation, in document order.
@@ -170,6 +179,11 @@ pub const ROUTES: &[ApiRoute] = &[
         .params(&DEFINITION_ID)
         .json::<Value>()
         .errors(&[404, 503]),
+    ApiRoute::get("/v1/api/admin/audit", "settings")
+        .summary("The audit log of admin changes: who, what, when, from where")
+        .params(&AUDIT)
+        .json::<Value>()
+        .errors(&[400, 503]),
     ApiRoute::get("/v1/api/admin/settings", "settings")
         .summary("Stored cluster settings and the accepted keys with their types")
         .json::<Value>()

@@ -36,6 +36,7 @@ const ADMIN_ROLES: Needs = Needs::Permission(Scope::Approve, "admin.roles");
 const ADMIN_SCHEDULES: Needs = Needs::Permission(Scope::Approve, "admin.schedules");
 const ADMIN_SETTINGS: Needs = Needs::Permission(Scope::Approve, "admin.settings");
 const ADMIN_MODELS: Needs = Needs::Permission(Scope::Approve, "admin.models");
+const ADMIN_AUDIT: Needs = Needs::Permission(Scope::Approve, "admin.audit");
 
 /// The template of the console's reverse proxy to a node.
 pub const NODE_PROXY_ROUTE: &str = "/node/{node_id}/{*tail}";
@@ -77,6 +78,7 @@ pub const CONSOLE_ROUTES: &RouteTable<Needs> = &[
     ("GET", "/v1/api/admin/settings", ADMIN_SETTINGS),
     ("PUT", "/v1/api/admin/settings/{key}", ADMIN_SETTINGS),
     ("DELETE", "/v1/api/admin/settings/{key}", ADMIN_SETTINGS),
+    ("GET", "/v1/api/admin/audit", ADMIN_AUDIT),
     // Users, API tokens and roles in the console's store (`turnstone_accounts::ADMIN_ROUTES`).
     ("GET", "/v1/api/admin/users", ADMIN_USERS),
     ("POST", "/v1/api/admin/users", ADMIN_USERS),

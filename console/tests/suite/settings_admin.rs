@@ -179,6 +179,17 @@ async fn settings_crud_and_checks(db: Db) {
     );
     assert_eq!(audit[0].ip_address, "127.0.0.1");
     assert!(audit[1].detail.contains("60"), "{}", audit[1].detail);
+    // …and through the API, filtered.
+    let (code, body) = c
+        .get("/v1/api/admin/audit?action=setting.delete&limit=5")
+        .await;
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(body["events"].as_array().unwrap().len(), 1);
+    assert_eq!(body["events"][0]["resource_id"], "tools.search");
+    assert_eq!(body["events"][0]["detail"]["node_id"], "node-7");
+    let (code, body) = c.get("/v1/api/admin/audit").await;
+    assert_eq!((code, body["events"].as_array().unwrap().len()), (200, 5));
+    assert_error(c.get("/v1/api/admin/audit?limit=0").await, 400, "limit");
 }
 
 async fn model_definitions_crud_and_checks(db: Db) {
@@ -345,6 +356,11 @@ async fn permissions(db: Db) {
     );
     assert_eq!(c.get_as("/v1/api/admin/settings", Some(sam)).await.0, 200);
     assert_eq!(
+        c.get_as("/v1/api/admin/audit", Some(sam)).await.0,
+        403,
+        "admin.settings does not open the audit log"
+    );
+    assert_eq!(
         c.call(
             Method::POST,
             "/v1/api/admin/models",
@@ -364,6 +380,7 @@ async fn permissions(db: Db) {
         (Method::PUT, "/v1/api/admin/models/x", model.clone()),
         (Method::DELETE, "/v1/api/admin/models/x", None),
         (Method::POST, "/v1/api/admin/models/reload", None),
+        (Method::GET, "/v1/api/admin/audit", None),
     ] {
         assert_eq!(
             c.call(method.clone(), path, body.clone(), Some(vic))
