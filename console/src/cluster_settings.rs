@@ -27,24 +27,24 @@
 //! every node's reply (`results`) and the nodes that failed (`errors`). Every change is
 //! recorded in `audit_events`.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::{ConnectInfo, Path, Query, State};
+use axum::extract::{Path, Query, State};
 use axum::http::{Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
+use turnstone_accounts::audit::Actor;
 use turnstone_accounts::body::AccountsJson;
 use turnstone_proto::settings::{
     self as contract, CLUSTER_SETTINGS, ConfigReloadBody, Kind, ModelReloadBody, PushedSetting,
 };
 use turnstone_runtime::auth::Identity;
 use turnstone_store::{
-    ModelDefinition, ModelDefinitionUpdate, NewAuditEvent, NewModelDefinition, SettingRow, Store,
+    ModelDefinition, ModelDefinitionUpdate, NewModelDefinition, SettingRow, Store,
 };
 
 use crate::admin::fan_out;
@@ -70,43 +70,6 @@ fn storage(e: turnstone_store::StoreError) -> ApiError {
     match e {
         turnstone_store::StoreError::InvalidInput(m) => ApiError::BadRequest(m),
         e => ApiError::Internal(format!("storage error: {e}")),
-    }
-}
-
-/// Who made a change, from where: the audit row's `user_id` and `ip_address`.
-struct Actor {
-    user_id: String,
-    ip: String,
-}
-
-impl Actor {
-    fn of(identity: Option<&Extension<Identity>>, peer: Option<&ConnectInfo<SocketAddr>>) -> Self {
-        Self {
-            user_id: identity.map(|i| i.user_id.clone()).unwrap_or_default(),
-            ip: peer.map(|p| p.0.ip().to_string()).unwrap_or_default(),
-        }
-    }
-}
-
-/// Records an admin change; a failure is logged, never fails the change already made.
-async fn audit(
-    store: &Arc<dyn Store>,
-    actor: &Actor,
-    action: &str,
-    kind: &str,
-    id: &str,
-    detail: Value,
-) {
-    let event = NewAuditEvent {
-        user_id: actor.user_id.clone(),
-        action: action.into(),
-        resource_type: kind.into(),
-        resource_id: id.into(),
-        detail: detail.to_string(),
-        ip_address: actor.ip.clone(),
-    };
-    if let Err(e) = store.record_audit(event).await {
-        tracing::error!(action, error = %e, "audit event not recorded");
     }
 }
 
@@ -326,14 +289,13 @@ pub async fn put_setting(
     State(console): State<Arc<Console>>,
     Path(key): Path<String>,
     identity: Option<Extension<Identity>>,
-    peer: Option<Extension<ConnectInfo<SocketAddr>>>,
+    actor: Actor,
     AccountsJson(body): AccountsJson<SettingBody>,
 ) -> Result<Json<Value>, ApiError> {
     let store = store(&console)?;
     let value =
         contract::validate(&key, &body.value).map_err(|e| ApiError::BadRequest(e.to_string()))?;
     check_node_id(&body.node_id)?;
-    let actor = Actor::of(identity.as_ref(), peer.as_ref().map(|p| &p.0));
     let secret = contract::spec(&key).is_some_and(|s| s.secret);
     let row = store
         .put_setting(SettingRow {
@@ -352,7 +314,9 @@ pub async fn put_setting(
     } else {
         json!({"node_id": body.node_id, "value": value})
     };
-    audit(&store, &actor, "setting.update", "setting", &key, detail).await;
+    actor
+        .record(&store, "setting.update", "setting", &key, detail)
+        .await;
     tracing::info!(key, node_id = %body.node_id, "setting stored");
     let reload = push(
         &console,
@@ -379,7 +343,7 @@ pub async fn delete_setting(
     Path(key): Path<String>,
     Query(q): Query<NodeQuery>,
     identity: Option<Extension<Identity>>,
-    peer: Option<Extension<ConnectInfo<SocketAddr>>>,
+    actor: Actor,
 ) -> Result<Json<Value>, ApiError> {
     let store = store(&console)?;
     if contract::spec(&key).is_none() {
@@ -393,16 +357,15 @@ pub async fn delete_setting(
     {
         return Err(ApiError::NotFound(format!("Setting not set: {key}")));
     }
-    let actor = Actor::of(identity.as_ref(), peer.as_ref().map(|p| &p.0));
-    audit(
-        &store,
-        &actor,
-        "setting.delete",
-        "setting",
-        &key,
-        json!({"node_id": q.node_id}),
-    )
-    .await;
+    actor
+        .record(
+            &store,
+            "setting.delete",
+            "setting",
+            &key,
+            json!({"node_id": q.node_id}),
+        )
+        .await;
     tracing::info!(key, node_id = %q.node_id, "setting removed");
     let reload = push(
         &console,
@@ -503,7 +466,7 @@ fn check_model_fields(b: &ModelBody) -> Result<(), ApiError> {
 pub async fn create_model(
     State(console): State<Arc<Console>>,
     identity: Option<Extension<Identity>>,
-    peer: Option<Extension<ConnectInfo<SocketAddr>>>,
+    actor: Actor,
     AccountsJson(body): AccountsJson<ModelBody>,
 ) -> Result<Response, ApiError> {
     let store = store(&console)?;
@@ -511,7 +474,6 @@ pub async fn create_model(
     let (Some(alias), Some(model)) = (body.alias.clone(), body.model.clone()) else {
         return Err(ApiError::BadRequest("alias and model are required".into()));
     };
-    let actor = Actor::of(identity.as_ref(), peer.as_ref().map(|p| &p.0));
     let created = store
         .create_model_definition(NewModelDefinition {
             definition_id: None,
@@ -528,15 +490,15 @@ pub async fn create_model(
         .await
         .map_err(storage)?;
     let view = definition_view(&created);
-    audit(
-        &store,
-        &actor,
-        "model.create",
-        "model",
-        &created.definition_id,
-        view.clone(),
-    )
-    .await;
+    actor
+        .record(
+            &store,
+            "model.create",
+            "model",
+            &created.definition_id,
+            view.clone(),
+        )
+        .await;
     tracing::info!(alias = %created.alias, "model definition created");
     let reload = push(
         &console,
@@ -557,7 +519,7 @@ pub async fn update_model(
     State(console): State<Arc<Console>>,
     Path(definition_id): Path<String>,
     identity: Option<Extension<Identity>>,
-    peer: Option<Extension<ConnectInfo<SocketAddr>>>,
+    actor: Actor,
     AccountsJson(body): AccountsJson<ModelBody>,
 ) -> Result<Json<Value>, ApiError> {
     let store = store(&console)?;
@@ -581,20 +543,13 @@ pub async fn update_model(
         .map_err(storage)?
         .ok_or_else(|| ApiError::NotFound("Model definition not found".into()))?;
     let view = definition_view(&changed);
-    let actor = Actor::of(identity.as_ref(), peer.as_ref().map(|p| &p.0));
     let mut detail = view.clone();
     if let Some(o) = detail.as_object_mut() {
         o.insert("api_key_changed".into(), json!(key_changed));
     }
-    audit(
-        &store,
-        &actor,
-        "model.update",
-        "model",
-        &definition_id,
-        detail,
-    )
-    .await;
+    actor
+        .record(&store, "model.update", "model", &definition_id, detail)
+        .await;
     tracing::info!(alias = %changed.alias, "model definition updated");
     let reload = push(
         &console,
@@ -611,7 +566,7 @@ pub async fn delete_model(
     State(console): State<Arc<Console>>,
     Path(definition_id): Path<String>,
     identity: Option<Extension<Identity>>,
-    peer: Option<Extension<ConnectInfo<SocketAddr>>>,
+    actor: Actor,
 ) -> Result<Json<Value>, ApiError> {
     let store = store(&console)?;
     let gone = store
@@ -623,16 +578,15 @@ pub async fn delete_model(
         .delete_model_definition(&definition_id)
         .await
         .map_err(storage)?;
-    let actor = Actor::of(identity.as_ref(), peer.as_ref().map(|p| &p.0));
-    audit(
-        &store,
-        &actor,
-        "model.delete",
-        "model",
-        &definition_id,
-        json!({"alias": gone.alias}),
-    )
-    .await;
+    actor
+        .record(
+            &store,
+            "model.delete",
+            "model",
+            &definition_id,
+            json!({"alias": gone.alias}),
+        )
+        .await;
     tracing::info!(alias = %gone.alias, "model definition deleted");
     let reload = push(
         &console,

@@ -571,7 +571,7 @@
         const input = settingInput(spec, global[spec.key]);
         const isSet = spec.key in global;
         return el("tr", { dataset: { key: spec.key } },
-          el("td", {}, el("code", {}, spec.key), el("div", { class: "muted small" }, spec.description)),
+          el("td", { class: "setting-key" }, el("code", {}, spec.key), el("div", { class: "muted small" }, spec.description)),
           el("td", {}, input),
           el("td", { class: "muted" }, spec.applies === "restart" ? "at node restart" : spec.applies === "models" ? "model reload" : "live"),
           el("td", {},
@@ -580,8 +580,8 @@
             isSet ? el("button", { type: "button", class: "link-btn", "aria-label": "Reset " + spec.key,
               onclick: () => resetSetting(spec) }, "Reset") : null));
       });
+      // The error line stays: it says why the last save was refused.
       $("settings-body").replaceChildren(...rows);
-      $("settings-error").textContent = "";
     } catch (err) { adminError("settings-error", err); }
   }
 
@@ -599,6 +599,7 @@
   async function resetSetting(spec) {
     try {
       const r = await api("/v1/api/admin/settings/" + encodeURIComponent(spec.key), undefined, "DELETE");
+      $("settings-error").textContent = "";
       $("settings-result").textContent = spec.key + " reset. " + reloadSummary(r.reload);
     } catch (err) { if (err.status !== 404) adminError("settings-error", err); }
     loadSettings();

@@ -12,7 +12,8 @@ use super::*;
 both_backends!(
     settings_crud_and_checks,
     model_definitions_crud_and_checks,
-    permissions
+    permissions,
+    account_and_schedule_changes_are_audited
 );
 
 async fn console(db: &Db) -> TestConsole {
@@ -397,4 +398,75 @@ async fn permissions(db: Db) {
     }
     // Nothing a refused caller sent was stored.
     assert_eq!(db.store.list_model_definitions().await.unwrap(), []);
+}
+
+async fn account_and_schedule_changes_are_audited(db: Db) {
+    let c = console(&db).await;
+    let call = |method: Method, path: &str, body: Option<Value>| {
+        let c = &c;
+        let path = path.to_string();
+        async move { c.call(method, &path, body, Some(TOKEN)).await }
+    };
+    let (code, user) = call(
+        Method::POST,
+        "/v1/api/admin/users",
+        Some(
+            json!({"username": "ada", "display_name": "Ada", "password": "correct horse battery"}),
+        ),
+    )
+    .await;
+    assert_eq!(code, 201, "{user}");
+    let user_id = user["user_id"].as_str().unwrap().to_string();
+    let (code, token) = call(
+        Method::POST,
+        "/v1/api/admin/tokens",
+        Some(json!({"user_id": user_id, "name": "ci"})),
+    )
+    .await;
+    assert_eq!(code, 201, "{token}");
+    let raw = token["token"].as_str().unwrap().to_string();
+    let (code, role) = call(
+        Method::POST,
+        "/v1/api/admin/roles",
+        Some(json!({"name": "auditors", "permissions": "read,admin.audit"})),
+    )
+    .await;
+    assert_eq!(code, 201, "{role}");
+    let (code, task) = call(
+        Method::POST,
+        "/v1/api/admin/schedules",
+        Some(json!({"name": "n", "schedule_type": "cron", "cron_expr": "0 3 * * *", "initial_message": "x"})),
+    )
+    .await;
+    assert_eq!(code, 201, "{task}");
+    let path = format!(
+        "/v1/api/admin/schedules/{}",
+        task["task_id"].as_str().unwrap()
+    );
+    assert_eq!(call(Method::DELETE, &path, None).await.0, 200);
+    let path = format!("/v1/api/admin/users/{user_id}");
+    assert_eq!(call(Method::DELETE, &path, None).await.0, 200);
+
+    let (code, log) = c.get("/v1/api/admin/audit").await;
+    assert_eq!(code, 200, "{log}");
+    let actions: Vec<&str> = log["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        actions,
+        [
+            "user.delete",
+            "schedule.delete",
+            "schedule.create",
+            "role.create",
+            "token.create",
+            "user.create"
+        ]
+    );
+    assert!(!log.to_string().contains(&raw), "no token in the audit log");
+    assert!(!log.to_string().contains("correct horse"), "no password");
+    assert_eq!(log["events"][5]["ip_address"], "127.0.0.1");
 }
