@@ -13,6 +13,9 @@
 //!   model definitions (alias, model, provider, base URL, API key, context window, enabled;
 //!   permission `admin.models`). The API key is stored, never returned (`has_api_key`) and
 //!   never logged. `POST /v1/api/admin/models/reload` reloads every node's registry.
+//! * `GET /v1/api/models` and `GET /v1/api/skills` (read scope; cluster spec §6.3) — the
+//!   enabled model definitions `{"models": [{alias, model, provider}]}` and the store's
+//!   enabled skills, for the new-workstream dialog's pickers; 503 without storage.
 //! * `GET /v1/api/admin/audit?user_id=&action=&limit=` — the audit log, newest first
 //!   (permission `admin.audit`).
 //!
@@ -669,4 +672,41 @@ pub async fn audit_log(
         })
         .collect();
     Ok(Json(json!({ "events": events })))
+}
+
+/// `GET /v1/api/models`: the enabled stored definitions (cluster spec §6.3).
+pub async fn models(State(console): State<Arc<Console>>) -> Result<Json<Value>, ApiError> {
+    let defs = store(&console)?
+        .list_model_definitions()
+        .await
+        .map_err(storage)?;
+    let models: Vec<Value> = defs
+        .iter()
+        .filter(|d| d.enabled)
+        .map(|d| json!({"alias": d.alias, "model": d.model, "provider": d.provider}))
+        .collect();
+    Ok(Json(json!({ "models": models })))
+}
+
+/// `GET /v1/api/skills`: the store's enabled skills with the fields of the node's
+/// `GET /v1/api/skills` (cluster spec §6.3).
+pub async fn skills(State(console): State<Arc<Console>>) -> Result<Json<Value>, ApiError> {
+    let skills = store(&console)?.list_skills(true).await.map_err(storage)?;
+    let skills: Vec<Value> = skills
+        .iter()
+        .map(|s| {
+            json!({
+                "name": s.spec.name,
+                "category": s.spec.category,
+                "description": s.spec.description,
+                "tags": s.spec.tags,
+                "is_default": s.spec.is_default,
+                "activation": s.spec.activation,
+                "origin": s.spec.origin,
+                "author": s.spec.author,
+                "version": s.spec.version,
+            })
+        })
+        .collect();
+    Ok(Json(json!({ "skills": skills })))
 }

@@ -130,6 +130,8 @@ pub fn router(console: Arc<Console>) -> Router {
             get(cluster_settings::list_settings),
         )
         .route("/v1/api/admin/audit", get(cluster_settings::audit_log))
+        .route("/v1/api/models", get(cluster_settings::models))
+        .route("/v1/api/skills", get(cluster_settings::skills))
         .route(
             "/v1/api/admin/settings/{key}",
             axum::routing::put(cluster_settings::put_setting)

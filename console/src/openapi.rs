@@ -142,6 +142,14 @@ pub const ROUTES: &[ApiRoute] = &[
     ApiRoute::get("/v1/api/cluster/events", "cluster")
         .summary("The cluster event stream: a snapshot, then every event")
         .reply(turnstone_openapi::Reply::EventStream),
+    ApiRoute::get("/v1/api/models", "cluster")
+        .summary("Model aliases of the cluster (the enabled stored definitions)")
+        .json::<Value>()
+        .errors(&[503]),
+    ApiRoute::get("/v1/api/skills", "cluster")
+        .summary("Enabled skills in the console's store")
+        .json::<Value>()
+        .errors(&[503]),
     ApiRoute::get("/v1/api/admin/watches", "fan-out")
         .summary("Watches of every node")
         .json::<Value>(),

@@ -60,6 +60,8 @@ pub const CONSOLE_ROUTES: &RouteTable<Needs> = &[
     ("GET", "/v1/api/cluster/node/{*node_id}", READ),
     ("GET", "/v1/api/cluster/snapshot", READ),
     ("GET", "/v1/api/cluster/events", READ),
+    ("GET", "/v1/api/models", READ),
+    ("GET", "/v1/api/skills", READ),
     // The admin fan-out across nodes.
     ("GET", "/v1/api/admin/watches", APPROVE),
     ("POST", "/v1/api/admin/watches/{watch_id}/cancel", APPROVE),

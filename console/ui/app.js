@@ -475,7 +475,25 @@
     sel.replaceChildren(...opts);
     $("new-ws-error").textContent = "";
     $("new-ws-overlay").hidden = false;
+    fillPickers();
     setTimeout(() => $("new-ws-name").focus(), 0);
+  }
+
+  // The cluster's model aliases and skills (the console's store); without storage only the
+  // defaults are offered.
+  async function fillPickers() {
+    const pick = async (path, key, id, none, label) => {
+      const opts = [el("option", { value: "", text: none })];
+      try {
+        const r = await api(path);
+        for (const item of r[key] || []) opts.push(el("option", { value: item.alias || item.name, text: label(item) }));
+      } catch (err) { /* 503 without storage: the default only */ }
+      $(id).replaceChildren(...opts);
+    };
+    await Promise.all([
+      pick("/v1/api/models", "models", "new-ws-model", "Node default", (m) => m.alias + " (" + m.model + ")"),
+      pick("/v1/api/skills", "skills", "new-ws-skill", "None", (s) => s.name + (s.description ? " — " + s.description : "")),
+    ]);
   }
 
   function closeNewWs() {
@@ -485,7 +503,8 @@
 
   async function submitNewWs(e) {
     e.preventDefault();
-    const body = { node_id: $("new-ws-node").value, name: $("new-ws-name").value.trim(), initial_message: $("new-ws-message").value };
+    const body = { node_id: $("new-ws-node").value, name: $("new-ws-name").value.trim(), initial_message: $("new-ws-message").value,
+      model: $("new-ws-model").value, skill: $("new-ws-skill").value };
     $("new-ws-submit").disabled = true;
     try {
       const r = await api("/v1/api/cluster/workstreams/new", body);

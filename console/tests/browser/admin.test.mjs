@@ -151,6 +151,13 @@ try {
     await page.locator("#model-submit").click();
     await page.waitForFunction(() => document.getElementById("model-error").textContent.includes("taken"));
     await shot("admin-models");
+    // The new-workstream dialog offers the alias.
+    await page.locator("#new-ws-btn").click();
+    await page.locator('#new-ws-model option[value="ui-fast"]').waitFor({ state: "attached" });
+    await page.getByLabel("Model", { exact: true }).selectOption("ui-fast");
+    await shot("new-ws-pickers");
+    await page.locator("#new-ws-cancel").click();
+    await page.locator("#new-ws-overlay").waitFor({ state: "hidden" });
     await row.getByRole("button", { name: "Delete model ui-fast" }).click();
     await row.waitFor({ state: "detached" });
   });

@@ -137,6 +137,7 @@ async fn the_admin_area_manages_users_and_schedules_in_chromium() {
         "admin-schedules.png",
         "admin-settings.png",
         "admin-models.png",
+        "new-ws-pickers.png",
         "admin-viewer.png",
     ] {
         assert!(artifacts.join(shot).exists(), "screenshot {shot}");

@@ -218,6 +218,14 @@ async fn model_definitions_crud_and_checks(db: Db) {
     assert_eq!(def["has_api_key"], true);
     assert!(def.get("api_key").is_none());
     let id = def["definition_id"].as_str().unwrap().to_string();
+    // The pickers' list (read scope): enabled aliases only; skills from the store.
+    let (code, picker) = c.get("/v1/api/models").await;
+    assert_eq!(code, 200, "{picker}");
+    assert_eq!(
+        picker["models"],
+        json!([{"alias": "fast", "model": "m-fast", "provider": "openai"}])
+    );
+    assert_eq!(c.get("/v1/api/skills").await.1, json!({"skills": []}));
 
     let (code, list) = c.get("/v1/api/admin/models").await;
     assert_eq!(code, 200, "{list}");
@@ -238,6 +246,11 @@ async fn model_definitions_crud_and_checks(db: Db) {
     assert_eq!(body["definition"]["model"], "m-faster");
     assert_eq!(body["definition"]["enabled"], false);
     assert_eq!(body["definition"]["has_api_key"], true);
+    assert_eq!(
+        c.get("/v1/api/models").await.1["models"],
+        json!([]),
+        "disabled"
+    );
     let stored = db.store.get_model_definition(&id).await.unwrap().unwrap();
     assert_eq!(stored.api_key, "sk-never-shown", "stored, for the nodes");
 
