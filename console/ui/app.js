@@ -604,24 +604,30 @@
     } catch (err) { adminError("settings-error", err); }
   }
 
+  // The table is drawn again before the outcome is shown, so what is on screen (and what a
+  // keyboard or test acts on next) is the state after the change.
   async function saveSetting(spec, raw) {
     if (raw === "") return resetSetting(spec);
+    let message = "", error = "";
     try {
       const r = await api("/v1/api/admin/settings/" + encodeURIComponent(spec.key), { value: settingValue(spec, raw) }, "PUT");
-      $("settings-error").textContent = "";
-      $("settings-result").textContent = spec.key + " saved. " + reloadSummary(r.reload);
+      message = spec.key + " saved. " + reloadSummary(r.reload);
       toast(spec.key + " saved", "ok");
-    } catch (err) { adminError("settings-error", err); }
-    loadSettings();
+    } catch (err) { error = err.status === 503 ? "The console has no storage." : err.message; }
+    await loadSettings();
+    $("settings-error").textContent = error;
+    if (message) $("settings-result").textContent = message;
   }
 
   async function resetSetting(spec) {
+    let message = "", error = "";
     try {
       const r = await api("/v1/api/admin/settings/" + encodeURIComponent(spec.key), undefined, "DELETE");
-      $("settings-error").textContent = "";
-      $("settings-result").textContent = spec.key + " reset. " + reloadSummary(r.reload);
-    } catch (err) { if (err.status !== 404) adminError("settings-error", err); }
-    loadSettings();
+      message = spec.key + " reset. " + reloadSummary(r.reload);
+    } catch (err) { if (err.status !== 404) error = err.message; }
+    await loadSettings();
+    $("settings-error").textContent = error;
+    if (message) $("settings-result").textContent = message;
   }
 
   async function loadModels() {
