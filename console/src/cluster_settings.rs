@@ -30,6 +30,7 @@
 //! every node's reply (`results`) and the nodes that failed (`errors`). Every change is
 //! recorded in `audit_events`.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -333,28 +334,23 @@ pub async fn put_setting(
     ))
 }
 
-/// `DELETE /v1/api/admin/settings/{key}` query.
-#[derive(Debug, Default, Deserialize)]
-pub struct NodeQuery {
-    #[serde(default)]
-    pub node_id: String,
-}
-
 /// `DELETE /v1/api/admin/settings/{key}[?node_id=]`.
 pub async fn delete_setting(
     State(console): State<Arc<Console>>,
     Path(key): Path<String>,
-    Query(q): Query<NodeQuery>,
+    Query(query): Query<HashMap<String, String>>,
     identity: Option<Extension<Identity>>,
     actor: Actor,
 ) -> Result<Json<Value>, ApiError> {
+    // A map, so a repeated parameter is not a (plain-text) rejection: the last one counts.
+    let node_id = query.get("node_id").cloned().unwrap_or_default();
     let store = store(&console)?;
     if contract::spec(&key).is_none() {
         return Err(ApiError::BadRequest(format!("Unknown setting: {key}")));
     }
-    check_node_id(&q.node_id)?;
+    check_node_id(&node_id)?;
     if !store
-        .delete_setting(&key, &q.node_id)
+        .delete_setting(&key, &node_id)
         .await
         .map_err(storage)?
     {
@@ -366,10 +362,10 @@ pub async fn delete_setting(
             "setting.delete",
             "setting",
             &key,
-            json!({"node_id": q.node_id}),
+            json!({"node_id": node_id}),
         )
         .await;
-    tracing::info!(key, node_id = %q.node_id, "setting removed");
+    tracing::info!(key, node_id = %node_id, "setting removed");
     let reload = push(
         &console,
         identity.as_ref().map(|e| &e.0),
@@ -619,14 +615,6 @@ pub async fn reload_models(
     Ok(Json(reload))
 }
 
-/// `GET /v1/api/admin/audit` query.
-#[derive(Debug, Default, Deserialize)]
-pub struct AuditParams {
-    pub user_id: Option<String>,
-    pub action: Option<String>,
-    pub limit: Option<String>,
-}
-
 /// Most audit events one request lists (and the default).
 const AUDIT_LIMIT: usize = 1000;
 const AUDIT_DEFAULT: usize = 100;
@@ -634,10 +622,10 @@ const AUDIT_DEFAULT: usize = 100;
 /// `GET /v1/api/admin/audit`: `{"events": [...]}`, newest first.
 pub async fn audit_log(
     State(console): State<Arc<Console>>,
-    Query(q): Query<AuditParams>,
+    Query(q): Query<HashMap<String, String>>,
 ) -> Result<Json<Value>, ApiError> {
     let store = store(&console)?;
-    let limit = match q.limit.as_deref() {
+    let limit = match q.get("limit").map(String::as_str) {
         None | Some("") => AUDIT_DEFAULT,
         Some(v) => v
             .parse::<usize>()
@@ -649,8 +637,8 @@ pub async fn audit_log(
     };
     let events = store
         .list_audit(turnstone_store::AuditQuery {
-            user_id: q.user_id.filter(|s| !s.is_empty()),
-            action: q.action.filter(|s| !s.is_empty()),
+            user_id: q.get("user_id").filter(|s| !s.is_empty()).cloned(),
+            action: q.get("action").filter(|s| !s.is_empty()).cloned(),
             limit,
         })
         .await

@@ -355,6 +355,20 @@ async fn store_pushed_settings(node: &Node, pushed: &[PushedSetting]) -> Result<
         .store()
         .ok_or_else(|| ApiError::Unavailable("Storage not available".into()))?;
     let me = node.options.node_id.as_str();
+    let mut seen = BTreeSet::new();
+    for p in pushed {
+        if p.key.trim().is_empty() || p.key.len() > 128 {
+            return Err(ApiError::BadRequest(
+                "Invalid setting: a key is 1-128 characters".into(),
+            ));
+        }
+        if !seen.insert((p.key.as_str(), p.node_id.as_str())) {
+            return Err(ApiError::BadRequest(format!(
+                "Invalid settings: {} given twice for node_id {:?}",
+                p.key, p.node_id
+            )));
+        }
+    }
     let wanted: BTreeSet<(String, String, String)> = pushed
         .iter()
         .filter(|p| p.node_id.is_empty() || p.node_id == me)
@@ -407,6 +421,21 @@ async fn store_pushed_definitions(node: &Node, pushed: &[Value]) -> Result<(), A
         .collect::<Result<_, _>>()
         .map_err(|e| ApiError::BadRequest(format!("Invalid model definition: {e}")))?;
     wanted.sort_by(|a, b| a.alias.cmp(&b.alias));
+    let mut ids = BTreeSet::new();
+    for (i, d) in wanted.iter().enumerate() {
+        if d.alias.trim().is_empty() || d.definition_id.trim().is_empty() {
+            return Err(ApiError::BadRequest(
+                "Invalid model definition: alias and definition_id are required".into(),
+            ));
+        }
+        let dup_alias = i > 0 && wanted[i - 1].alias == d.alias;
+        if dup_alias || !ids.insert(d.definition_id.as_str()) {
+            return Err(ApiError::BadRequest(format!(
+                "Invalid model definitions: {:?} given twice",
+                d.alias
+            )));
+        }
+    }
     let current = store
         .list_model_definitions()
         .await
