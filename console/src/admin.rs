@@ -11,7 +11,8 @@
 //! * `POST /v1/api/admin/mcp-servers/reload` — every node's `_internal/mcp-reload` (30 s):
 //!   `{"status": "ok", "results": {node_id: response | {"error": ...}}}`.
 //! * `GET /v1/api/admin/models` — every node's `_internal/model-status`:
-//!   `{"nodes": {node_id: {alias: info}}}`.
+//!   `{"nodes": {node_id: {alias: info}}, "definitions": [...]}` (the stored definitions,
+//!   [`crate::cluster_settings`], which also pushes settings and models to the nodes).
 //!
 //! Node requests use the proxy's client and credentials (§6.6: a fresh JWT with the
 //! caller's identity when the console has the secret), and all fan-outs share one
@@ -122,22 +123,27 @@ fn http_error(status: StatusCode, body: &Value) -> String {
     }
 }
 
-/// Calls `path` on every node concurrently; per node its 2xx JSON body or an error message.
-async fn fan_out(
+/// Calls `path` on every node (or only `only`) concurrently, with `body` as JSON when
+/// given; per node its 2xx JSON body or an error message.
+pub(crate) async fn fan_out(
     console: &Console,
     identity: Option<&Identity>,
     method: Method,
     path: &str,
     timeout: Duration,
+    body: Option<&Value>,
+    only: Option<&str>,
 ) -> Result<Vec<(String, Result<Value, String>)>, ApiError> {
     let auth = auth_header(console, identity)?;
-    let targets = targets(console);
-    let calls = targets.into_iter().map(|t| {
+    let targets = targets(console)
+        .into_iter()
+        .filter(|t| only.is_none_or(|id| t.node_id == id));
+    let calls = targets.map(|t| {
         let auth = auth.clone();
         let method = method.clone();
         async move {
             let url = format!("{}{path}", t.base);
-            let result = match call(console, auth.as_deref(), method, &url, timeout, None).await
+            let result = match call(console, auth.as_deref(), method, &url, timeout, body).await
             {
                 Ok((status, body)) if status.is_success() => Ok(body),
                 Ok((status, body)) => Err(http_error(status, &body)),
@@ -194,7 +200,7 @@ async fn gather(
     shape: fn(&Value) -> bool,
 ) -> Result<(Vec<(String, Value)>, Map<String, Value>), ApiError> {
     let identity = identity.as_ref().map(|e| &e.0);
-    let results = fan_out(console, identity, Method::GET, path, timeout).await?;
+    let results = fan_out(console, identity, Method::GET, path, timeout, None, None).await?;
     Ok(split_answers(results, key, shape))
 }
 
@@ -349,6 +355,8 @@ pub async fn reload_mcp(
         Method::POST,
         "/v1/api/_internal/mcp-reload",
         MCP_RELOAD_TIMEOUT,
+        None,
+        None,
     )
     .await?;
     let results: Map<String, Value> = results
@@ -376,7 +384,11 @@ pub async fn models(
     )
     .await?;
     let nodes: Map<String, Value> = answers.into_iter().collect();
-    Ok(Json(json!({"nodes": nodes, "errors": errors})))
+    // The stored definitions beside the nodes' view (none without storage).
+    let definitions = crate::cluster_settings::definition_views(&console).await?;
+    Ok(Json(
+        json!({"nodes": nodes, "errors": errors, "definitions": definitions}),
+    ))
 }
 
 #[cfg(test)]

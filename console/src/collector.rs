@@ -67,6 +67,8 @@ pub struct Collector {
     http: reqwest::Client,
     redis: redis::Client,
     discover_now: Notify,
+    /// The ids of nodes as they join (a console task pushes settings to them).
+    joined: tokio::sync::broadcast::Sender<String>,
 }
 
 impl std::fmt::Debug for Collector {
@@ -101,6 +103,7 @@ impl Collector {
             http,
             redis,
             discover_now: Notify::new(),
+            joined: tokio::sync::broadcast::channel(256).0,
         }))
     }
 
@@ -151,6 +154,12 @@ impl Collector {
         (snapshot, rx)
     }
 
+    /// The ids of nodes that join from now on (a bounded channel: a receiver that falls
+    /// more than 256 behind is told how many it missed).
+    pub fn joined(&self) -> tokio::sync::broadcast::Receiver<String> {
+        self.joined.subscribe()
+    }
+
     /// Live SSE listeners.
     pub fn listener_count(&self) -> usize {
         self.inner.lock().listeners.len()
@@ -188,6 +197,8 @@ impl Collector {
                 match self.discover(c).await {
                     Ok(new_nodes) => {
                         for node_id in new_nodes {
+                            // No receiver (no store): nothing to tell.
+                            let _ = self.joined.send(node_id.clone());
                             let me = self.clone();
                             tokio::spawn(async move { me.poll_node(&node_id).await });
                         }

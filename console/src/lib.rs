@@ -37,6 +37,7 @@
 
 pub mod admin;
 pub mod api;
+pub mod cluster_settings;
 pub mod collector;
 pub mod config;
 pub mod error;
@@ -111,7 +112,31 @@ pub fn router(console: Arc<Console>) -> Router {
         )
         .route("/v1/api/admin/mcp-servers", get(admin::mcp_servers))
         .route("/v1/api/admin/mcp-servers/reload", post(admin::reload_mcp))
-        .route("/v1/api/admin/models", get(admin::models))
+        .route(
+            "/v1/api/admin/models",
+            get(admin::models).post(cluster_settings::create_model),
+        )
+        .route(
+            "/v1/api/admin/models/reload",
+            post(cluster_settings::reload_models),
+        )
+        .route(
+            "/v1/api/admin/models/{definition_id}",
+            axum::routing::put(cluster_settings::update_model)
+                .delete(cluster_settings::delete_model),
+        )
+        .route(
+            "/v1/api/admin/settings",
+            get(cluster_settings::list_settings),
+        )
+        .route("/v1/api/admin/audit", get(cluster_settings::audit_log))
+        .route("/v1/api/models", get(cluster_settings::models))
+        .route("/v1/api/skills", get(cluster_settings::skills))
+        .route(
+            "/v1/api/admin/settings/{key}",
+            axum::routing::put(cluster_settings::put_setting)
+                .delete(cluster_settings::delete_setting),
+        )
         .nest("/v1", turnstone_accounts::admin_routes::<Console>())
         .route(
             "/v1/api/admin/schedules",
@@ -232,7 +257,14 @@ pub async fn start(options: Options, listener: TcpListener) -> Result<Running, S
             None => options.auth,
         };
     let console = Console::new(collector.clone(), auth, options.store, stop.clone())?;
+    // Nodes that join (again) get the stored settings and models: subscribed before
+    // discovery starts, so no join is missed.
+    let catch_up = console
+        .store
+        .is_some()
+        .then(|| cluster_settings::spawn_catch_up(console.clone(), stop.clone()));
     let mut tasks = collector.spawn(stop.clone());
+    tasks.extend(catch_up);
     if let Some(store) = console.store.clone() {
         let every = console.collector.config.scheduler_tick;
         tasks.push(scheduler::Scheduler::new(console.clone(), store).spawn(every, stop.clone()));

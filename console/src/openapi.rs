@@ -21,6 +21,7 @@ use turnstone_openapi::{Api, ApiRoute, Param, ParamIn};
 use turnstone_proto::routes::template_for_path;
 use turnstone_runtime::auth::{Access, Scope};
 
+use crate::cluster_settings::{ModelBody, SettingBody};
 use crate::routes::CONSOLE_ROUTES;
 use crate::schedules::TaskBody;
 
@@ -83,6 +84,25 @@ const WORKSTREAMS: [Param; 6] = [
 ];
 const TOKENS: [Param; 1] = [query("user_id", false, "Only this user's tokens.")];
 const WATCH_ID: [Param; 1] = [path("watch_id", "The watch.")];
+const SETTING_KEY: [Param; 1] = [path("key", "The setting, e.g. `server.approval_timeout`.")];
+const SETTING_DELETE: [Param; 2] = [
+    path("key", "The setting."),
+    query(
+        "node_id",
+        false,
+        "The node's override to remove (default: the global value).",
+    ),
+];
+const AUDIT: [Param; 3] = [
+    query("user_id", false, "Only this user's changes."),
+    query("action", false, "Only this action, e.g. `setting.update`."),
+    query(
+        "limit",
+        true,
+        "Most events, newest first (1..1000, default 100).",
+    ),
+];
+const DEFINITION_ID: [Param; 1] = [path("definition_id", "The model definition.")];
 
 /// Every documented operation, in document order.
 pub const ROUTES: &[ApiRoute] = &[
@@ -122,6 +142,14 @@ pub const ROUTES: &[ApiRoute] = &[
     ApiRoute::get("/v1/api/cluster/events", "cluster")
         .summary("The cluster event stream: a snapshot, then every event")
         .reply(turnstone_openapi::Reply::EventStream),
+    ApiRoute::get("/v1/api/models", "cluster")
+        .summary("Model aliases of the cluster (the enabled stored definitions)")
+        .json::<Value>()
+        .errors(&[503]),
+    ApiRoute::get("/v1/api/skills", "cluster")
+        .summary("Enabled skills in the console's store")
+        .json::<Value>()
+        .errors(&[503]),
     ApiRoute::get("/v1/api/admin/watches", "fan-out")
         .summary("Watches of every node")
         .json::<Value>(),
@@ -137,8 +165,48 @@ pub const ROUTES: &[ApiRoute] = &[
         .summary("Reload the MCP servers of every node")
         .json::<Value>(),
     ApiRoute::get("/v1/api/admin/models", "fan-out")
-        .summary("Models of every node")
+        .summary("Models of every node, and the stored model definitions (never a key)")
         .json::<Value>(),
+    ApiRoute::post("/v1/api/admin/models", "settings")
+        .summary("Add a model definition (alias, model, provider, base_url, api_key): 201, pushed to every node")
+        .body::<ModelBody>()
+        .json::<Value>()
+        .errors(&[201, 400, 503]),
+    ApiRoute::post("/v1/api/admin/models/reload", "settings")
+        .summary("Push the model definitions to every node and reload their registries")
+        .json::<Value>()
+        .errors(&[503]),
+    ApiRoute::put("/v1/api/admin/models/{definition_id}", "settings")
+        .summary("Change a model definition; pushed to every node")
+        .params(&DEFINITION_ID)
+        .body::<ModelBody>()
+        .json::<Value>()
+        .errors(&[400, 404, 503]),
+    ApiRoute::delete("/v1/api/admin/models/{definition_id}", "settings")
+        .summary("Delete a model definition; pushed to every node")
+        .params(&DEFINITION_ID)
+        .json::<Value>()
+        .errors(&[404, 503]),
+    ApiRoute::get("/v1/api/admin/audit", "settings")
+        .summary("The audit log of admin changes: who, what, when, from where")
+        .params(&AUDIT)
+        .json::<Value>()
+        .errors(&[400, 503]),
+    ApiRoute::get("/v1/api/admin/settings", "settings")
+        .summary("Stored cluster settings and the accepted keys with their types")
+        .json::<Value>()
+        .errors(&[503]),
+    ApiRoute::put("/v1/api/admin/settings/{key}", "settings")
+        .summary("Set a cluster setting (globally or for one node); every node reloads")
+        .params(&SETTING_KEY)
+        .body::<SettingBody>()
+        .json::<Value>()
+        .errors(&[400, 503]),
+    ApiRoute::delete("/v1/api/admin/settings/{key}", "settings")
+        .summary("Remove a setting (nodes fall back to their flags and file); every node reloads")
+        .params(&SETTING_DELETE)
+        .json::<Value>()
+        .errors(&[400, 404, 503]),
     ApiRoute::get("/v1/api/admin/users", "users")
         .summary("Stored users with their roles")
         .json::<UserList>()

@@ -34,6 +34,9 @@ const APPROVE: Needs = Needs::Scope(Scope::Approve);
 const ADMIN_USERS: Needs = Needs::Permission(Scope::Approve, "admin.users");
 const ADMIN_ROLES: Needs = Needs::Permission(Scope::Approve, "admin.roles");
 const ADMIN_SCHEDULES: Needs = Needs::Permission(Scope::Approve, "admin.schedules");
+const ADMIN_SETTINGS: Needs = Needs::Permission(Scope::Approve, "admin.settings");
+const ADMIN_MODELS: Needs = Needs::Permission(Scope::Approve, "admin.models");
+const ADMIN_AUDIT: Needs = Needs::Permission(Scope::Approve, "admin.audit");
 
 /// The template of the console's reverse proxy to a node.
 pub const NODE_PROXY_ROUTE: &str = "/node/{node_id}/{*tail}";
@@ -57,12 +60,27 @@ pub const CONSOLE_ROUTES: &RouteTable<Needs> = &[
     ("GET", "/v1/api/cluster/node/{*node_id}", READ),
     ("GET", "/v1/api/cluster/snapshot", READ),
     ("GET", "/v1/api/cluster/events", READ),
+    ("GET", "/v1/api/models", READ),
+    ("GET", "/v1/api/skills", READ),
     // The admin fan-out across nodes.
     ("GET", "/v1/api/admin/watches", APPROVE),
     ("POST", "/v1/api/admin/watches/{watch_id}/cancel", APPROVE),
     ("GET", "/v1/api/admin/mcp-servers", APPROVE),
     ("POST", "/v1/api/admin/mcp-servers/reload", APPROVE),
-    ("GET", "/v1/api/admin/models", APPROVE),
+    ("GET", "/v1/api/admin/models", ADMIN_MODELS),
+    // Model definitions and settings in the console's store, pushed to every node.
+    ("POST", "/v1/api/admin/models", ADMIN_MODELS),
+    ("POST", "/v1/api/admin/models/reload", ADMIN_MODELS),
+    ("PUT", "/v1/api/admin/models/{definition_id}", ADMIN_MODELS),
+    (
+        "DELETE",
+        "/v1/api/admin/models/{definition_id}",
+        ADMIN_MODELS,
+    ),
+    ("GET", "/v1/api/admin/settings", ADMIN_SETTINGS),
+    ("PUT", "/v1/api/admin/settings/{key}", ADMIN_SETTINGS),
+    ("DELETE", "/v1/api/admin/settings/{key}", ADMIN_SETTINGS),
+    ("GET", "/v1/api/admin/audit", ADMIN_AUDIT),
     // Users, API tokens and roles in the console's store (`turnstone_accounts::ADMIN_ROUTES`).
     ("GET", "/v1/api/admin/users", ADMIN_USERS),
     ("POST", "/v1/api/admin/users", ADMIN_USERS),

@@ -19,6 +19,7 @@ use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use serde::Deserialize;
 use serde_json::{Value, json};
+use turnstone_accounts::audit::Actor;
 use turnstone_accounts::body::AccountsJson;
 use turnstone_runtime::auth::Identity;
 use turnstone_store::{ScheduledTask, Store};
@@ -229,6 +230,19 @@ async fn view(store: &Arc<dyn Store>, task: ScheduledTask) -> Result<Value, ApiE
     Ok(v)
 }
 
+/// What the audit log keeps of a task change.
+fn audit_detail(task: &ScheduledTask) -> Value {
+    json!({
+        "name": task.name,
+        "schedule_type": task.schedule_type,
+        "cron_expr": task.cron_expr,
+        "at_time": task.at_time,
+        "target_mode": task.target_mode,
+        "enabled": task.enabled,
+        "auto_approve": task.auto_approve,
+    })
+}
+
 /// `GET /v1/api/admin/schedules`.
 pub async fn list(State(console): State<Arc<Console>>) -> Result<Json<Value>, ApiError> {
     let store = store(&console)?;
@@ -243,6 +257,7 @@ pub async fn list(State(console): State<Arc<Console>>) -> Result<Json<Value>, Ap
 pub async fn create(
     State(console): State<Arc<Console>>,
     identity: Option<Extension<Identity>>,
+    actor: Actor,
     AccountsJson(body): AccountsJson<TaskBody>,
 ) -> Result<Response, ApiError> {
     let store = store(&console)?;
@@ -275,6 +290,15 @@ pub async fn create(
     check_auto_approve(&task, identity.as_ref())?;
     task.next_run = next_run(&task, SystemTime::now());
     let task = store.create_task(task).await.map_err(storage)?;
+    actor
+        .record(
+            &store,
+            "schedule.create",
+            "schedule",
+            &task.task_id,
+            audit_detail(&task),
+        )
+        .await;
     tracing::info!(task_id = %task.task_id, name = %task.name, next_run = ?task.next_run, "schedule created");
     Ok((StatusCode::CREATED, Json(view(&store, task).await?)).into_response())
 }
@@ -298,6 +322,7 @@ pub async fn update(
     State(console): State<Arc<Console>>,
     Path(task_id): Path<String>,
     identity: Option<Extension<Identity>>,
+    actor: Actor,
     AccountsJson(body): AccountsJson<TaskBody>,
 ) -> Result<Json<Value>, ApiError> {
     let store = store(&console)?;
@@ -316,6 +341,15 @@ pub async fn update(
         .map_err(storage)?
         .ok_or_else(not_found)?;
     tracing::info!(task_id, next_run = ?task.next_run, "schedule updated");
+    actor
+        .record(
+            &store,
+            "schedule.update",
+            "schedule",
+            &task_id,
+            audit_detail(&task),
+        )
+        .await;
     Ok(Json(view(&store, task).await?))
 }
 
@@ -323,11 +357,15 @@ pub async fn update(
 pub async fn delete(
     State(console): State<Arc<Console>>,
     Path(task_id): Path<String>,
+    actor: Actor,
 ) -> Result<Json<Value>, ApiError> {
-    let done = store(&console)?
-        .delete_task(&task_id)
-        .await
-        .map_err(storage)?;
+    let store = store(&console)?;
+    let done = store.delete_task(&task_id).await.map_err(storage)?;
+    if done {
+        actor
+            .record(&store, "schedule.delete", "schedule", &task_id, json!({}))
+            .await;
+    }
     let missing = turnstone_accounts::AccountsError::NotFound("Schedule not found".into());
     Ok(turnstone_accounts::users::deleted(
         done, "task_id", task_id, missing,

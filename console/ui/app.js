@@ -475,7 +475,25 @@
     sel.replaceChildren(...opts);
     $("new-ws-error").textContent = "";
     $("new-ws-overlay").hidden = false;
+    fillPickers();
     setTimeout(() => $("new-ws-name").focus(), 0);
+  }
+
+  // The cluster's model aliases and skills (the console's store); without storage only the
+  // defaults are offered.
+  async function fillPickers() {
+    const pick = async (path, key, id, none, label) => {
+      const opts = [el("option", { value: "", text: none })];
+      try {
+        const r = await api(path);
+        for (const item of r[key] || []) opts.push(el("option", { value: item.alias || item.name, text: label(item) }));
+      } catch (err) { /* 503 without storage: the default only */ }
+      $(id).replaceChildren(...opts);
+    };
+    await Promise.all([
+      pick("/v1/api/models", "models", "new-ws-model", "Node default", (m) => m.alias + " (" + m.model + ")"),
+      pick("/v1/api/skills", "skills", "new-ws-skill", "None", (s) => s.name + (s.description ? " — " + s.description : "")),
+    ]);
   }
 
   function closeNewWs() {
@@ -485,7 +503,8 @@
 
   async function submitNewWs(e) {
     e.preventDefault();
-    const body = { node_id: $("new-ws-node").value, name: $("new-ws-name").value.trim(), initial_message: $("new-ws-message").value };
+    const body = { node_id: $("new-ws-node").value, name: $("new-ws-name").value.trim(), initial_message: $("new-ws-message").value,
+      model: $("new-ws-model").value, skill: $("new-ws-skill").value };
     $("new-ws-submit").disabled = true;
     try {
       const r = await api("/v1/api/cluster/workstreams/new", body);
@@ -511,13 +530,149 @@
 
   function showTab(tab) {
     admin.tab = tab;
-    for (const t of ["users", "schedules"]) {
+    for (const t of ADMIN_TABS) {
       const selected = t === tab;
       $("tab-" + t).setAttribute("aria-selected", String(selected));
       $("tab-" + t).tabIndex = selected ? 0 : -1;
       $("admin-" + t).hidden = !selected;
     }
-    if (tab === "users") loadUsers(); else loadSchedules();
+    ({ users: loadUsers, schedules: loadSchedules, settings: loadSettings, models: loadModels })[tab]();
+  }
+
+  const ADMIN_TABS = ["users", "schedules", "settings", "models"];
+
+  // A node-by-node summary of a change's reload: "node-a ok, node-b: unreachable".
+  function reloadSummary(reload) {
+    if (!reload) return "";
+    const parts = [];
+    for (const [id, r] of Object.entries(reload.results || {})) {
+      const refused = Object.keys((r && r.refused) || {});
+      parts.push(id + " " + ((r && r.status) || "ok") + (refused.length ? " (refused " + refused.join(", ") + ")" : ""));
+    }
+    for (const [id, e] of Object.entries(reload.errors || {})) parts.push(id + ": " + e);
+    return parts.length ? "Nodes: " + parts.join("; ") : "No nodes to reload.";
+  }
+
+  function settingInput(spec, value) {
+    const id = "setting-" + spec.key.replace(/\./g, "-");
+    const label = "Value of " + spec.key;
+    if (spec.type === "bool") {
+      return el("select", { id, "aria-label": label },
+        el("option", { value: "", text: "(node default)" }),
+        el("option", { value: "true", text: "true", selected: value === true }),
+        el("option", { value: "false", text: "false", selected: value === false }));
+    }
+    if (spec.type === "choice") {
+      return el("select", { id, "aria-label": label }, el("option", { value: "", text: "(node default)" }),
+        ...spec.choices.map((c) => el("option", { value: c, text: c, selected: value === c })));
+    }
+    const attrs = { id, "aria-label": label, value: value === undefined ? "" : (Array.isArray(value) ? value.join(", ") : String(value)) };
+    if (spec.type === "int" || spec.type === "float") {
+      Object.assign(attrs, { type: "number", min: spec.min, max: spec.max, step: spec.type === "int" ? "1" : "any" });
+    } else attrs.type = "text";
+    if (spec.type === "aliases") attrs.placeholder = "alias, alias";
+    return el("input", attrs);
+  }
+
+  function settingValue(spec, raw) {
+    if (spec.type === "bool") return raw === "true";
+    if (spec.type === "int" || spec.type === "float") return Number(raw);
+    if (spec.type === "aliases") return raw.split(",").map((a) => a.trim()).filter(Boolean);
+    return raw;
+  }
+
+  async function loadSettings() {
+    try {
+      const r = await api("/v1/api/admin/settings");
+      const global = {};
+      for (const row of r.settings || []) if (!row.node_id) global[row.key] = row.value;
+      const rows = (r.registry || []).map((spec) => {
+        const input = settingInput(spec, global[spec.key]);
+        const isSet = spec.key in global;
+        return el("tr", { dataset: { key: spec.key } },
+          el("td", { class: "setting-key" }, el("code", {}, spec.key), el("div", { class: "muted small" }, spec.description)),
+          el("td", {}, input),
+          el("td", { class: "muted" }, spec.applies === "restart" ? "at node restart" : spec.applies === "models" ? "model reload" : "live"),
+          el("td", {},
+            el("button", { type: "button", class: "btn", "aria-label": "Save " + spec.key,
+              onclick: () => saveSetting(spec, input.value) }, "Save"),
+            isSet ? el("button", { type: "button", class: "link-btn", "aria-label": "Reset " + spec.key,
+              onclick: () => resetSetting(spec) }, "Reset") : null));
+      });
+      // The error line stays: it says why the last save was refused.
+      $("settings-body").replaceChildren(...rows);
+    } catch (err) { adminError("settings-error", err); }
+  }
+
+  // The table is drawn again before the outcome is shown, so what is on screen (and what a
+  // keyboard or test acts on next) is the state after the change.
+  async function saveSetting(spec, raw) {
+    if (raw === "") return resetSetting(spec);
+    let message = "", error = "";
+    try {
+      const r = await api("/v1/api/admin/settings/" + encodeURIComponent(spec.key), { value: settingValue(spec, raw) }, "PUT");
+      message = spec.key + " saved. " + reloadSummary(r.reload);
+      toast(spec.key + " saved", "ok");
+    } catch (err) { error = err.status === 503 ? "The console has no storage." : err.message; }
+    await loadSettings();
+    $("settings-error").textContent = error;
+    if (message) $("settings-result").textContent = message;
+  }
+
+  async function resetSetting(spec) {
+    let message = "", error = "";
+    try {
+      const r = await api("/v1/api/admin/settings/" + encodeURIComponent(spec.key), undefined, "DELETE");
+      message = spec.key + " reset. " + reloadSummary(r.reload);
+    } catch (err) { if (err.status !== 404) error = err.message; }
+    await loadSettings();
+    $("settings-error").textContent = error;
+    if (message) $("settings-result").textContent = message;
+  }
+
+  async function loadModels() {
+    try {
+      const r = await api("/v1/api/admin/models");
+      const rows = (r.definitions || []).map((d) => el("tr", { dataset: { alias: d.alias } },
+        el("td", {}, d.alias), el("td", {}, d.model), el("td", {}, d.provider),
+        el("td", { class: "muted" }, d.base_url || "(default)"),
+        el("td", {}, d.has_api_key ? "set" : "—"),
+        el("td", {}, el("input", { type: "checkbox", checked: d.enabled, "aria-label": "Enabled: " + d.alias,
+          onchange: (ev) => updateModel(d, { enabled: ev.target.checked }) })),
+        el("td", {}, el("button", { type: "button", class: "link-btn", "aria-label": "Delete model " + d.alias,
+          onclick: () => deleteModel(d) }, "Delete"))));
+      $("models-body").replaceChildren(...rows);
+      $("models-empty").hidden = rows.length > 0;
+      $("model-error").textContent = "";
+    } catch (err) { adminError("model-error", err); }
+  }
+
+  async function updateModel(d, change) {
+    try { const r = await api("/v1/api/admin/models/" + encodeURIComponent(d.definition_id), change, "PUT"); toast(d.alias + " updated. " + reloadSummary(r.reload), "ok"); }
+    catch (err) { toast(err.message, "error"); }
+    loadModels();
+  }
+
+  async function deleteModel(d) {
+    if (!confirm("Delete model alias " + d.alias + "?")) return;
+    try { await api("/v1/api/admin/models/" + encodeURIComponent(d.definition_id), undefined, "DELETE"); toast("Model " + d.alias + " deleted", "ok"); }
+    catch (err) { toast(err.message, "error"); }
+    loadModels();
+  }
+
+  async function submitModel(e) {
+    e.preventDefault();
+    $("model-submit").disabled = true;
+    const body = { alias: $("model-alias").value.trim(), model: $("model-name").value.trim(), provider: $("model-provider").value,
+      base_url: $("model-base-url").value.trim(), context_window: Number($("model-context").value) };
+    if ($("model-api-key").value) body.api_key = $("model-api-key").value;
+    try {
+      const r = await api("/v1/api/admin/models", body);
+      $("model-form").reset();
+      toast("Model " + body.alias + " added. " + reloadSummary(r.reload), "ok");
+      loadModels();
+    } catch (err) { adminError("model-error", err); }
+    finally { $("model-submit").disabled = false; }
   }
 
   function adminError(target, err) {
@@ -632,14 +787,18 @@
 
   function bindAdmin() {
     $("admin-btn").addEventListener("click", () => toggleAdmin());
-    $("tab-users").addEventListener("click", () => showTab("users"));
-    $("tab-schedules").addEventListener("click", () => showTab("schedules"));
-    for (const [id, other] of [["tab-users", "schedules"], ["tab-schedules", "users"]]) {
-      $(id).addEventListener("keydown", (e) => {
-        if (e.key === "ArrowRight" || e.key === "ArrowLeft") { showTab(other); $("tab-" + other).focus(); }
+    ADMIN_TABS.forEach((t, i) => {
+      $("tab-" + t).addEventListener("click", () => showTab(t));
+      $("tab-" + t).addEventListener("keydown", (e) => {
+        const step = e.key === "ArrowRight" ? 1 : e.key === "ArrowLeft" ? -1 : 0;
+        if (!step) return;
+        const other = ADMIN_TABS[(i + step + ADMIN_TABS.length) % ADMIN_TABS.length];
+        showTab(other);
+        $("tab-" + other).focus();
       });
-    }
+    });
     $("user-form").addEventListener("submit", submitUser);
+    $("model-form").addEventListener("submit", submitModel);
     $("schedule-form").addEventListener("submit", submitSchedule);
     $("schedule-type").addEventListener("change", scheduleKind);
   }

@@ -20,6 +20,8 @@
 //! - [`api`]: the simple HTTP request/response bodies (node spec §1.3);
 //! - [`routes`]: the scopes and what each node API route needs ([`routes::NODE_ROUTES`],
 //!   node spec §3.4), which the node enforces and the console's proxy classifies by;
+//! - [`settings`]: the cluster-wide runtime settings (`system_settings` keys, their types
+//!   and ranges) and the `_internal/config-reload` / `model-reload` bodies;
 //! - [`ids`]: every generated id (correlation, request, workstream; one length per kind)
 //!   and wire timestamps.
 //!
@@ -42,6 +44,7 @@ pub mod keys;
 pub mod mq;
 pub mod receipt;
 pub mod routes;
+pub mod settings;
 pub mod sse;
 
 pub use error::ProtoError;

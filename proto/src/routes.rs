@@ -169,6 +169,16 @@ pub const NODE_ROUTES: &RouteTable<Needs> = &[
         "/v1/api/_internal/mcp-reload",
         Permission(Scope::Approve, "admin.mcp"),
     ),
+    (
+        "POST",
+        "/v1/api/_internal/config-reload",
+        Permission(Scope::Approve, "admin.settings"),
+    ),
+    (
+        "POST",
+        "/v1/api/_internal/model-reload",
+        Permission(Scope::Approve, "admin.models"),
+    ),
     // Administration.
     (
         "GET",

@@ -1,7 +1,8 @@
 // Drives the console's Admin area in headless Debian Chromium: users (create, list, sign in
-// as the new user by password, whose viewer role is refused the admin routes) and scheduled
-// tasks (create a cron task, see its next run, disable it, delete it), with the keyboard on
-// the tabs. Run by console/tests/suite/browser.rs with a console that has storage; it passes
+// as the new user by password, whose viewer role is refused the admin routes), scheduled
+// tasks (create a cron task, see its next run, disable it, delete it), cluster settings
+// (save, refuse an out-of-range value, reset) and model aliases (add with a key that is never
+// shown again, refuse a duplicate, delete), with the keyboard on the tabs. Run by console/tests/suite/browser.rs with a console that has storage; it passes
 // CONSOLE_URL, TURNSTONE_TOKEN, TURNSTONE_CHROMIUM, TURNSTONE_ARTIFACTS, TURNSTONE_PROFILE.
 // Prints "admin browser test: all steps passed" and exits 0; on failure saves
 // admin-failure.png and exits 1.
@@ -104,6 +105,60 @@ try {
       return r && !r.checked;
     });
     await row.getByRole("button", { name: "Delete task ui-nightly" }).click();
+    await row.waitFor({ state: "detached" });
+  });
+
+  await step("the settings tab (by keyboard) saves a cluster setting and refuses a bad one", async () => {
+    await page.locator("#tab-schedules").focus();
+    await page.keyboard.press("ArrowRight");
+    await page.locator("#admin-settings").waitFor({ state: "visible" });
+    assert((await page.locator("#tab-settings").getAttribute("aria-selected")) === "true", "tab selected");
+    const row = page.locator('#settings-body tr[data-key="server.approval_timeout"]');
+    await row.waitFor();
+    await page.getByLabel("Value of server.approval_timeout").fill("90");
+    await row.getByRole("button", { name: "Save server.approval_timeout" }).click();
+    await page.waitForFunction(() => document.getElementById("settings-result").textContent.includes("server.approval_timeout saved"));
+    await row.getByRole("button", { name: "Reset server.approval_timeout" }).waitFor();
+    assert((await page.getByLabel("Value of server.approval_timeout").inputValue()) === "90", "the stored value is shown");
+    await page.getByLabel("Value of tools.search", { exact: true }).selectOption("off");
+    await page.getByRole("button", { name: "Save tools.search", exact: true }).click();
+    await page.waitForFunction(() => document.getElementById("settings-result").textContent.includes("tools.search saved"));
+    // Out of range: the server's message names the key.
+    await page.getByLabel("Value of session.auto_compact_pct").fill("7");
+    await page.getByRole("button", { name: "Save session.auto_compact_pct" }).click();
+    await page.waitForFunction(() => document.getElementById("settings-error").textContent.includes("session.auto_compact_pct"));
+    await shot("admin-settings");
+    await row.getByRole("button", { name: "Reset server.approval_timeout" }).click();
+    await page.waitForFunction(() => document.getElementById("settings-result").textContent.includes("reset"));
+  });
+
+  await step("the models tab adds an alias whose key is never shown, and deletes it", async () => {
+    await page.locator("#tab-models").click();
+    await page.locator("#admin-models").waitFor({ state: "visible" });
+    await page.locator("#models-empty").waitFor({ state: "visible" });
+    await page.getByLabel("Alias").fill("ui-fast");
+    await page.locator("#model-name").fill("fast-model");
+    await page.locator("#model-base-url").fill("http://127.0.0.1:9/v1");
+    await page.locator("#model-api-key").fill("sk-ui-secret");
+    await page.locator("#model-submit").click();
+    const row = page.locator('#models-body tr[data-alias="ui-fast"]');
+    await row.waitFor();
+    assert((await row.locator("td").nth(4).textContent()) === "set", "the key is marked set");
+    assert(!(await page.content()).includes("sk-ui-secret"), "the key is not on the page");
+    // The same alias again: the server's message.
+    await page.getByLabel("Alias").fill("ui-fast");
+    await page.locator("#model-name").fill("other");
+    await page.locator("#model-submit").click();
+    await page.waitForFunction(() => document.getElementById("model-error").textContent.includes("taken"));
+    await shot("admin-models");
+    // The new-workstream dialog offers the alias.
+    await page.locator("#new-ws-btn").click();
+    await page.locator('#new-ws-model option[value="ui-fast"]').waitFor({ state: "attached" });
+    await page.getByLabel("Model", { exact: true }).selectOption("ui-fast");
+    await shot("new-ws-pickers");
+    await page.locator("#new-ws-cancel").click();
+    await page.locator("#new-ws-overlay").waitFor({ state: "hidden" });
+    await row.getByRole("button", { name: "Delete model ui-fast" }).click();
     await row.waitFor({ state: "detached" });
   });
 

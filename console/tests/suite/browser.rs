@@ -115,7 +115,8 @@ pub async fn run_script(
     }
 }
 
-/// The Admin area (users, scheduled tasks) on a console with storage, in Chromium.
+/// The Admin area (users, scheduled tasks, settings, models) on a console with storage, in
+/// Chromium.
 #[tokio::test]
 async fn the_admin_area_manages_users_and_schedules_in_chromium() {
     let db = super::db::sqlite().await;
@@ -131,7 +132,14 @@ async fn the_admin_area_manages_users_and_schedules_in_chromium() {
         &[],
     )
     .await;
-    for shot in ["admin-users.png", "admin-schedules.png", "admin-viewer.png"] {
+    for shot in [
+        "admin-users.png",
+        "admin-schedules.png",
+        "admin-settings.png",
+        "admin-models.png",
+        "new-ws-pickers.png",
+        "admin-viewer.png",
+    ] {
         assert!(artifacts.join(shot).exists(), "screenshot {shot}");
     }
     // What the browser did is in the store.
@@ -143,6 +151,14 @@ async fn the_admin_area_manages_users_and_schedules_in_chromium() {
         serde_json::json!([]),
         "the task was deleted"
     );
+    // The setting saved in the browser is stored (the reset one is gone); the model too.
+    let settings = db.store.list_settings().await.unwrap();
+    let stored: Vec<(&str, &str)> = settings
+        .iter()
+        .map(|r| (r.key.as_str(), r.value.as_str()))
+        .collect();
+    assert_eq!(stored, [("tools.search", "\"off\"")]);
+    assert_eq!(db.store.list_model_definitions().await.unwrap(), []);
 }
 
 #[tokio::test]

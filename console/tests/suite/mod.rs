@@ -15,6 +15,7 @@ mod proxy;
 mod python_sdk;
 mod routes;
 mod scheduler;
+mod settings_admin;
 mod zombie;
 
 use std::time::Duration;

@@ -11,6 +11,7 @@
 //! * [`users`], [`roles`], [`routes`] — the admin routes under `/v1/api/admin/` (users,
 //!   tokens, roles), generic over the service ([`users::AccountsHost`]);
 //! * [`session`] — login, logout and first-user setup, the same flow on both services;
+//! * [`audit`] — who changed what, from where: the admin handlers' audit rows;
 //! * [`db`] — the `--db-*` storage flags;
 //! * [`body`], [`error`] — request bodies and the `{"error": ...}` failures of these routes.
 //!
@@ -18,6 +19,7 @@
 //! service's state beyond [`users::AccountsHost`].
 
 pub mod api_tokens;
+pub mod audit;
 pub mod body;
 pub mod db;
 pub mod error;

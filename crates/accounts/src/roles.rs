@@ -119,6 +119,7 @@ pub async fn list_roles<S: AccountsHost>(
 
 pub async fn create_role<S: AccountsHost>(
     State(host): State<Arc<S>>,
+    actor: crate::audit::Actor,
     AccountsJson(body): AccountsJson<RoleBody>,
 ) -> Result<Response, AccountsError> {
     let store = store_of(&*host)?;
@@ -148,12 +149,17 @@ pub async fn create_role<S: AccountsHost>(
         .await
         .map_err(AccountsError::from_store)?;
     tracing::info!(role_id = %role.role_id, name = %role.name, "role created");
+    let detail = serde_json::json!({"name": role.name, "permissions": role.permissions});
+    actor
+        .record(&store, "role.create", "role", &role.role_id, detail)
+        .await;
     Ok((StatusCode::CREATED, Json(RoleView::from(role))).into_response())
 }
 
 pub async fn update_role<S: AccountsHost>(
     State(host): State<Arc<S>>,
     Path(role_id): Path<String>,
+    actor: crate::audit::Actor,
     AccountsJson(body): AccountsJson<RoleBody>,
 ) -> Result<Json<RoleView>, AccountsError> {
     let store = store_of(&*host)?;
@@ -182,6 +188,11 @@ pub async fn update_role<S: AccountsHost>(
         .map_err(AccountsError::from_store)?
         .ok_or_else(role_not_found)?;
     tracing::info!(role_id, "role updated");
+    let detail =
+        serde_json::json!({"display_name": role.display_name, "permissions": role.permissions});
+    actor
+        .record(&store, "role.update", "role", &role_id, detail)
+        .await;
     Ok(Json(RoleView::from(role)))
 }
 
@@ -192,12 +203,24 @@ fn role_not_found() -> AccountsError {
 pub async fn delete_role<S: AccountsHost>(
     State(host): State<Arc<S>>,
     Path(role_id): Path<String>,
+    actor: crate::audit::Actor,
 ) -> Result<Json<serde_json::Value>, AccountsError> {
     let store = store_of(&*host)?;
     let done = store
         .delete_role(&role_id)
         .await
         .map_err(AccountsError::from_store)?;
+    if done {
+        actor
+            .record(
+                &store,
+                "role.delete",
+                "role",
+                &role_id,
+                serde_json::json!({}),
+            )
+            .await;
+    }
     crate::users::deleted(done, "role_id", role_id, role_not_found())
 }
 

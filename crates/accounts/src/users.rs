@@ -186,6 +186,7 @@ pub async fn list_users<S: AccountsHost>(
 
 pub async fn create_user<S: AccountsHost>(
     State(host): State<Arc<S>>,
+    actor: crate::audit::Actor,
     AccountsJson(body): AccountsJson<NewUserBody>,
 ) -> Result<Response, AccountsError> {
     let store = store_of(&*host)?;
@@ -200,6 +201,15 @@ pub async fn create_user<S: AccountsHost>(
         other => other.map_err(AccountsError::from_store)?,
     };
     tracing::info!(user_id = %user.user_id, role, "user created");
+    actor
+        .record(
+            &store,
+            "user.create",
+            "user",
+            &user.user_id,
+            serde_json::json!({"username": user.username, "role": role}),
+        )
+        .await;
     Ok((StatusCode::CREATED, Json(UserView::of(&store, user).await?)).into_response())
 }
 
@@ -215,6 +225,7 @@ pub struct UpdateUserBody {
 pub async fn update_user<S: AccountsHost>(
     State(host): State<Arc<S>>,
     Path(user_id): Path<String>,
+    actor: crate::audit::Actor,
     AccountsJson(body): AccountsJson<UpdateUserBody>,
 ) -> Result<Json<UserView>, AccountsError> {
     let store = store_of(&*host)?;
@@ -239,6 +250,10 @@ pub async fn update_user<S: AccountsHost>(
         }
         None => None,
     };
+    let detail = serde_json::json!({
+        "display_name": body.display_name,
+        "password_changed": password_hash.is_some(),
+    });
     let update = UserUpdate {
         display_name: body.display_name,
         password_hash,
@@ -249,6 +264,9 @@ pub async fn update_user<S: AccountsHost>(
         .map_err(AccountsError::from_store)?
         .ok_or_else(user_not_found)?;
     tracing::info!(user_id = %user.user_id, "user updated");
+    actor
+        .record(&store, "user.update", "user", &user_id, detail)
+        .await;
     Ok(Json(UserView::of(&store, user).await?))
 }
 
@@ -275,12 +293,24 @@ pub fn deleted(
 pub async fn delete_user<S: AccountsHost>(
     State(host): State<Arc<S>>,
     Path(user_id): Path<String>,
+    actor: crate::audit::Actor,
 ) -> Result<Json<serde_json::Value>, AccountsError> {
     let store = store_of(&*host)?;
     let done = store
         .delete_user(&user_id)
         .await
         .map_err(AccountsError::storage)?;
+    if done {
+        actor
+            .record(
+                &store,
+                "user.delete",
+                "user",
+                &user_id,
+                serde_json::json!({}),
+            )
+            .await;
+    }
     deleted(done, "user_id", user_id, user_not_found())
 }
 
@@ -296,6 +326,7 @@ pub async fn set_user_roles<S: AccountsHost>(
     State(host): State<Arc<S>>,
     Path(user_id): Path<String>,
     identity: Option<Extension<Identity>>,
+    actor: crate::audit::Actor,
     AccountsJson(body): AccountsJson<UserRolesBody>,
 ) -> Result<Json<UserView>, AccountsError> {
     let store = store_of(&*host)?;
@@ -318,6 +349,15 @@ pub async fn set_user_roles<S: AccountsHost>(
         .map_err(AccountsError::storage)?
         .ok_or_else(user_not_found)?;
     tracing::info!(user_id, ?roles, "user roles set");
+    actor
+        .record(
+            &store,
+            "user.roles",
+            "user",
+            &user_id,
+            serde_json::json!({"roles": roles}),
+        )
+        .await;
     Ok(Json(UserView::of(&store, user).await?))
 }
 
@@ -388,6 +428,7 @@ pub struct NewTokenBody {
 
 pub async fn create_token<S: AccountsHost>(
     State(host): State<Arc<S>>,
+    actor: crate::audit::Actor,
     AccountsJson(body): AccountsJson<NewTokenBody>,
 ) -> Result<Response, AccountsError> {
     let store = store_of(&*host)?;
@@ -434,6 +475,10 @@ pub async fn create_token<S: AccountsHost>(
         .await
         .map_err(AccountsError::from_store)?;
     tracing::info!(token_id = %record.token_id, user_id = %record.user_id, "API token created");
+    let detail = serde_json::json!({"user_id": record.user_id, "name": record.name, "scopes": record.scopes});
+    actor
+        .record(&store, "token.create", "token", &record.token_id, detail)
+        .await;
     let mut view = TokenView::from(record);
     view.token = Some(raw);
     Ok((StatusCode::CREATED, Json(view)).into_response())
@@ -459,12 +504,24 @@ pub fn parse_scopes(wire: &str) -> Result<String, AccountsError> {
 pub async fn delete_token<S: AccountsHost>(
     State(host): State<Arc<S>>,
     Path(token_id): Path<String>,
+    actor: crate::audit::Actor,
 ) -> Result<Json<serde_json::Value>, AccountsError> {
     let store = store_of(&*host)?;
     let done = store
         .delete_api_token(&token_id)
         .await
         .map_err(AccountsError::storage)?;
+    if done {
+        actor
+            .record(
+                &store,
+                "token.delete",
+                "token",
+                &token_id,
+                serde_json::json!({}),
+            )
+            .await;
+    }
     let missing = AccountsError::NotFound("Token not found".into());
     deleted(done, "token_id", token_id, missing)
 }

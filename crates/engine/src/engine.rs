@@ -19,7 +19,9 @@ use crate::guard_stats::{GuardStats, OutputGuardCounts};
 pub struct Engine {
     pub(crate) provider: Resilient,
     pub(crate) tools: Arc<ToolRegistry>,
-    pub(crate) config: EngineConfig,
+    /// The settings: an immutable snapshot, replaced whole by [`Engine::reconfigure`] (a
+    /// node's settings reload); each use reads the one current then.
+    pub(crate) config: RwLock<Arc<EngineConfig>>,
     pub(crate) context_window: AtomicU32,
     /// Clients of registry aliases workstreams switched to (see `models.rs`).
     pub(crate) routes: Mutex<HashMap<String, Resilient>>,
@@ -44,7 +46,7 @@ pub trait SystemSection: Send + Sync {
 impl std::fmt::Debug for Engine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Engine")
-            .field("model", &self.config.model)
+            .field("model", &self.config.read().model)
             .finish()
     }
 }
@@ -83,7 +85,7 @@ impl Engine {
         Arc::new(Self {
             provider,
             tools,
-            config,
+            config: RwLock::new(Arc::new(config)),
             context_window: AtomicU32::new(window),
             routes: Mutex::default(),
             sections: RwLock::default(),
@@ -143,11 +145,38 @@ impl Engine {
     /// The tools a workstream with this intent and loaded set gets now: the array, the
     /// deferred catalog and dispatch (one turn's frozen view).
     pub fn tool_surface(&self, intent: &ToolIntent, loaded: &LoadedTools) -> ToolSurface {
-        ToolSurface::build(intent, self.tools.snapshot(), &self.config.toolset, loaded)
+        ToolSurface::build(
+            intent,
+            self.tools.snapshot(),
+            &self.config().toolset,
+            loaded,
+        )
     }
 
-    pub fn config(&self) -> &EngineConfig {
-        &self.config
+    /// The settings as of now (a snapshot: a reload replaces it, never changes it).
+    pub fn config(&self) -> Arc<EngineConfig> {
+        self.config.read().clone()
+    }
+
+    /// Changes the settings every workstream (and sub-agent built from now on) reads from
+    /// its next use: the next approval's timeout, the next turn's tool array, compaction and
+    /// judge settings, the model registry of the next `/model` or new workstream. A changed
+    /// registry drops the clients built for its aliases. The engine's own model and
+    /// provider stay as built.
+    pub fn reconfigure(&self, change: impl FnOnce(&mut EngineConfig)) {
+        let mut current = self.config.write();
+        let mut next = EngineConfig::clone(&current);
+        change(&mut next);
+        let models_changed = match (&current.models, &next.models) {
+            (Some(a), Some(b)) => !Arc::ptr_eq(a, b),
+            (None, None) => false,
+            _ => true,
+        };
+        *current = Arc::new(next);
+        drop(current);
+        if models_changed {
+            self.routes.lock().clear();
+        }
     }
 
     /// What the output guard has flagged and redacted so far (this engine's workstreams and

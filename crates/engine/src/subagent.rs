@@ -288,12 +288,12 @@ fn sub_engine(
         unattended: !asks,
         // A sub-agent's conversation is short-lived and never shown in a list.
         auto_title: false,
-        ..pc.clone()
+        ..EngineConfig::clone(&pc)
     };
     Engine {
         provider,
         tools: parent.registry().clone(),
-        config,
+        config: parking_lot::RwLock::new(std::sync::Arc::new(config)),
         context_window: AtomicU32::new(parent.context_window()),
         routes: Default::default(),
         // Sub-agents get their own prompt only.

@@ -396,6 +396,7 @@ impl Turn<'_> {
                     auto_approve_meta: p.auto_approve_meta(),
                 })
                 .collect();
+            let config = self.engine.config();
             gate::decide(
                 &mut items,
                 &gate_calls,
@@ -404,9 +405,9 @@ impl Turn<'_> {
                     always: &host.always,
                     skip_permissions: host.skip_permissions || own.skip_permissions,
                     posture: host.posture,
-                    unattended: self.engine.config().unattended,
+                    unattended: config.unattended,
                     cwd: &self.shared.tool_ctx.cwd,
-                    judge: &self.engine.config().judge,
+                    judge: &config.judge,
                 },
             )
         };

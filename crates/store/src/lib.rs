@@ -44,6 +44,10 @@
 //! * `tool_policies` — admin allow/deny/ask rules on tool names ([`ToolPolicyStore`],
 //!   `policies.rs`); `intent_verdicts` — judge verdicts on gated tool calls and the human's
 //!   decision, an audit log kept after its workstream ([`VerdictStore`], `verdicts.rs`).
+//! * `system_settings`, `model_definitions` — cluster-wide runtime settings (global and
+//!   per-node rows, JSON values) and model aliases ([`SettingsStore`],
+//!   `cluster_settings.rs`); `audit_events` — who changed what, when, from where
+//!   ([`AuditStore`], `audit.rs`).
 //!
 //! Column names follow the Python original (`spec/node-api.md` §6) where it has the table.
 //! Timestamps are fixed-width ISO-8601 UTC text, so text order is time order. Search differs
@@ -64,7 +68,9 @@
 //! survives a process crash; an OS crash or power loss may roll back the last commits.
 
 pub mod assessments;
+pub mod audit;
 pub mod auth;
+pub mod cluster_settings;
 mod error;
 mod ids;
 pub mod model;
@@ -84,7 +90,11 @@ mod watches;
 mod writer;
 
 pub use assessments::{AssessmentStore, NewOutputAssessment, OutputAssessmentRecord};
+pub use audit::{AuditEvent, AuditQuery, AuditStore, NewAuditEvent};
 pub use auth::{ApiToken, AuthStore, NewApiToken, NewUser, User, UserCredentials};
+pub use cluster_settings::{
+    ModelDefinition, ModelDefinitionUpdate, NewModelDefinition, SettingRow, SettingsStore,
+};
 pub use error::{Result, StoreError};
 pub use model::{
     ApprovalDecision, ApprovalRecord, ApprovalState, DecideOutcome, EventRecord, Memory,

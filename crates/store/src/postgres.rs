@@ -120,3 +120,5 @@ crate::queued::impl_queued_send_store!(PostgresStore, sqlx::Postgres);
 crate::policies::impl_tool_policy_store!(PostgresStore, sqlx::Postgres);
 crate::verdicts::impl_verdict_store!(PostgresStore, sqlx::Postgres);
 crate::assessments::impl_assessment_store!(PostgresStore, sqlx::Postgres);
+crate::cluster_settings::impl_settings_store!(PostgresStore, sqlx::Postgres);
+crate::audit::impl_audit_store!(PostgresStore, sqlx::Postgres);

@@ -106,3 +106,5 @@ crate::queued::impl_queued_send_store!(SqliteStore, sqlx::Sqlite);
 crate::policies::impl_tool_policy_store!(SqliteStore, sqlx::Sqlite);
 crate::verdicts::impl_verdict_store!(SqliteStore, sqlx::Sqlite);
 crate::assessments::impl_assessment_store!(SqliteStore, sqlx::Sqlite);
+crate::cluster_settings::impl_settings_store!(SqliteStore, sqlx::Sqlite);
+crate::audit::impl_audit_store!(SqliteStore, sqlx::Sqlite);

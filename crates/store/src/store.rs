@@ -97,6 +97,8 @@ pub trait Store:
     + crate::policies::ToolPolicyStore
     + crate::verdicts::VerdictStore
     + crate::assessments::AssessmentStore
+    + crate::cluster_settings::SettingsStore
+    + crate::audit::AuditStore
     + Send
     + Sync
 {

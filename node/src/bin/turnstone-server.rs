@@ -340,6 +340,34 @@ async fn main() -> anyhow::Result<()> {
     // agent_max_turns, subagent_auto_approve_all, compaction, auto_title: flag > file.
     file.apply_engine_settings(&args.engine_flags(), &mut config)
         .map_err(anyhow::Error::msg)?;
+    let persistence = if let Some(store_config) = &store_config {
+        let p = Persistence::open(store_config, &node_id).await?;
+        match p
+            .store
+            .prune_sessions(&node_id, args.session_retention_days)
+            .await
+        {
+            Ok(n) if n > 0 => tracing::info!(pruned = n, "old and empty sessions pruned"),
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "session pruning failed"),
+        }
+        Some(p)
+    } else {
+        None
+    };
+    // Stored settings the node reads only at start (`tools.web_search_backend`) win over
+    // the config file; the live ones are applied once the node exists.
+    let mut file = file;
+    if let Some(p) = &persistence {
+        let stored = server::cluster_settings::startup_values(&p.store, &node_id).await;
+        if let Some(backend) = stored
+            .get("tools.web_search_backend")
+            .and_then(|v| v.as_str())
+        {
+            tracing::info!(backend, "web_search backend from the stored settings");
+            file.tools.search_backend = Some(backend.to_string()).filter(|b| !b.is_empty());
+        }
+    }
     // `mcp:server:tool` searches find the MCP manager here once it starts.
     let mcp_slot = turnstone_node::mcp_search::McpSlot::new();
     let mut tool_options = builtin_options(&file, &backend, &model, &mcp_slot)?;
@@ -354,6 +382,17 @@ async fn main() -> anyhow::Result<()> {
             "search_backend names an MCP server that is not configured; web_search will fail"
         );
     }
+    // What the stored settings fall back to when a key is not (or no longer) stored.
+    let baseline = server::cluster_settings::Baseline::new(
+        config.clone(),
+        file.registry.clone(),
+        if model_alias.is_empty() {
+            "default"
+        } else {
+            &model_alias
+        },
+        own_model_entry(args, &backend, &model),
+    );
     let engine = backend.engine_with(config, &tool_options).await?;
     turnstone_engine::register_subagent_with(&engine, agent_model.clone())?;
     turnstone_engine::register_plan_agent(&engine, agent_model)?;
@@ -396,21 +435,6 @@ async fn main() -> anyhow::Result<()> {
         header_read_timeout: std::time::Duration::from_secs(args.header_read_timeout.max(1)),
         ..NodeOptions::default()
     };
-    let persistence = if let Some(store_config) = &store_config {
-        let p = Persistence::open(store_config, &node_id).await?;
-        match p
-            .store
-            .prune_sessions(&node_id, args.session_retention_days)
-            .await
-        {
-            Ok(n) if n > 0 => tracing::info!(pruned = n, "old and empty sessions pruned"),
-            Ok(_) => {}
-            Err(e) => tracing::warn!(error = %e, "session pruning failed"),
-        }
-        Some(p)
-    } else {
-        None
-    };
     // `ts_` API tokens are looked up in the store when there is one.
     let auth = match &persistence {
         Some(p) => auth.with_api_tokens(Arc::new(turnstone_node::server::users::StoreApiTokens(
@@ -427,6 +451,9 @@ async fn main() -> anyhow::Result<()> {
     PolicyRegistry::install(&node, file.policies.clone())
         .await
         .map_err(|e| anyhow::anyhow!("tool policies not loaded: {e:?}"))?;
+    // Stored settings and model definitions over the flags and file (read again on
+    // `_internal/config-reload` and `model-reload`).
+    server::cluster_settings::ClusterSettings::install(&node, baseline).await;
     // The tools that need storage (memory, recall, skill) join the live registry.
     turnstone_node::store_tools::register_for(&node)?;
     server::previews::register(&node, &tool_options.web)?;
@@ -606,6 +633,27 @@ async fn connect_backend(
     let wait = std::time::Duration::from_secs(args.model_detect_timeout);
     let (backend, model) = connect_target(&target, wait).await?;
     Ok((backend, model, None, None))
+}
+
+/// The node's single model as a registry entry (the alias stored definitions are added
+/// beside when the config file has no `[models.*]`).
+fn own_model_entry(args: &Args, backend: &Backend, model: &str) -> turnstone_llm::ModelEntry {
+    let provider = if args.provider == "anthropic" {
+        turnstone_llm::ProviderKind::Anthropic
+    } else {
+        turnstone_llm::ProviderKind::Openai
+    };
+    let mut entry = turnstone_llm::ModelEntry::new(provider, backend.base_url.clone(), model);
+    entry.api_key = args
+        .api_key
+        .clone()
+        .or_else(|| {
+            (provider == turnstone_llm::ProviderKind::Anthropic)
+                .then(|| std::env::var("ANTHROPIC_API_KEY").ok())
+                .flatten()
+        })
+        .filter(|k| !k.is_empty());
+    entry
 }
 
 /// Built-in tool settings from `[tools]`: the web tools on (unless disabled), their SSRF

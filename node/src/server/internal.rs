@@ -1,5 +1,6 @@
 //! `/v1/api/_internal/*`: the console's admin fan-out (cluster spec §4.7) — MCP status and
-//! reload. Reload needs the approve scope (checked by the auth layer, as every route).
+//! reload, model status. Reload needs the approve scope (checked by the auth layer, as every
+//! route). `config-reload` and `model-reload` are `super::cluster_settings`'.
 
 use std::sync::Arc;
 
@@ -143,7 +144,8 @@ pub struct ModelStatus {
     pub model: String,
     /// `openai` or `anthropic`.
     pub provider: String,
-    /// `config` (from `[models.*]`); empty for the node's single `--model`.
+    /// `config` (from `[models.*]`), `db` (a stored model definition); empty for the node's
+    /// single `--model`.
     pub source: String,
     /// Tokens; the engine's measured window for the single model.
     pub context_window: u32,
@@ -170,7 +172,11 @@ pub async fn model_status(State(node): State<Arc<Node>>) -> Json<ModelStatusRepl
                     ModelStatus {
                         model: m.entry.model.clone(),
                         provider: super::memories::provider_name(m.entry.provider).to_string(),
-                        source: "config".to_string(),
+                        source: if node.cluster_settings.is_stored_alias(alias) {
+                            "db".to_string()
+                        } else {
+                            "config".to_string()
+                        },
                         context_window: m
                             .entry
                             .context_window

@@ -6,6 +6,7 @@
 
 pub mod auth;
 pub mod body;
+pub mod cluster_settings;
 pub mod conn;
 pub mod drain;
 pub mod error;
@@ -79,6 +80,14 @@ pub fn router(node: Arc<Node>) -> Router {
         .route("/api/_internal/mcp-status", get(internal::mcp_status))
         .route("/api/_internal/mcp-reload", post(internal::mcp_reload))
         .route("/api/_internal/model-status", get(internal::model_status))
+        .route(
+            "/api/_internal/config-reload",
+            post(cluster_settings::config_reload),
+        )
+        .route(
+            "/api/_internal/model-reload",
+            post(cluster_settings::model_reload),
+        )
         .merge(login::routes())
         .merge(users::admin_routes())
         .merge(memories::routes())

@@ -429,6 +429,16 @@ pub const ROUTES: &[ApiRoute] = &[
     ApiRoute::post("/v1/api/_internal/mcp-reload", "internal")
         .summary("Rediscover every MCP server's tools, resources and prompts")
         .errors(&[503]),
+    ApiRoute::post("/v1/api/_internal/config-reload", "internal")
+        .summary("Re-read the stored cluster settings (storing the console's first when given)")
+        .body::<turnstone_proto::settings::ConfigReloadBody>()
+        .json::<turnstone_proto::settings::ConfigReloadReply>()
+        .errors(&[400, 503]),
+    ApiRoute::post("/v1/api/_internal/model-reload", "internal")
+        .summary("Rebuild the model registry from the config file and the stored definitions")
+        .body::<turnstone_proto::settings::ModelReloadBody>()
+        .json::<Value>()
+        .errors(&[400, 422, 503]),
     ApiRoute::get("/v1/api/models", "models")
         .summary("Model aliases this node serves")
         .json::<ModelList>(),

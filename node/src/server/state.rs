@@ -228,6 +228,8 @@ pub struct Node {
     pub queues: crate::send_queue::SendQueues,
     /// The tool policies the engine applies (config file + store).
     pub policies: super::policies::PolicyRegistry,
+    /// The stored cluster-wide settings and model definitions in force.
+    pub cluster_settings: super::cluster_settings::ClusterSettings,
     /// Hibernation: rehydrations in flight, counters (`super::hibernation`).
     pub hibernation: Arc<super::hibernation::Hibernation>,
 }
@@ -361,6 +363,7 @@ impl Node {
             drain: turnstone_runtime::Drain::new(),
             queues,
             policies: Default::default(),
+            cluster_settings: Default::default(),
             hibernation,
         });
         crate::send_queue::SendQueues::start_dispatcher(&node);

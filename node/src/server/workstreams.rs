@@ -265,7 +265,17 @@ async fn create_inner(node: &Node, body: &CreateWorkstreamBody) -> Result<Value,
     // engine's model is kept.
     let engine = node.manager.engine();
     let model = match body.model.trim() {
-        "" => None,
+        // `model.default` (stored setting): the alias of workstreams that name none.
+        "" => match node.cluster_settings.default_model() {
+            Some(alias) => match engine.resolve_model(&alias).await {
+                Ok(choice) => Some(choice),
+                Err(e) => {
+                    tracing::warn!(alias, error = %e, "model.default not usable; the node's model is kept");
+                    None
+                }
+            },
+            None => None,
+        },
         alias if engine.config().models.is_some() => Some(
             engine
                 .resolve_model(alias)

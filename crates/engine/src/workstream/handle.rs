@@ -468,7 +468,8 @@ impl WorkstreamHandle {
             settings.overrides = overrides;
             // `{{model}}` is the model the skill runs on (its own, when it names one).
             let model = settings.model_name(&self.engine);
-            let node_id = &self.engine.config().node_id;
+            let config = self.engine.config();
+            let node_id = &config.node_id;
             settings.skill = skill.map(|s| ActiveSkill {
                 content: ActiveSkill::render(&s.content, &model, &self.shared.id, node_id),
                 name: s.name,

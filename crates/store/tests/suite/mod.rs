@@ -1,4 +1,5 @@
 mod auth;
+mod cluster_settings;
 mod events;
 mod governance;
 mod large;

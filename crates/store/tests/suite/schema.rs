@@ -33,8 +33,10 @@ async fn sqlite_and_postgres_schemas_match() {
         [
             "api_tokens",
             "approvals",
+            "audit_events",
             "conversations",
             "intent_verdicts",
+            "model_definitions",
             "output_assessments",
             "prompt_templates",
             "queued_sends",
@@ -42,6 +44,7 @@ async fn sqlite_and_postgres_schemas_match() {
             "scheduled_task_runs",
             "scheduled_tasks",
             "structured_memories",
+            "system_settings",
             "tool_policies",
             "user_roles",
             "users",

@@ -93,6 +93,8 @@ const SPEC_ROUTES: &[(&str, &str, Access)] = &[
     ("GET", "/v1/api/auth/oidc/authorize", Public),
     ("GET", "/v1/api/auth/oidc/callback?code=x&state=y", Public),
     ("POST", "/v1/api/_internal/mcp-reload", A),
+    ("POST", "/v1/api/_internal/config-reload", A),
+    ("POST", "/v1/api/_internal/model-reload", A),
     ("GET", "/v1/api/_internal/mcp-status", R),
     ("GET", "/v1/api/_internal/model-status", R),
     ("GET", "/v1/api/admin/users", A),
@@ -127,8 +129,6 @@ const EDGE_CASES: &[(&str, &str, Access)] = &[
     ("GET", "/acme/.well-known/x", R),
     ("GET", "/v1/health", R),
     ("POST", "/api/auth/login", R),
-    ("POST", "/v1/api/_internal/config-reload", R),
-    ("POST", "/v1/api/_internal/model-reload", R),
     ("DELETE", "/api/admin/tokens/abc", R),
     ("POST", "/api/send", R),
     ("POST", "/v1/api/send/", R),
@@ -164,6 +164,14 @@ fn role_permissions_are_checked_on_top_of_the_scope() {
     assert_eq!(
         permission("POST", "/v1/api/_internal/mcp-reload"),
         Some("admin.mcp")
+    );
+    assert_eq!(
+        permission("POST", "/v1/api/_internal/config-reload"),
+        Some("admin.settings")
+    );
+    assert_eq!(
+        permission("POST", "/v1/api/_internal/model-reload"),
+        Some("admin.models")
     );
     for (method, path) in [
         ("GET", "/v1/api/admin/users"),

@@ -7,6 +7,7 @@ mod approval_rounds;
 mod bridge_basics;
 mod bridge_faults;
 mod chaos;
+mod cluster_settings;
 mod drain;
 mod mq_client;
 mod netns;
