@@ -378,7 +378,13 @@ async fn resume(node: &Node, body: &CreateWorkstreamBody) -> Result<Value, ApiEr
     let ws_id = session.workstream.ws_id.clone();
     let count = session.messages.len();
     if node.manager.hibernated(&ws_id).is_some() {
-        node.resolve(&ws_id).await?;
+        // Hibernated, or left open by an earlier run: rehydrated as for any request, then
+        // held to the explicit-resume rule below — a `full` posture is asked for again.
+        let ws = node.resolve(&ws_id).await?;
+        if ws.posture() == turnstone_governance::Posture::Full {
+            tracing::warn!(%ws_id, "stored posture \"full\" not kept on resume; ask it again");
+            ws.set_posture(turnstone_governance::Posture::Ask);
+        }
     }
     if let Some(live) = node.workstream(&ws_id) {
         return Ok(

@@ -10,6 +10,23 @@ use serde_json::json;
 
 use super::harness::*;
 
+/// Waits for both nodes' heartbeats: a create directed at a node not yet alive is refused.
+async fn both_alive(mq: &Mq, a: &str, b: &str) {
+    eventually("both heartbeats", Duration::from_secs(30), || {
+        let mut c = mq.conn.clone();
+        let (ka, kb) = (mq.key(&format!("node:{a}")), mq.key(&format!("node:{b}")));
+        async move {
+            redis::AsyncCommands::exists::<_, bool>(&mut c, ka)
+                .await
+                .unwrap()
+                && redis::AsyncCommands::exists::<_, bool>(&mut c, kb)
+                    .await
+                    .unwrap()
+        }
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn an_idle_workstream_keeps_its_owner_across_a_node_restart() {
     let mut a = NodeProc::start("own-a").await;
@@ -17,6 +34,7 @@ async fn an_idle_workstream_keeps_its_owner_across_a_node_restart() {
     let mut mq = Mq::shared("own").await;
     let _bridge_a = BridgeProc::start(&a, &mq.url, &mq.prefix).await;
     let _bridge_b = BridgeProc::start(&b, &mq.url, &mq.prefix).await;
+    both_alive(&mq, "own-a", "own-b").await;
     let ws = mq.create_ws("own-a", json!({})).await;
     mq.push(
         "inbound",
@@ -75,6 +93,7 @@ async fn a_workstream_whose_node_is_gone_longer_than_the_lease_still_moves_or_fa
     let mut mq = Mq::shared("home").await;
     let _bridge_a = BridgeProc::start(&a, &mq.url, &mq.prefix).await;
     let _bridge_b = BridgeProc::start(&b, &mq.url, &mq.prefix).await;
+    both_alive(&mq, "home-a", "home-b").await;
     let soft = mq.create_ws("home-a", json!({})).await;
     let hard = mq.create_ws("home-a", json!({"pin": "hard"})).await;
     let pin = |mut mq: Mq, ws: String| async move {
