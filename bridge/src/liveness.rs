@@ -233,8 +233,14 @@ async fn refresh_leases(ctx: &Ctx, announce: bool) {
     };
     for ws_id in &moved {
         // Re-homed while this node was down or cut off: its messages go to the new owner,
-        // and this node's copy is no longer the one that is driven.
-        tracing::warn!(%ws_id, "workstream is owned by another node now; lease not taken back");
+        // and this node's copy is no longer the one that is driven. A warning at the first
+        // refresh after start, then at debug: the stale copy stays listed (and is seen at
+        // every refresh) until it is closed.
+        if announce {
+            tracing::warn!(%ws_id, "workstream is owned by another node now; lease not taken back");
+        } else {
+            tracing::debug!(%ws_id, "workstream is owned by another node; lease not taken back");
+        }
     }
     if announce {
         for row in rows.into_iter().filter(|r| !moved.contains(&r.id)) {

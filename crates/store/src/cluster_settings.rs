@@ -137,6 +137,11 @@ pub trait SettingsStore: Send + Sync {
     async fn replace_model_definitions(&self, definitions: &[ModelDefinition]) -> Result<()>;
 }
 
+/// A pushed row's timestamp, or `now` when it came without one.
+pub(crate) fn stamp_or(t: &str, now: &str) -> String {
+    if t.is_empty() { now } else { t }.to_string()
+}
+
 pub(crate) fn alias_taken(alias: &str) -> StoreError {
     StoreError::InvalidInput(format!("model alias {alias:?} is taken"))
 }
@@ -269,21 +274,14 @@ macro_rules! impl_settings_store {
                         $crate::cluster_settings::setting_columns!(),
                         ") VALUES ($1, $2, $3, $4, $5, $6, $7)"
                     );
-                    let stamp = |t: &str| {
-                        if t.is_empty() {
-                            now.clone()
-                        } else {
-                            t.to_string()
-                        }
-                    };
                     sqlx::query(SQL)
                         .bind(&r.key)
                         .bind(&r.value)
                         .bind(&r.node_id)
                         .bind(i64::from(r.is_secret))
                         .bind(&r.changed_by)
-                        .bind(stamp(&r.created))
-                        .bind(stamp(&r.updated))
+                        .bind($crate::cluster_settings::stamp_or(&r.created, &now))
+                        .bind($crate::cluster_settings::stamp_or(&r.updated, &now))
                         .execute(&mut *tx)
                         .await?;
                 }
@@ -451,13 +449,6 @@ macro_rules! impl_settings_store {
                         $crate::cluster_settings::model_columns!(),
                         ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"
                     );
-                    let stamp = |t: &str| {
-                        if t.is_empty() {
-                            now.clone()
-                        } else {
-                            t.to_string()
-                        }
-                    };
                     sqlx::query(SQL)
                         .bind(&d.definition_id)
                         .bind(&d.alias)
@@ -469,8 +460,8 @@ macro_rules! impl_settings_store {
                         .bind(&d.capabilities)
                         .bind(i64::from(d.enabled))
                         .bind(&d.created_by)
-                        .bind(stamp(&d.created))
-                        .bind(stamp(&d.updated))
+                        .bind($crate::cluster_settings::stamp_or(&d.created, &now))
+                        .bind($crate::cluster_settings::stamp_or(&d.updated, &now))
                         .execute(&mut *tx)
                         .await?;
                 }
