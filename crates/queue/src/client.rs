@@ -120,7 +120,11 @@ pub type EventHook = Box<dyn FnMut(&OutboundEvent) + Send>;
 pub struct WaitOptions {
     /// Give up after this long (the result then has `timed_out`). Default 600 s.
     pub timeout: Duration,
+    /// Sees every event of the turn in the stream's order, and this send's `ack`. The ack
+    /// comes over pub/sub, not the stream, so it may be seen before or among the turn's first
+    /// events.
     pub on_event: Option<EventHook>,
+    /// Decides each `approval_request`; `None` from it (or no approver) leaves it pending.
     pub approver: Option<Approver>,
 }
 
