@@ -2,13 +2,17 @@
 //!
 //! The node holds every pending approval and decides each once. The bridge only knows which
 //! response lists to watch — `{p}:resp:{request_id}` of the requests it published (and, after
-//! a start or an outage, of what `GET /v1/api/approvals` lists) — and waits on all of them
-//! with a single `BLPOP` on one dedicated connection, whatever their number. A wake list
-//! interrupts the wait when a new request arrives. A decision the node cannot take yet is
-//! put back at the head of its list.
+//! a start or an outage, of what `GET /v1/api/approvals` lists). A reply leaves its list only
+//! by a script that records it in `{p}:bridge:{node}:decisions` in the same step; it is
+//! deleted there once the node took it (or refused it for good). A bridge killed between the
+//! two relays what it holds after its restart — the node answers a repeat `409`, so nothing is
+//! decided twice and no reply is lost. The lists are looked at often right after a request was
+//! published (an automated approver answers within milliseconds) and less often as the wait
+//! grows (a person takes seconds); a wake list interrupts the wait when a new request arrives.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -74,16 +78,16 @@ impl Approvals {
         self.waits.lock().remove(request_id);
     }
 
-    fn workstream_of(&self, request_id: &str) -> Option<String> {
-        self.waits.lock().get(request_id).map(|w| w.ws_id.clone())
-    }
-
-    /// The response lists to wait on, sorted, then the wake list.
-    fn lists(&self, keys: &turnstone_proto::keys::Keys) -> Vec<String> {
-        let mut lists: Vec<String> = self.waits.lock().keys().map(|r| keys.response(r)).collect();
-        lists.sort();
-        lists.push(self.wake_key.clone());
-        lists
+    /// The watched requests: (request id, workstream), sorted.
+    fn watched(&self) -> Vec<(String, String)> {
+        let mut v: Vec<(String, String)> = self
+            .waits
+            .lock()
+            .iter()
+            .map(|(r, w)| (r.clone(), w.ws_id.clone()))
+            .collect();
+        v.sort();
+        v
     }
 
     /// Makes the relay re-block on the current set of response lists.
@@ -146,20 +150,89 @@ struct PendingRow {
     cycle_id: String,
 }
 
+/// Takes the first reply off each watched response list into the held hash (request id →
+/// `<ws_id>\n<reply>`), atomically. KEYS: the held hash, then the response lists; ARGV: a
+/// request id and its workstream per list. Returns (request id, ws_id, reply) triples.
+const CLAIM: &str = r"
+local out = {}
+for i = 2, #KEYS do
+  local reply = redis.call('LPOP', KEYS[i])
+  if reply then
+    local rid, ws = ARGV[2 * i - 3], ARGV[2 * i - 2]
+    redis.call('HSET', KEYS[1], rid, ws .. '\n' .. reply)
+    table.insert(out, rid)
+    table.insert(out, ws)
+    table.insert(out, reply)
+  end
+end
+return out
+";
+
+/// A reply taken off its response list, not yet handed to the node.
+#[derive(Debug, Clone, PartialEq)]
+struct Held {
+    request_id: String,
+    ws_id: String,
+    reply: String,
+}
+
+/// How often the watched lists are looked at: every `FIRST_LOOK` right after a request was
+/// published, doubling to every `SLOWEST_LOOK` while nobody answers.
+const FIRST_LOOK: Duration = Duration::from_millis(5);
+const SLOWEST_LOOK: Duration = Duration::from_millis(250);
+
 pub async fn run(ctx: Arc<Ctx>) {
-    let pop = Duration::from_secs(5);
+    let idle = Duration::from_secs(5);
     let mut conn: Option<MultiplexedConnection> = None;
     let mut backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(5));
     let mut loaded_epoch = u64::MAX;
-    let resp_prefix = ctx.keys.response("");
+    let held_key = ctx.keys.bridge_decisions(&ctx.node_id);
+    // What an earlier run of this bridge took and did not hand on; `None` until read.
+    let mut held: Option<VecDeque<Held>> = None;
+    let mut look = FIRST_LOOK;
     let approvals = &ctx.approvals;
     while !ctx.cancel.is_cancelled() {
         let epoch = ctx.link.epoch();
         if ctx.link.is_up() && epoch != loaded_epoch && approvals.load_pending(&ctx).await {
             loaded_epoch = epoch;
         }
+        if held.is_none() {
+            held = read_held(&ctx, &held_key).await;
+        }
+        // Hand on what is held; stop at the first the node cannot take now.
+        let mut retry = false;
+        if let Some(h) = held.as_mut() {
+            while let Some(next) = h.front().cloned() {
+                if !relay(&ctx, &next.ws_id, &next.request_id, &next.reply).await {
+                    retry = true;
+                    break;
+                }
+                h.pop_front();
+                let r: Result<(), _> = redis::cmd("HDEL")
+                    .arg(&held_key)
+                    .arg(&next.request_id)
+                    .query_async(&mut ctx.redis.clone())
+                    .await;
+                if let Err(e) = r {
+                    // Relayed again after a restart: the node answers 409.
+                    tracing::debug!(request_id = %next.request_id, error = %e, "relayed reply not cleared");
+                }
+            }
+        }
+        let watched = approvals.watched();
+        if !retry && !watched.is_empty() && held.is_some() {
+            match claim(&ctx, &held_key, &watched).await {
+                Ok(taken) if !taken.is_empty() => {
+                    held.get_or_insert_with(VecDeque::new).extend(taken);
+                    look = FIRST_LOOK;
+                    continue;
+                }
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e, "approval replies not read"),
+            }
+        }
         let Some(c) = conn.as_mut() else {
-            match turnstone_queue::conn::blocking_connection(&ctx.client, pop).await {
+            match turnstone_queue::conn::blocking_connection(&ctx.client, idle).await {
                 Ok(c) => {
                     conn = Some(c);
                     backoff.reset();
@@ -174,45 +247,88 @@ pub async fn run(ctx: Arc<Ctx>) {
             }
             continue;
         };
-        let keys = approvals.lists(&ctx.keys);
+        // Wait for a new request (the wake list) or the next look at the watched lists.
+        let wait = if retry {
+            backoff.delay()
+        } else if watched.is_empty() || held.is_none() {
+            idle
+        } else {
+            let w = look;
+            look = (look * 2).min(SLOWEST_LOOK);
+            w
+        };
         let mut blpop = redis::cmd("BLPOP");
-        blpop.arg(&keys).arg(pop.as_secs());
+        blpop.arg(&approvals.wake_key).arg(wait.as_secs_f64());
         let popped: Result<Option<(String, String)>, _> = tokio::select! {
             _ = ctx.cancel.cancelled() => break,
             r = blpop.query_async(c) => r,
         };
-        let (key, value) = match popped {
-            Ok(Some(kv)) => kv,
-            Ok(None) => continue,
+        match popped {
+            Ok(Some(_)) => look = FIRST_LOOK,
+            Ok(None) => {}
             Err(e) => {
                 tracing::warn!(error = %e, "approval wait failed; reconnecting");
                 conn = None;
-                continue;
             }
-        };
-        if key == approvals.wake_key {
-            continue;
         }
-        let Some(request_id) = key.strip_prefix(&resp_prefix).map(str::to_string) else {
-            continue;
-        };
-        let Some(ws_id) = approvals.workstream_of(&request_id) else {
-            continue;
-        };
-        if !relay(&ctx, &ws_id, &request_id, &value).await {
-            // The node cannot take it now: put it back first in line and wait a little.
-            let mut m = ctx.redis.clone();
-            let _: Result<(), _> = redis::cmd("LPUSH")
-                .arg(&key)
-                .arg(&value)
-                .query_async(&mut m)
-                .await;
-            tokio::select! {
-                _ = ctx.cancel.cancelled() => break,
-                _ = tokio::time::sleep(backoff.delay()) => {}
-            }
+        if !retry {
+            backoff.reset();
         }
     }
+}
+
+/// The replies an earlier run of this bridge took off their lists and did not hand on;
+/// `None` when Redis cannot be read now.
+async fn read_held(ctx: &Ctx, held_key: &str) -> Option<VecDeque<Held>> {
+    let rows: HashMap<String, String> = redis::cmd("HGETALL")
+        .arg(held_key)
+        .query_async(&mut ctx.redis.clone())
+        .await
+        .map_err(|e| tracing::debug!(error = %e, "held approval replies not read yet"))
+        .ok()?;
+    let mut held: Vec<Held> = rows
+        .into_iter()
+        .filter_map(|(request_id, v)| {
+            let (ws_id, reply) = v.split_once('\n')?;
+            Some(Held {
+                request_id,
+                ws_id: ws_id.to_string(),
+                reply: reply.to_string(),
+            })
+        })
+        .collect();
+    held.sort_by(|a, b| a.request_id.cmp(&b.request_id));
+    if !held.is_empty() {
+        tracing::info!(
+            count = held.len(),
+            "relaying approval replies taken before a restart"
+        );
+    }
+    Some(held.into())
+}
+
+/// Runs [`CLAIM`] over the watched requests' response lists.
+async fn claim(
+    ctx: &Ctx,
+    held_key: &str,
+    watched: &[(String, String)],
+) -> Result<Vec<Held>, redis::RedisError> {
+    static SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(CLAIM));
+    let mut call = SCRIPT.key(held_key);
+    for (request_id, ws_id) in watched {
+        call.key(ctx.keys.response(request_id))
+            .arg(request_id)
+            .arg(ws_id);
+    }
+    let flat: Vec<String> = call.invoke_async(&mut ctx.redis.clone()).await?;
+    Ok(flat
+        .chunks_exact(3)
+        .map(|t| Held {
+            request_id: t[0].clone(),
+            ws_id: t[1].clone(),
+            reply: t[2].clone(),
+        })
+        .collect())
 }
 
 /// A decision for `request_id` of `ws_id`.

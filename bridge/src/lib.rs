@@ -11,8 +11,9 @@
 //! * **events** ([`events`]): one node-wide ordered stream, resumed from a cursor in Redis;
 //!   each event is appended to the workstream's Redis Stream under an id derived from its
 //!   position and published on pub/sub only when that append was new — nothing twice;
-//! * **approvals** ([`approvals`]): relayed, never copied — one blocking connection waits on
-//!   every pending response list; the node decides once;
+//! * **approvals** ([`approvals`]): relayed, never copied — a reply leaves its response list
+//!   only into the bridge's held hash (one script), and leaves that once the node took it; the
+//!   node decides once;
 //! * **liveness** ([`liveness`]): the heartbeat says the *node* is alive (it is withdrawn
 //!   when the node stops answering), ownership keys are leases, and the queues of dead nodes
 //!   are handed back to the shared queue.

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 use tokio::time::Instant;
-use turnstone_proto::api::{Health, WorkstreamList};
+use turnstone_proto::api::{Health, ReleaseBody, WorkstreamList};
 use turnstone_proto::ids::now_timestamp;
 use turnstone_proto::mq::{NodeHeartbeat, OutboundEvent, WsCreatedBody, WsCreatedEvent};
 use turnstone_queue::ReliableQueue;
@@ -232,15 +232,7 @@ async fn refresh_leases(ctx: &Ctx, announce: bool) {
         }
     };
     for ws_id in &moved {
-        // Re-homed while this node was down or cut off: its messages go to the new owner,
-        // and this node's copy is no longer the one that is driven. A warning at the first
-        // refresh after start, then at debug: the stale copy stays listed (and is seen at
-        // every refresh) until it is closed.
-        if announce {
-            tracing::warn!(%ws_id, "workstream is owned by another node now; lease not taken back");
-        } else {
-            tracing::debug!(%ws_id, "workstream is owned by another node; lease not taken back");
-        }
+        release(ctx, ws_id, announce).await;
     }
     if announce {
         for row in rows.into_iter().filter(|r| !moved.contains(&r.id)) {
@@ -254,6 +246,37 @@ async fn refresh_leases(ctx: &Ctx, announce: bool) {
             )
             .into();
             ctx.publish(&ctx.keys.events_cluster(), &event).await;
+        }
+    }
+}
+
+/// `ws_id` was re-homed while this node was down or cut off: its messages go to the new
+/// owner, and this node's copy is no longer the one that is driven. The node lets it go (not
+/// closed), so it is listed once, on its owner; while the copy is busy the node says `409`
+/// and it is asked again at the next refresh. Logged as a warning at the first refresh after
+/// start, at debug later.
+async fn release(ctx: &Ctx, ws_id: &str, first: bool) {
+    let mut conn = ctx.redis.clone();
+    let owner = ctx
+        .leases
+        .owner(&mut conn, ws_id)
+        .await
+        .ok()
+        .flatten()
+        .unwrap_or_default();
+    let body = ReleaseBody {
+        ws_id: ws_id.to_string(),
+        owner: owner.clone(),
+    };
+    match ctx.node.release(&body).await {
+        Reply::Accepted(_) => {
+            tracing::warn!(%ws_id, %owner, "workstream is owned by another node now; this node's copy released");
+        }
+        Reply::Rejected { status, error, .. } if first => {
+            tracing::warn!(%ws_id, %owner, status, error, "workstream is owned by another node now; this node's copy is not released yet");
+        }
+        other => {
+            tracing::debug!(%ws_id, %owner, reply = ?other, "workstream owned by another node; copy not released yet");
         }
     }
 }

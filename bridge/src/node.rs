@@ -11,7 +11,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use turnstone_proto::api::{
     ApproveBody, CancelBody, CloseWorkstreamBody, CommandBody, CreateWorkstreamBody, PlanBody,
-    SendBody, SendOutcomesBody,
+    ReleaseBody, SendBody, SendOutcomesBody,
 };
 use turnstone_runtime::auth::{JwtSecret, NewClaims, ServiceToken};
 
@@ -210,6 +210,11 @@ impl NodeClient {
     /// `POST /v1/api/plan`.
     pub async fn plan(&self, body: &PlanBody) -> Reply {
         self.post("/v1/api/plan", body).await
+    }
+
+    /// `POST /v1/api/_internal/release`: another node owns the workstream now.
+    pub async fn release(&self, body: &ReleaseBody) -> Reply {
+        self.post("/v1/api/_internal/release", body).await
     }
 
     /// `GET /v1/api/workstreams`.

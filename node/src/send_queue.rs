@@ -473,6 +473,31 @@ async fn mark_removed(node: &Node, correlation_ids: Vec<String>) -> Result<(), A
     stored.map_err(|e| ApiError::Unavailable(format!("removal not stored: {e}")))
 }
 
+/// The approval rounds and plan reviews an interrupted turn left pending can no longer be
+/// decided: each is recorded as denied by `interrupted`, so a reply that arrives later (an
+/// approver that saw the request before the node died) is answered `409` with that verdict —
+/// settled, not an unknown request.
+async fn close_abandoned_rounds(p: &crate::persist::Persistence, ws_id: &str) {
+    let pending = match p.store.pending_approvals(ws_id).await {
+        Ok(rows) => rows,
+        Err(e) => {
+            tracing::warn!(%ws_id, error = %e, "pending approvals of an interrupted turn not read");
+            return;
+        }
+    };
+    for row in pending {
+        let decision = turnstone_store::ApprovalDecision {
+            state: turnstone_store::ApprovalState::Denied,
+            verdict: String::new(),
+            feedback: "The turn was interrupted: its node stopped before this was decided.".into(),
+            decided_by: "interrupted".into(),
+        };
+        if let Err(e) = p.store.decide_approval(&row.request_id, decision).await {
+            tracing::warn!(%ws_id, request_id = %row.request_id, error = %e, "abandoned approval not closed");
+        }
+    }
+}
+
 /// After a restart: every stored message that still waits is queued again (its workstream
 /// reopened from the store when it is not live) and runs, in order; the correlation ids of
 /// recent ones that started or were removed are remembered, so a redelivery runs nothing
@@ -553,6 +578,7 @@ pub async fn recover(node: &Arc<Node>) -> Result<usize, ApiError> {
             "This turn was interrupted: the node stopped before it ended. It was not run again; the workstream's history shows what its tool calls did.",
         )
         .await;
+        close_abandoned_rounds(p, &row.ws_id).await;
     }
     let ws_ids: Vec<String> = node.queues.queues.lock().keys().cloned().collect();
     for ws_id in ws_ids {

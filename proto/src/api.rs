@@ -198,6 +198,20 @@ wire_struct! {
 }
 
 wire_struct! {
+    /// `POST /v1/api/_internal/release` (ours): the bridge tells its node that `owner` serves
+    /// the workstream now (it moved while this node was down or cut off), so this node's copy
+    /// leaves memory and listings without being closed. `200 {"status":"ok"}`; `409` while
+    /// it is busy (a turn, a pending approval, queued sends, an open stream: asked again at
+    /// the next lease refresh); `404` when this node does not have it.
+    #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+    pub struct ReleaseBody {
+        pub ws_id: String = String::new(),
+        /// The node that owns it now (logged).
+        pub owner: String = String::new(),
+    }
+}
+
+wire_struct! {
     /// `POST /v1/api/cancel` (node spec §1.3.9).
     #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
     pub struct CancelBody {

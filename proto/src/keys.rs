@@ -185,6 +185,14 @@ impl Keys {
         self.join(&["bridge", node_id, "awaiting"])
     }
 
+    /// `{p}:bridge:{node_id}:decisions` — HASH (our addition): request id →
+    /// `<ws_id>\n<reply>` of every approval or plan reply the bridge has taken off its
+    /// response list and not yet handed to its node. The take and this record are one
+    /// script, so a bridge killed in between relays the reply after its restart.
+    pub fn bridge_decisions(&self, node_id: &str) -> String {
+        self.join(&["bridge", node_id, "decisions"])
+    }
+
     /// `{p}:bridge:{node_id}:wake` — LIST (our addition): nudges the bridge's
     /// approval waiter to re-block on a new set of response lists.
     pub fn bridge_wake(&self, node_id: &str) -> String {

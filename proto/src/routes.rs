@@ -179,6 +179,11 @@ pub const NODE_ROUTES: &RouteTable<Needs> = &[
         "/v1/api/_internal/model-reload",
         Permission(Scope::Approve, "admin.models"),
     ),
+    (
+        "POST",
+        "/v1/api/_internal/release",
+        Permission(Scope::Write, "workstreams.close"),
+    ),
     // Administration.
     (
         "GET",

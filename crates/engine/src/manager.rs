@@ -358,6 +358,32 @@ impl Manager {
         Ok(())
     }
 
+    /// Lets a workstream go without closing it: another node serves it now (its owner
+    /// moved while this one was down or cut off). A hibernated one leaves the index; a live
+    /// one must be able to hibernate (idle, nothing pending, nobody holding its handle) and
+    /// not be held back by `keep` (the node's queued sends). `Ok(false)`: busy now — ask
+    /// again later. Unlike [`Manager::close`], it may leave the manager empty.
+    pub fn release(
+        &self,
+        ws_id: &str,
+        keep: impl Fn(&WorkstreamHandle) -> bool,
+    ) -> Result<bool, ManagerError> {
+        let mut entries = self.entries.lock();
+        if entries.hibernated.remove(ws_id).is_some() {
+            return Ok(true);
+        }
+        let Some(entry) = entries.live.get(ws_id) else {
+            return Err(ManagerError::NotFound);
+        };
+        if !can_hibernate(&entry.handle) || keep(&entry.handle) {
+            return Ok(false);
+        }
+        if let Some(entry) = entries.live.remove(ws_id) {
+            entry.handle.shutdown();
+        }
+        Ok(true)
+    }
+
     /// Hibernates every workstream idle for [`ManagerConfig::hibernate_after`] that may
     /// hibernate (see [`Manager`]) and that `keep` does not hold back (the node's queued
     /// sends). Returns their index entries.

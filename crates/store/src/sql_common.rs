@@ -356,6 +356,22 @@ macro_rules! impl_store {
                 rows.iter().map(Self::workstream_from_row).collect()
             }
 
+            async fn adopt_workstream(
+                &self,
+                ws_id: &str,
+                node_id: &str,
+            ) -> $crate::error::Result<()> {
+                let done = sqlx::query("UPDATE workstreams SET node_id = $2 WHERE ws_id = $1")
+                    .bind(ws_id)
+                    .bind(node_id)
+                    .execute(&self.pool)
+                    .await?;
+                if done.rows_affected() == 0 {
+                    return Err($crate::error::StoreError::NotFound(format!("session {ws_id}")));
+                }
+                Ok(())
+            }
+
             async fn delete_workstream(&self, ws_id: &str) -> $crate::error::Result<bool> {
                 let mut tx = self.pool.begin().await?;
                 let mut existed = false;

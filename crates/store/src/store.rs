@@ -116,6 +116,10 @@ pub trait Store:
     /// The workstreams of `node_id` that are not `closed` — what a node finds of its earlier
     /// run at start (hibernated, idle, or live when it stopped) — oldest first.
     async fn open_workstreams(&self, node_id: &str) -> Result<Vec<Workstream>>;
+    /// Makes `node_id` the workstream's node: it serves the workstream now (resumed there
+    /// after its owner moved), so that node's next start lists it and the earlier one's
+    /// does not. [`StoreError::NotFound`] if there is no such workstream.
+    async fn adopt_workstream(&self, ws_id: &str, node_id: &str) -> Result<()>;
     /// Deletes the workstream and everything keyed by it. `false` if it did not exist.
     async fn delete_workstream(&self, ws_id: &str) -> Result<bool>;
 

@@ -8,6 +8,7 @@ use axum::Json;
 use axum::extract::State;
 use serde_json::{Value, json};
 
+use super::body::WireJson;
 use super::error::ApiError;
 use super::state::Node;
 
@@ -29,6 +30,34 @@ pub async fn mcp_reload(State(node): State<Arc<Node>>) -> Result<Json<Value>, Ap
             .map_err(|e| ApiError::Unavailable(format!("MCP refresh failed: {e}")))?;
     }
     Ok(Json(json!({"status": "ok"})))
+}
+
+/// `POST /v1/api/_internal/release` — another node owns the workstream now (its bridge
+/// found the lease moved while this node was down or cut off): this node's copy leaves
+/// memory and listings, not closed, so consumers see it once, on its owner. The store row
+/// stays; the owner adopted it if the store is shared. `409` while it is busy (asked again
+/// at the bridge's next lease refresh).
+pub async fn release(
+    State(node): State<Arc<Node>>,
+    WireJson(body): WireJson<turnstone_proto::api::ReleaseBody>,
+) -> Result<Json<Value>, ApiError> {
+    if body.ws_id.is_empty() {
+        return Err(ApiError::BadRequest("ws_id is required".into()));
+    }
+    match node
+        .manager
+        .release(&body.ws_id, |ws| node.queues.len(ws.id()) > 0)
+    {
+        Ok(true) => {
+            tracing::info!(ws_id = %body.ws_id, owner = %body.owner, "workstream released: another node owns it now");
+            Ok(Json(json!({"status": "ok"})))
+        }
+        Ok(false) => Err(ApiError::Conflict {
+            message: "Workstream is busy; not released".into(),
+            detail: json!({}),
+        }),
+        Err(_) => Err(ApiError::unknown_workstream()),
+    }
 }
 
 /// `GET /v1/api/_internal/mcp-status` reply: server name → status object.

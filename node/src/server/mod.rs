@@ -88,6 +88,7 @@ pub fn router(node: Arc<Node>) -> Router {
             "/api/_internal/model-reload",
             post(cluster_settings::model_reload),
         )
+        .route("/api/_internal/release", post(internal::release))
         .merge(login::routes())
         .merge(users::admin_routes())
         .merge(memories::routes())

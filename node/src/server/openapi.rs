@@ -439,6 +439,10 @@ pub const ROUTES: &[ApiRoute] = &[
         .body::<turnstone_proto::settings::ModelReloadBody>()
         .json::<Value>()
         .errors(&[400, 422, 503]),
+    ApiRoute::post("/v1/api/_internal/release", "internal")
+        .summary("Let go of a workstream another node owns now (its bridge found it moved)")
+        .body::<turnstone_proto::api::ReleaseBody>()
+        .errors(&[400, 404, 409]),
     ApiRoute::get("/v1/api/models", "models")
         .summary("Model aliases this node serves")
         .json::<ModelList>(),

@@ -88,8 +88,13 @@ pub async fn approve(
     State(node): State<Arc<Node>>,
     WireJson(body): WireJson<ApproveBody>,
 ) -> Result<Json<StatusReply>, ApiError> {
-    let ws = node.resolve(&body.ws_id).await?;
     let which = RoundRef::from_ids(&body.cycle_id, &body.request_id, &body.call_id);
+    let ws = match node.resolve(&body.ws_id).await {
+        Ok(ws) => ws,
+        // Gone from this node since (closed, released to another node): a request it
+        // decided, or that ended undecided, is still answered from its durable record.
+        Err(e) => return Err(decided_elsewhere(&node, which).await.unwrap_or(e)),
+    };
     match ws.approve_round(which, body.approved, body.feedback.clone(), body.always) {
         ApproveOutcome::Resolved(_) | ApproveOutcome::NotPending(None) => {
             Ok(Json(StatusReply::default()))
@@ -106,25 +111,30 @@ pub async fn approve(
         }),
         ApproveOutcome::Unknown => {
             // A request decided longer ago (or before a restart): its durable record.
-            if let RoundRef::Request(request_id) = which
-                && let Some(p) = &node.persistence
-                && let Some(record) = p.approval(request_id).await
-                && record.state != turnstone_store::ApprovalState::Pending
-            {
-                return Err(ApiError::Conflict {
-                    message: "Approval already decided".into(),
-                    detail: json!({"verdict": {
-                        "request_id": record.request_id,
-                        "approved": record.state == turnstone_store::ApprovalState::Approved,
-                        "feedback": record.feedback,
-                        "decided_by": record.decided_by,
-                        "state": record.state.as_str(),
-                    }}),
-                });
-            }
-            Err(ApiError::NotFound("Unknown approval".into()))
+            Err(decided_elsewhere(&node, which)
+                .await
+                .unwrap_or_else(|| ApiError::NotFound("Unknown approval".into())))
         }
     }
+}
+
+/// `409` with the recorded verdict when `which` names a request by id whose durable record
+/// is no longer pending; `None` otherwise.
+async fn decided_elsewhere(node: &Node, which: RoundRef<'_>) -> Option<ApiError> {
+    let RoundRef::Request(request_id) = which else {
+        return None;
+    };
+    let record = node.persistence.as_ref()?.approval(request_id).await?;
+    (record.state != turnstone_store::ApprovalState::Pending).then(|| ApiError::Conflict {
+        message: "Approval already decided".into(),
+        detail: json!({"verdict": {
+            "request_id": record.request_id,
+            "approved": record.state == turnstone_store::ApprovalState::Approved,
+            "feedback": record.feedback,
+            "decided_by": record.decided_by,
+            "state": record.state.as_str(),
+        }}),
+    })
 }
 
 /// `POST /v1/api/cancel`: stops the running turn only — the next queued message then

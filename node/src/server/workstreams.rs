@@ -421,6 +421,14 @@ async fn revive(
         Some(p) => p.store.load_config(&ws_id).await.unwrap_or_default(),
         None => Default::default(),
     };
+    // Resumed here from another node's row (a shared store, its owner moved): this node
+    // serves it now, so its next start lists it and the other node's does not.
+    if let Some(p) = &node.persistence
+        && session.workstream.node_id.as_deref() != Some(p.node_id.as_str())
+        && let Err(e) = p.store.adopt_workstream(&ws_id, &p.node_id).await
+    {
+        tracing::warn!(%ws_id, error = %e, "workstream not recorded as this node's");
+    }
     let ws = node
         .create_workstream(CreateOptions {
             id: Some(ws_id),

@@ -37,6 +37,7 @@ fn every_name_starts_with_the_prefix() {
         k.ws_pin("w"),
         k.bridge_cursor("n"),
         k.bridge_wake("n"),
+        k.bridge_decisions("n"),
         k.stream("w"),
     ] {
         assert!(name.starts_with("sim7:"), "{name}");

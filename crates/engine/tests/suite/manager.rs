@@ -197,3 +197,46 @@ async fn with_hibernation_a_full_manager_hibernates_instead_of_evicting() {
     assert_eq!(h.manager.close(&first), Ok(()));
     assert_eq!(h.manager.hibernated_len(), 0);
 }
+
+#[tokio::test]
+async fn a_released_workstream_leaves_without_closing_unless_it_is_busy() {
+    let h = Harness::with(|o| {
+        o.manager.hibernate_after = Some(std::time::Duration::from_millis(1));
+    })
+    .await;
+    let (held, _) = h.manager.create(CreateOptions::default()).unwrap();
+    let (free, _) = h.manager.create(CreateOptions::default()).unwrap();
+    let (sleeper, _) = h.manager.create(CreateOptions::default()).unwrap();
+    let (free_id, sleeper_id) = (free.id().to_string(), sleeper.id().to_string());
+    drop((free, sleeper));
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    // Hibernate only `sleeper`: `free` is held back by `keep` for now.
+    let slept = h.manager.hibernate_idle(|w| w.id() == free_id);
+    assert_eq!(slept.len(), 1);
+
+    // Held by someone (a request, an open stream), or held back by `keep`: busy.
+    assert_eq!(h.manager.release(held.id(), |_| false), Ok(false));
+    assert_eq!(h.manager.release(&free_id, |_| true), Ok(false));
+    assert!(h.manager.get(&free_id).is_some());
+    // Idle and unheld: gone from the manager, live or hibernated; not closed (no event).
+    assert_eq!(h.manager.release(&free_id, |_| false), Ok(true));
+    assert_eq!(h.manager.release(&sleeper_id, |_| false), Ok(true));
+    assert!(h.manager.get(&free_id).is_none());
+    assert!(h.manager.hibernated(&sleeper_id).is_none());
+    let listed: Vec<String> = h
+        .manager
+        .list_all()
+        .iter()
+        .map(|l| l.id().to_string())
+        .collect();
+    assert_eq!(listed, [held.id()]);
+    assert_eq!(
+        h.manager.release(&free_id, |_| false),
+        Err(ManagerError::NotFound)
+    );
+    // The last one may go too (the node serves nothing then).
+    let held_id = held.id().to_string();
+    drop(held);
+    assert_eq!(h.manager.release(&held_id, |_| false), Ok(true));
+    assert_eq!(h.manager.len(), 0);
+}

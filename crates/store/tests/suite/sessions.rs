@@ -445,5 +445,19 @@ async fn open_workstreams_lists_one_nodes_rows(db: TestDb) {
     assert_eq!(ids, ["a1", "a3"]);
     assert_eq!(rows[0].name, "name-a1");
     assert!(store.open_workstreams("node-c").await.unwrap().is_empty());
+    // Resumed on node-b after node-a lost it: node-b's next start lists it, node-a's not.
+    store.adopt_workstream("a1", "node-b").await.unwrap();
+    let ids = |rows: Vec<turnstone_store::Workstream>| -> Vec<String> {
+        rows.into_iter().map(|w| w.ws_id).collect()
+    };
+    assert_eq!(ids(store.open_workstreams("node-a").await.unwrap()), ["a3"]);
+    assert_eq!(
+        ids(store.open_workstreams("node-b").await.unwrap()),
+        ["a1", "b1"]
+    );
+    assert!(matches!(
+        store.adopt_workstream("nope", "node-b").await,
+        Err(StoreError::NotFound(_))
+    ));
     store.close().await;
 }

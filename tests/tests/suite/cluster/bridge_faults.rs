@@ -431,3 +431,98 @@ async fn a_message_handed_to_a_node_that_died_waits_for_that_node_and_runs_once(
     assert!(mq.dead_letters().await.is_empty());
     mq.cleanup().await;
 }
+
+/// A bridge takes an approval reply off its response list and records it in its held hash in
+/// one step; killed before the node got it, its restart relays it — the turn goes on. A reply
+/// held again after it was applied (the bridge died after relaying, before clearing it) is
+/// answered `409` by the node: cleared, not dead-lettered, not applied twice.
+#[tokio::test]
+async fn an_approval_reply_held_by_a_bridge_that_died_is_relayed_once_after_its_restart() {
+    let node = NodeProc::start("held-a").await;
+    let mut mq = Mq::shared("held").await;
+    let mut bridge = BridgeProc::start(&node, &mq.url, &mq.prefix).await;
+    let ws = mq.create_ws("", json!({"auto_approve": false})).await;
+    let held_key = mq.key("bridge:held-a:decisions");
+    let request = |mq: &Mq, ws: String| {
+        let mut c = mq.conn.clone();
+        let k = mq.key(&format!("stream:{ws}"));
+        async move {
+            let entries: redis::streams::StreamRangeReply = c.xrange_all(k).await.unwrap();
+            entries.ids.iter().find_map(|e| {
+                let v: Value = serde_json::from_str(&e.get::<String>("event")?).ok()?;
+                (v["type"] == "approval_request")
+                    .then(|| v["correlation_id"].as_str().unwrap().to_string())
+            })
+        }
+    };
+    mq.push(
+        "inbound",
+        &json!({"type": "send", "ws_id": ws, "message": "TOOL: echo held-once", "correlation_id": cid(1)}),
+    )
+    .await;
+    eventually("the approval request", Duration::from_secs(30), || {
+        let r = request(&mq, ws.clone());
+        async move { r.await.is_some() }
+    })
+    .await;
+    let rid = request(&mq, ws.clone()).await.unwrap();
+
+    // The bridge dies right after taking the reply: it is in the held hash, not on its list.
+    bridge.kill9();
+    let reply = json!({"type": "approve", "request_id": rid, "approved": true}).to_string();
+    let _: () = mq
+        .conn
+        .hset(&held_key, &rid, format!("{ws}\n{reply}"))
+        .await
+        .unwrap();
+    bridge.spawn();
+    let turn_done = |mq: &Mq| {
+        let mut mq = mq.clone();
+        let ws = ws.clone();
+        async move {
+            let events = mq.stream(&ws).await;
+            let results = events
+                .iter()
+                .filter(|e| {
+                    e["type"] == "tool_result"
+                        && e["output"]
+                            .as_str()
+                            .is_some_and(|o| o.contains("held-once"))
+                })
+                .count();
+            let done = events
+                .iter()
+                .any(|e| e["type"] == "turn_complete" && e["correlation_id"] == cid(1).as_str());
+            (results, done)
+        }
+    };
+    eventually(
+        "the held reply decided the round",
+        Duration::from_secs(30),
+        || {
+            let t = turn_done(&mq);
+            async move { t.await == (1, true) }
+        },
+    )
+    .await;
+    let left: usize = mq.conn.hlen(&held_key).await.unwrap();
+    assert_eq!(left, 0, "the relayed reply is cleared");
+
+    // Held again, as if the bridge died after the node took it: 409, cleared, nothing else.
+    bridge.kill9();
+    let _: () = mq
+        .conn
+        .hset(&held_key, &rid, format!("{ws}\n{reply}"))
+        .await
+        .unwrap();
+    bridge.spawn();
+    eventually("the repeat is cleared", Duration::from_secs(30), || {
+        let mut c = mq.conn.clone();
+        let k = held_key.clone();
+        async move { c.hlen::<_, usize>(k).await.unwrap() == 0 }
+    })
+    .await;
+    assert_eq!(turn_done(&mq).await, (1, true), "applied once");
+    assert!(mq.dead_letters().await.is_empty());
+    mq.cleanup().await;
+}

@@ -3,7 +3,10 @@
 //! (one at a time, and one time in four two at once),
 //! and sends flow through the shared queue. Every send must end in exactly one
 //! `turn_complete` on the bridges' Redis streams and in exactly one turn on the nodes'
-//! databases — 0 lost, 0 duplicated — and nothing may be dead-lettered.
+//! databases — 0 lost, 0 duplicated — and nothing may be dead-lettered. One send in four
+//! asks for approval of a tool call, which an approver reading the streams approves once:
+//! every approved call runs exactly once, unless its turn was interrupted by its node's
+//! death (then at most once, and the turn ends with an `error`).
 //!
 //! Short form here (`scripts/test` runs it): `TURNSTONE_CHAOS_SENDS` (default 400) sends over
 //! about a minute. The long form is the same test with more sends, e.g.
@@ -74,14 +77,25 @@ return 0
 ";
 
 async fn push_once(url: &str, prefix: &str, cid: &str, msg: &Value) {
+    push_once_to(
+        url,
+        &format!("{prefix}:test-pushed:{cid}"),
+        &format!("{prefix}:inbound"),
+        msg,
+    )
+    .await;
+}
+
+/// [`push_once`] onto any list, guarded by the marker key `marker`.
+async fn push_once_to(url: &str, marker: &str, list: &str, msg: &Value) {
     let script = redis::Script::new(PUSH_ONCE);
     loop {
         if let Ok(client) = redis::Client::open(url)
             && let Ok(mut c) = client.get_multiplexed_async_connection().await
         {
             let r: Result<i64, _> = script
-                .key(format!("{prefix}:test-pushed:{cid}"))
-                .key(format!("{prefix}:inbound"))
+                .key(marker)
+                .key(list)
                 .arg(msg.to_string())
                 .invoke_async(&mut c)
                 .await;
@@ -91,6 +105,67 @@ async fn push_once(url: &str, prefix: &str, cid: &str, msg: &Value) {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// The approver: reads the asking workstreams' streams (pub/sub would miss what was
+/// published while Redis was down) and approves every `approval_request` once, by its
+/// request id, with an idempotent push onto its response list. Runs until `stop`; returns
+/// the request ids it decided, with their workstream.
+async fn approve_everything(
+    url: String,
+    prefix: String,
+    workstreams: Vec<String>,
+    stop: Arc<AtomicBool>,
+) -> HashMap<String, String> {
+    let mut decided: HashMap<String, String> = HashMap::new();
+    let mut last: HashMap<String, String> = HashMap::new();
+    while !stop.load(Ordering::Acquire) {
+        let conn = match redis::Client::open(url.as_str()) {
+            Ok(c) => c.get_multiplexed_async_connection().await.ok(),
+            Err(_) => None,
+        };
+        let Some(mut conn) = conn else {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            continue;
+        };
+        for ws in &workstreams {
+            let from = last.get(ws).map_or("-".to_string(), |id| format!("({id}"));
+            let read: Result<redis::streams::StreamRangeReply, _> = redis::cmd("XRANGE")
+                .arg(format!("{prefix}:stream:{ws}"))
+                .arg(&from)
+                .arg("+")
+                .query_async(&mut conn)
+                .await;
+            let Ok(read) = read else { break };
+            for entry in &read.ids {
+                last.insert(ws.clone(), entry.id.clone());
+                let Some(raw) = entry.get::<String>("event") else {
+                    continue;
+                };
+                let Ok(event) = serde_json::from_str::<Value>(&raw) else {
+                    continue;
+                };
+                let Some(rid) = event["correlation_id"].as_str() else {
+                    continue;
+                };
+                if event["type"] != "approval_request" || decided.contains_key(rid) {
+                    continue;
+                }
+                let decision =
+                    json!({"type": "approve", "ws_id": ws, "request_id": rid, "approved": true});
+                push_once_to(
+                    &url,
+                    &format!("{prefix}:test-decided:{rid}"),
+                    &format!("{prefix}:resp:{rid}"),
+                    &decision,
+                )
+                .await;
+                decided.insert(rid.to_string(), ws.clone());
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    decided
 }
 
 fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
@@ -147,6 +222,14 @@ async fn chaos_seeded_kills_of_every_process_type_lose_and_duplicate_no_send() {
     for i in 0..8 {
         workstreams.push(mq.create_ws(NODES[i % NODES.len()], json!({})).await);
     }
+    // Three more whose tool calls ask for approval, one on each node.
+    let mut asking = Vec::new();
+    for node in NODES {
+        asking.push(mq.create_ws(node, json!({"auto_approve": false})).await);
+    }
+    // Each approved tool call appends its send's number here: one line per run.
+    let tool_runs = tempfile::tempdir().unwrap();
+    let ran_file = tool_runs.path().join("ran");
     let cluster = Arc::new(Mutex::new(Cluster {
         redis,
         nodes,
@@ -207,12 +290,26 @@ async fn chaos_seeded_kills_of_every_process_type_lose_and_duplicate_no_send() {
 
     // The producer: half the sends start a workstream, half go to one of eight running ones
     // (soft-owned by whichever node made them; re-homed when that node is down).
+    // One send in four goes to an asking workstream and runs a tool once approved.
     let url = cluster.lock().await.redis.url();
+    let approving = Arc::new(AtomicBool::new(false));
+    let approver = tokio::spawn(approve_everything(
+        url.clone(),
+        prefix.clone(),
+        asking.clone(),
+        approving.clone(),
+    ));
     let cid = |i: usize| format!("{:012x}", 0xc4a0_0000_0000u64 + i as u64);
     let mut ids = HashSet::new();
+    let mut tool_sends: HashMap<String, usize> = HashMap::new();
     for i in 0..sends {
         let id = cid(i);
-        let msg = if i % 2 == 0 {
+        let msg = if i % 4 == 3 {
+            let ws = &asking[rng.random_range(0..asking.len())];
+            tool_sends.insert(id.clone(), i);
+            let command = format!("echo chaos-{i} >> {}", ran_file.display());
+            json!({"type": "send", "ws_id": ws, "message": format!("TOOL: {command}"), "correlation_id": id})
+        } else if i % 2 == 0 {
             json!({"type": "send", "message": format!("chaos {i}"), "correlation_id": id})
         } else {
             let ws = &workstreams[rng.random_range(0..workstreams.len())];
@@ -242,6 +339,8 @@ async fn chaos_seeded_kills_of_every_process_type_lose_and_duplicate_no_send() {
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     };
+    approving.store(true, Ordering::Release);
+    let decided = approver.await.unwrap();
     let lost: Vec<&String> = ids.iter().filter(|c| !completed.contains_key(*c)).collect();
     let duplicated: Vec<(&String, &usize)> = completed
         .iter()
@@ -263,6 +362,71 @@ async fn chaos_seeded_kills_of_every_process_type_lose_and_duplicate_no_send() {
         .collect();
     let never_run: Vec<&String> = ids.iter().filter(|c| !turns.contains_key(*c)).collect();
     let dead = mq.dead_letters().await;
+    // Approvals: each approved tool call ran exactly once, or its turn was interrupted
+    // (its node died mid-turn: it ends with an `error`, is not run again, and its call ran
+    // at most once).
+    let ran = std::fs::read_to_string(&ran_file).unwrap_or_default();
+    let mut runs: HashMap<usize, usize> = HashMap::new();
+    for line in ran.lines() {
+        if let Some(n) = line.strip_prefix("chaos-").and_then(|n| n.parse().ok()) {
+            *runs.entry(n).or_default() += 1;
+        }
+    }
+    let events = mq.all_stream_events().await;
+    // Interrupted turns, from the nodes' databases: the stored outcome of the send is the
+    // `turn_complete` the node emitted at its restart, with `state: error`.
+    let mut ended_with_error: HashSet<String> = HashSet::new();
+    {
+        let c = cluster.lock().await;
+        for n in &c.nodes {
+            ended_with_error.extend(interrupted_turns(n).await);
+        }
+    }
+    let tool_run_twice: Vec<(&String, usize)> = tool_sends
+        .iter()
+        .map(|(c, i)| (c, runs.get(i).copied().unwrap_or(0)))
+        .filter(|(_, n)| *n > 1)
+        .collect();
+    let tool_never_run: Vec<&String> = tool_sends
+        .iter()
+        .filter(|(c, i)| !runs.contains_key(i) && !ended_with_error.contains(*c))
+        .map(|(c, _)| c)
+        .collect();
+    let interrupted = tool_sends
+        .keys()
+        .filter(|c| ended_with_error.contains(*c))
+        .count();
+    let mut approval_states: HashMap<String, usize> = HashMap::new();
+    let mut recorded: HashSet<String> = HashSet::new();
+    {
+        let c = cluster.lock().await;
+        for n in &c.nodes {
+            for (request_id, state) in approval_rows(n).await {
+                *approval_states.entry(state).or_default() += 1;
+                recorded.insert(request_id);
+            }
+        }
+    }
+    // The one dead letter a kill may cause: the reply to a request its node published and
+    // died before storing (the request is recorded asynchronously) — no node knows it, so
+    // the reply is refused as unknown and dead-lettered, visibly; its turn ended interrupted.
+    let (unstored_replies, dead): (Vec<Value>, Vec<Value>) = dead.into_iter().partition(|d| {
+        d["reason"]
+            .as_str()
+            .is_some_and(|r| r.ends_with("Unknown approval"))
+            && d["correlation_id"]
+                .as_str()
+                .is_some_and(|rid| decided.contains_key(rid) && !recorded.contains(rid))
+    });
+    eprintln!(
+        "chaos: approvals | tool sends {} | requests decided {} | tool runs {} | interrupted {interrupted} | run twice {} | never run {} | node records {approval_states:?} | replies to unstored requests {}",
+        tool_sends.len(),
+        decided.len(),
+        runs.values().sum::<usize>(),
+        tool_run_twice.len(),
+        tool_never_run.len(),
+        unstored_replies.len(),
+    );
     eprintln!(
         "chaos: seed {seed} | sends {sends} | kills {} ({double} double) | lost {} | duplicated {} | run twice {} | never run {} | dead letters {}",
         kills.values().sum::<usize>(),
@@ -309,6 +473,22 @@ async fn chaos_seeded_kills_of_every_process_type_lose_and_duplicate_no_send() {
             }
         }
     }
+    if !tool_never_run.is_empty() {
+        let c = cluster.lock().await;
+        for cid in &tool_never_run {
+            for n in &c.nodes {
+                for row in send_rows(n, cid).await {
+                    eprintln!("chaos: tool send {cid} on {}: {row}", n.node_id);
+                }
+            }
+            for (ws, e) in &events {
+                if e["correlation_id"] == cid.as_str() {
+                    let text: String = e.to_string().chars().take(160).collect();
+                    eprintln!("chaos: tool send {cid} stream {ws}: {text}");
+                }
+            }
+        }
+    }
     if !run_twice.is_empty() {
         let c = cluster.lock().await;
         for (cid, _) in &run_twice {
@@ -333,6 +513,25 @@ async fn chaos_seeded_kills_of_every_process_type_lose_and_duplicate_no_send() {
         "seed {seed}: no turn on any node: {never_run:?}"
     );
     assert!(dead.is_empty(), "seed {seed}: dead letters {dead:#?}");
+    assert!(
+        unstored_replies.len() <= interrupted,
+        "seed {seed}: {} replies to unstored requests, {interrupted} interrupted tool turns",
+        unstored_replies.len()
+    );
+    assert!(
+        tool_run_twice.is_empty(),
+        "seed {seed}: an approved tool call ran twice: {tool_run_twice:?}"
+    );
+    assert!(
+        tool_never_run.is_empty(),
+        "seed {seed}: an approved tool call never ran and its turn was not interrupted: {tool_never_run:?}"
+    );
+    assert!(
+        decided.len() >= tool_sends.len() - interrupted,
+        "seed {seed}: {} approval requests decided for {} tool sends ({interrupted} interrupted)",
+        decided.len(),
+        tool_sends.len()
+    );
     // The console came back too and sees the three nodes.
     let c = cluster.lock().await;
     let console = c.console.as_ref().unwrap();
@@ -380,6 +579,39 @@ async fn started_turns(node: &NodeProc) -> Vec<String> {
     rows.into_iter().map(|(c,)| c).collect()
 }
 
+/// Correlation ids whose turn `node` ended as interrupted (it died while the turn ran).
+async fn interrupted_turns(node: &NodeProc) -> Vec<String> {
+    let url = format!(
+        "sqlite://{}?mode=ro",
+        node.dir.path().join("node.db").display()
+    );
+    let mut conn = <sqlx::SqliteConnection as sqlx::Connection>::connect(&url)
+        .await
+        .unwrap();
+    let rows: Vec<(String,)> = sqlx::query_as(
+        "SELECT correlation_id FROM queued_sends WHERE outcome LIKE '%\"state\":\"error\"%'",
+    )
+    .fetch_all(&mut conn)
+    .await
+    .unwrap();
+    rows.into_iter().map(|(c,)| c).collect()
+}
+
+/// Every approval record on `node`: request id and state (`pending`, `approved`, …).
+async fn approval_rows(node: &NodeProc) -> Vec<(String, String)> {
+    let url = format!(
+        "sqlite://{}?mode=ro",
+        node.dir.path().join("node.db").display()
+    );
+    let mut conn = <sqlx::SqliteConnection as sqlx::Connection>::connect(&url)
+        .await
+        .unwrap();
+    sqlx::query_as("SELECT request_id, state FROM approvals")
+        .fetch_all(&mut conn)
+        .await
+        .unwrap()
+}
+
 /// The `queued_sends` rows of `cid` on `node` (diagnostics of a failing run).
 async fn send_rows(node: &NodeProc, cid: &str) -> Vec<String> {
     let url = format!(
@@ -389,16 +621,17 @@ async fn send_rows(node: &NodeProc, cid: &str) -> Vec<String> {
     let mut conn = <sqlx::SqliteConnection as sqlx::Connection>::connect(&url)
         .await
         .unwrap();
-    let rows: Vec<(String, String, String, String)> = sqlx::query_as(
-        "SELECT ws_id, state, created, updated FROM queued_sends WHERE correlation_id = ?",
+    let rows: Vec<(String, String, String, String, String)> = sqlx::query_as(
+        "SELECT ws_id, state, created, updated, outcome FROM queued_sends WHERE correlation_id = ?",
     )
     .bind(cid)
     .fetch_all(&mut conn)
     .await
     .unwrap();
     rows.into_iter()
-        .map(|(ws, state, created, updated)| {
-            format!("ws {ws} {state} created {created} updated {updated}")
+        .map(|(ws, state, created, updated, outcome)| {
+            let outcome: String = outcome.chars().take(160).collect();
+            format!("ws {ws} {state} created {created} updated {updated} outcome {outcome}")
         })
         .collect()
 }

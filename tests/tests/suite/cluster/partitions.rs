@@ -3,7 +3,7 @@
 //! loopback. Cutting one path while sends flow must lose nothing and run nothing twice: A's
 //! soft-pinned workstream re-homes to B, its hard-pinned one dead-letters with a reason, and
 //! once the path heals, A's bridge takes back no workstream that moved (two owners of one
-//! conversation) while the hard-pinned one works again on A.
+//! conversation) and A lets its stale copy go, while the hard-pinned one works again on A.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -49,6 +49,13 @@ async fn wait_turns(nodes: &[&NodeProc], cids: &[String], what: &str) {
         );
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
+}
+
+/// Whether `node` lists `ws_id` (live or hibernated).
+async fn lists(node: &NodeProc, ws_id: &str) -> bool {
+    node.get("/v1/api/workstreams").await["workstreams"]
+        .as_array()
+        .is_some_and(|l| l.iter().any(|w| w["id"] == ws_id))
 }
 
 async fn alive(mq: &Mq, node: &str) -> bool {
@@ -162,6 +169,15 @@ async fn partition(path: usize, tag: &str) {
         );
     }
     assert!(on_a.contains_key(&cid(3, 9)));
+    // A let its stale copy go: the soft workstream is listed once, on B.
+    eventually(
+        "A no longer lists the moved workstream",
+        Duration::from_secs(30),
+        || async { !lists(&a, &soft).await },
+    )
+    .await;
+    assert!(lists(&b, &soft).await, "B lists the workstream it owns");
+    assert!(lists(&a, &hard).await, "A still lists its hard-pinned one");
     // Exactly one dead letter: the hard-pinned send of the cut; nothing else is lost.
     let dead = mq.dead_letters().await;
     assert_eq!(dead.len(), 1, "{dead:?}");
