@@ -13,6 +13,12 @@
 //! * `GET /v1/api/admin/models` — every node's `_internal/model-status`:
 //!   `{"nodes": {node_id: {alias: info}}, "definitions": [...]}` (the stored definitions,
 //!   [`crate::cluster_settings`], which also pushes settings and models to the nodes).
+//! * `GET /v1/api/admin/memories?node_id=&type=&scope=&scope_id=&limit=` — every node's
+//!   (or one node's) `/v1/api/memories` with the filters passed on (checked by the node):
+//!   `{"memories": [row + node_id], "errors"}`; a memory seen on several nodes (a shared
+//!   database) is listed once, with every node in `nodes`. Permission `admin.memories`.
+//! * `DELETE /v1/api/admin/memories/{name}?node_id=&scope=&scope_id=` — relayed to that
+//!   node's `DELETE /v1/api/memories/{name}`; its status and body come back unchanged.
 //!
 //! Node requests use the proxy's client and credentials (§6.6: a fresh JWT with the
 //! caller's identity when the console has the secret), and all fan-outs share one
@@ -391,6 +397,153 @@ pub async fn models(
     ))
 }
 
+/// The query parameters the memory routes pass on to the node (each at most once).
+const MEMORY_FILTERS: [&str; 4] = ["type", "scope", "scope_id", "limit"];
+
+/// The node path of the memory list, or of the memory `name` (one percent-encoded
+/// segment), with the given memory filters of `query`; an unknown parameter is a 400
+/// naming it.
+fn memory_path(name: Option<&str>, query: &HashMap<String, String>) -> Result<String, ApiError> {
+    if let Some(key) = query
+        .keys()
+        .find(|k| *k != "node_id" && !MEMORY_FILTERS.contains(&k.as_str()))
+    {
+        return Err(ApiError::BadRequest(format!(
+            "unknown query parameter {key:?}"
+        )));
+    }
+    let mut url = reqwest::Url::parse("http://node/v1/api/memories")
+        .map_err(|e| ApiError::Internal(e.to_string()))?;
+    if let Some(name) = name
+        && let Ok(mut segments) = url.path_segments_mut()
+    {
+        segments.push(name);
+    }
+    {
+        let mut pairs = url.query_pairs_mut();
+        for key in MEMORY_FILTERS {
+            if let Some(v) = query.get(key).filter(|v| !v.is_empty()) {
+                pairs.append_pair(key, v);
+            }
+        }
+    }
+    Ok(match url.query().filter(|q| !q.is_empty()) {
+        Some(q) => format!("{}?{q}", url.path()),
+        None => url.path().to_string(),
+    })
+}
+
+/// The `node_id` query parameter: `None` when absent, 404 for a node the console does not
+/// know.
+fn known_node(
+    console: &Console,
+    query: &HashMap<String, String>,
+) -> Result<Option<Target>, ApiError> {
+    let Some(node_id) = query.get("node_id").filter(|s| !s.is_empty()) else {
+        return Ok(None);
+    };
+    valid_node_id(node_id)
+        .then(|| targets(console).into_iter().find(|t| &t.node_id == node_id))
+        .flatten()
+        .map(Some)
+        .ok_or_else(|| ApiError::NotFound(format!("Unknown node: {node_id}")))
+}
+
+/// `GET /v1/api/admin/memories`.
+#[tracing::instrument(skip_all)]
+pub async fn memories(
+    State(console): State<Arc<Console>>,
+    Query(query): Query<HashMap<String, String>>,
+    identity: Option<Extension<Identity>>,
+) -> Result<Json<Value>, ApiError> {
+    let path = memory_path(None, &query)?;
+    let only = known_node(&console, &query)?;
+    let results = fan_out(
+        &console,
+        identity.as_ref().map(|e| &e.0),
+        Method::GET,
+        &path,
+        console.collector.config.fan_out_timeout,
+        None,
+        only.as_ref().map(|t| t.node_id.as_str()),
+    )
+    .await?;
+    let (answers, errors) = split_answers(results, "memories", Value::is_array);
+    let mut merged: Vec<Value> = Vec::new();
+    for (node_id, rows) in answers {
+        let Value::Array(rows) = rows else { continue };
+        for mut row in rows {
+            let id = row.get("memory_id").cloned();
+            if let Some(seen) = merged
+                .iter_mut()
+                .find(|m| id.is_some() && m.get("memory_id") == id.as_ref())
+            {
+                if let Some(nodes) = seen.get_mut("nodes").and_then(Value::as_array_mut) {
+                    nodes.push(json!(node_id));
+                }
+                continue;
+            }
+            if let Some(obj) = row.as_object_mut() {
+                obj.insert("node_id".into(), json!(node_id));
+                obj.insert("nodes".into(), json!([node_id]));
+                merged.push(row);
+            }
+        }
+    }
+    Ok(Json(json!({"memories": merged, "errors": errors})))
+}
+
+/// `DELETE /v1/api/admin/memories/{name}`.
+#[tracing::instrument(skip_all)]
+pub async fn delete_memory(
+    State(console): State<Arc<Console>>,
+    Path(name): Path<String>,
+    Query(query): Query<HashMap<String, String>>,
+    identity: Option<Extension<Identity>>,
+    actor: turnstone_accounts::audit::Actor,
+) -> Result<Response, ApiError> {
+    if name.trim().is_empty() || name.chars().count() > 256 {
+        return Err(ApiError::BadRequest("Invalid memory name".into()));
+    }
+    let target = known_node(&console, &query)?
+        .ok_or_else(|| ApiError::BadRequest("node_id is required".into()))?;
+    let path = memory_path(Some(name.as_str()), &query)?;
+    let auth = auth_header(&console, identity.as_ref().map(|e| &e.0))?;
+    let (status, body) = call(
+        &console,
+        auth.as_deref(),
+        Method::DELETE,
+        &format!("{}{path}", target.base),
+        console.collector.config.proxy_timeout,
+        None,
+    )
+    .await
+    .map_err(|e| {
+        tracing::warn!(node_id = %target.node_id, error = %e, "memory delete: node unreachable");
+        ApiError::BadGateway("Node unreachable".into())
+    })?;
+    if status.is_success()
+        && let Some(store) = console.store.clone()
+    {
+        actor
+            .record(
+                &store,
+                "memory.delete",
+                "memory",
+                &name,
+                json!({"node_id": target.node_id, "scope": query.get("scope"), "scope_id": query.get("scope_id")}),
+            )
+            .await;
+    }
+    tracing::info!(node_id = %target.node_id, status = status.as_u16(), "memory delete relayed");
+    let body = if body.is_null() {
+        json!({"error": http_error(status, &body)})
+    } else {
+        body
+    };
+    Ok((status, Json(body)).into_response())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -406,6 +559,30 @@ mod tests {
         sort_watches(&mut w);
         let ids: Vec<&str> = w.iter().map(|v| v["watch_id"].as_str().unwrap()).collect();
         assert_eq!(ids, ["c", "b", "d", "a"]);
+    }
+
+    #[test]
+    fn memory_filters_are_passed_on_encoded_and_others_refused() {
+        let q = |pairs: &[(&str, &str)]| {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect::<HashMap<_, _>>()
+        };
+        assert_eq!(
+            memory_path(None, &q(&[("node_id", "n1")])).unwrap(),
+            "/v1/api/memories"
+        );
+        assert_eq!(
+            memory_path(None, &q(&[("scope", "a&b=c")])).unwrap(),
+            "/v1/api/memories?scope=a%26b%3Dc"
+        );
+        assert_eq!(
+            memory_path(Some("../x y"), &q(&[("scope", "global")])).unwrap(),
+            "/v1/api/memories/..%2Fx%20y?scope=global"
+        );
+        let err = memory_path(None, &q(&[("secret", "1")])).unwrap_err();
+        assert!(err.to_string().contains("\"secret\""), "{err}");
     }
 
     #[test]

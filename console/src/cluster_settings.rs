@@ -63,14 +63,14 @@ pub const MODEL_RELOAD_TIMEOUT: Duration = Duration::from_secs(10);
 const CONFIG_RELOAD: &str = "/v1/api/_internal/config-reload";
 const MODEL_RELOAD: &str = "/v1/api/_internal/model-reload";
 
-fn store(console: &Console) -> Result<Arc<dyn Store>, ApiError> {
+pub(crate) fn store(console: &Console) -> Result<Arc<dyn Store>, ApiError> {
     console
         .store
         .clone()
         .ok_or_else(|| ApiError::Unavailable("Storage not available".into()))
 }
 
-fn storage(e: turnstone_store::StoreError) -> ApiError {
+pub(crate) fn storage(e: turnstone_store::StoreError) -> ApiError {
     match e {
         turnstone_store::StoreError::InvalidInput(m) => ApiError::BadRequest(m),
         e => ApiError::Internal(format!("storage error: {e}")),
@@ -92,6 +92,15 @@ fn pushed_settings(rows: &[SettingRow]) -> Vec<PushedSetting> {
         .collect()
 }
 
+fn as_values<T: serde::Serialize>(
+    items: impl IntoIterator<Item = T>,
+) -> Result<Vec<Value>, ApiError> {
+    items
+        .into_iter()
+        .map(|i| serde_json::to_value(i).map_err(|e| ApiError::Internal(e.to_string())))
+        .collect()
+}
+
 /// The bodies that carry the console's whole state: `config-reload`'s and `model-reload`'s.
 async fn state_bodies(store: &Arc<dyn Store>) -> Result<(Value, Value), ApiError> {
     let rows = store.list_settings().await.map_err(storage)?;
@@ -99,15 +108,19 @@ async fn state_bodies(store: &Arc<dyn Store>) -> Result<(Value, Value), ApiError
     let settings = pushed_settings(&rows);
     let config = ConfigReloadBody {
         settings: Some(settings.clone()),
+        policies: Some(as_values(
+            turnstone_accounts::policies::list_stored(store).await?,
+        )?),
+        skills: Some(as_values(
+            turnstone_accounts::skills::list_all(store)
+                .await?
+                .into_iter()
+                .filter(|s| s.spec.origin != turnstone_accounts::skills::MCP_ORIGIN)
+                .map(|s| s.spec),
+        )?),
     };
     let models = ModelReloadBody {
-        definitions: Some(
-            definitions
-                .iter()
-                .map(serde_json::to_value)
-                .collect::<Result<_, _>>()
-                .map_err(|e| ApiError::Internal(e.to_string()))?,
-        ),
+        definitions: Some(as_values(definitions)?),
         settings: Some(settings),
     };
     let to_value =
@@ -169,6 +182,20 @@ async fn push(
     Ok(json!({"results": results, "errors": errors}))
 }
 
+/// Pushes the config state (settings, tool policies, skills) to every node after a change.
+pub(crate) async fn push_config(
+    console: &Console,
+    identity: Option<Extension<Identity>>,
+) -> Result<Value, ApiError> {
+    push(
+        console,
+        identity.as_ref().map(|e| &e.0),
+        Reload::Config,
+        None,
+    )
+    .await
+}
+
 /// Pushes settings and models to every node that joins (a node that was down, or every
 /// node when the console starts), so it catches up on what changed meanwhile.
 pub fn spawn_catch_up(
@@ -219,6 +246,8 @@ fn kind_view(kind: Kind) -> Value {
         Kind::SearchBackend => json!({"type": "search_backend"}),
         Kind::Aliases => json!({"type": "aliases"}),
         Kind::Alias => json!({"type": "alias"}),
+        Kind::Text { max } => json!({"type": "text", "max": max}),
+        Kind::Url => json!({"type": "url"}),
     }
 }
 

@@ -68,6 +68,7 @@ impl From<turnstone_accounts::AccountsError> for ApiError {
         use turnstone_accounts::AccountsError as A;
         match e {
             A::BadRequest(m) => Self::BadRequest(m),
+            A::Forbidden(m) => Self::Forbidden(m),
             A::NotFound(m) => Self::NotFound(m),
             A::Conflict(m) => Self::Conflict(m),
             A::TooLarge => Self::TooLarge(crate::BODY_LIMIT),

@@ -13,7 +13,10 @@
 //! * [`api`] — the `/v1/api/cluster/*` JSON API and workstream creation through Redis
 //!   (`pool`, `auto`, or a named node);
 //! * [`events`] — the cluster SSE stream (snapshot first, then incremental events);
-//! * [`admin`] — the admin fan-out: watches, MCP servers and models across every node;
+//! * [`admin`] — the admin fan-out: watches, MCP servers, models and memories across every
+//!   node;
+//! * [`policies`], [`skills`] — tool policies and skills in the console's store, pushed to
+//!   every node with the settings ([`cluster_settings`]);
 //! * [`proxy`] — `/node/{id}/…`, a streaming reverse proxy to each node's UI and API with a
 //!   per-request short-lived JWT;
 //! * [`trust`] — which heartbeats are trusted with credentials (signature, age, URL allow-list);
@@ -48,10 +51,12 @@ pub mod login;
 pub mod metrics;
 pub mod model;
 pub mod openapi;
+pub mod policies;
 pub mod proxy;
 pub mod routes;
 pub mod scheduler;
 pub mod schedules;
+pub mod skills;
 pub mod state;
 pub mod trust;
 pub mod ui;
@@ -136,6 +141,27 @@ pub fn router(console: Arc<Console>) -> Router {
             "/v1/api/admin/settings/{key}",
             axum::routing::put(cluster_settings::put_setting)
                 .delete(cluster_settings::delete_setting),
+        )
+        .route(
+            "/v1/api/admin/policies",
+            get(policies::list).post(policies::create),
+        )
+        .route(
+            "/v1/api/admin/policies/{policy_id}",
+            axum::routing::put(policies::update).delete(policies::delete),
+        )
+        .route(
+            "/v1/api/admin/skills",
+            get(skills::list).post(skills::create),
+        )
+        .route(
+            "/v1/api/admin/skills/{name}",
+            axum::routing::put(skills::update).delete(skills::delete),
+        )
+        .route("/v1/api/admin/memories", get(admin::memories))
+        .route(
+            "/v1/api/admin/memories/{name}",
+            axum::routing::delete(admin::delete_memory),
         )
         .nest("/v1", turnstone_accounts::admin_routes::<Console>())
         .route(

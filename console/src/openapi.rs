@@ -12,6 +12,7 @@ use axum::http::header;
 use axum::response::{Html, IntoResponse, Response};
 use serde_json::Value;
 use turnstone_accounts::login::{AuthStatusReply, LoginBody, LoginReply};
+use turnstone_accounts::policies::{PolicyBody, PolicyList};
 use turnstone_accounts::roles::{RoleBody, RoleList, RoleView};
 use turnstone_accounts::users::{
     NewTokenBody, NewUserBody, SetupReply, TokenList, TokenView, UpdateUserBody, UserList,
@@ -103,6 +104,33 @@ const AUDIT: [Param; 3] = [
     ),
 ];
 const DEFINITION_ID: [Param; 1] = [path("definition_id", "The model definition.")];
+const POLICY_ID: [Param; 1] = [path("policy_id", "The tool policy.")];
+const SKILL_NAME: [Param; 1] = [path("name", "The skill.")];
+const MEMORIES: [Param; 5] = [
+    query("node_id", false, "Only this node (default: every node)."),
+    query(
+        "type",
+        false,
+        "`user`, `project`, `feedback` or `reference`.",
+    ),
+    query("scope", false, "`global`, `workstream` or `user`."),
+    query("scope_id", false, "The workstream or user id of the scope."),
+    query(
+        "limit",
+        true,
+        "Most memories per node (1..200, default 100).",
+    ),
+];
+const MEMORY_DELETE: [Param; 4] = [
+    path("name", "The memory."),
+    query("node_id", false, "The node holding it (required)."),
+    query(
+        "scope",
+        false,
+        "`global` (default), `workstream` or `user`.",
+    ),
+    query("scope_id", false, "The workstream or user id of the scope."),
+];
 
 /// Every documented operation, in document order.
 pub const ROUTES: &[ApiRoute] = &[
@@ -207,6 +235,56 @@ pub const ROUTES: &[ApiRoute] = &[
         .params(&SETTING_DELETE)
         .json::<Value>()
         .errors(&[400, 404, 503]),
+    ApiRoute::get("/v1/api/admin/policies", "governance")
+        .summary("Stored tool policies in evaluation order")
+        .json::<PolicyList>()
+        .errors(&[503]),
+    ApiRoute::post("/v1/api/admin/policies", "governance")
+        .summary("Add a tool policy (`name`, `tool_pattern`, `action`): 201, pushed to every node")
+        .body::<PolicyBody>()
+        .json::<Value>()
+        .errors(&[201, 400, 503]),
+    ApiRoute::put("/v1/api/admin/policies/{policy_id}", "governance")
+        .summary("Change a tool policy; pushed to every node")
+        .params(&POLICY_ID)
+        .body::<PolicyBody>()
+        .json::<Value>()
+        .errors(&[400, 403, 404, 503]),
+    ApiRoute::delete("/v1/api/admin/policies/{policy_id}", "governance")
+        .summary("Delete a tool policy; pushed to every node")
+        .params(&POLICY_ID)
+        .json::<Value>()
+        .errors(&[403, 404, 503]),
+    ApiRoute::get("/v1/api/admin/skills", "governance")
+        .summary("Every stored skill, enabled or not")
+        .json::<Value>()
+        .errors(&[503]),
+    ApiRoute::post("/v1/api/admin/skills", "governance")
+        .summary("Add a skill (`name`, `content`, …): 201, pushed to every node")
+        .body::<Value>()
+        .json::<Value>()
+        .errors(&[201, 400, 409, 503]),
+    ApiRoute::put("/v1/api/admin/skills/{name}", "governance")
+        .summary("Change a skill's fields; pushed to every node")
+        .params(&SKILL_NAME)
+        .body::<Value>()
+        .json::<Value>()
+        .errors(&[400, 403, 404, 503]),
+    ApiRoute::delete("/v1/api/admin/skills/{name}", "governance")
+        .summary("Delete a skill; pushed to every node")
+        .params(&SKILL_NAME)
+        .json::<Value>()
+        .errors(&[403, 404, 503]),
+    ApiRoute::get("/v1/api/admin/memories", "fan-out")
+        .summary("Memories of every node (a shared one listed once, with its nodes)")
+        .params(&MEMORIES)
+        .json::<Value>()
+        .errors(&[400, 404]),
+    ApiRoute::delete("/v1/api/admin/memories/{name}", "fan-out")
+        .summary("Delete a memory on its node (relayed)")
+        .params(&MEMORY_DELETE)
+        .json::<Value>()
+        .errors(&[400, 404, 502]),
     ApiRoute::get("/v1/api/admin/users", "users")
         .summary("Stored users with their roles")
         .json::<UserList>()

@@ -37,6 +37,9 @@ const ADMIN_SCHEDULES: Needs = Needs::Permission(Scope::Approve, "admin.schedule
 const ADMIN_SETTINGS: Needs = Needs::Permission(Scope::Approve, "admin.settings");
 const ADMIN_MODELS: Needs = Needs::Permission(Scope::Approve, "admin.models");
 const ADMIN_AUDIT: Needs = Needs::Permission(Scope::Approve, "admin.audit");
+const ADMIN_POLICIES: Needs = Needs::Permission(Scope::Approve, "admin.policies");
+const ADMIN_SKILLS: Needs = Needs::Permission(Scope::Approve, "admin.skills");
+const ADMIN_MEMORIES: Needs = Needs::Permission(Scope::Approve, "admin.memories");
 
 /// The template of the console's reverse proxy to a node.
 pub const NODE_PROXY_ROUTE: &str = "/node/{node_id}/{*tail}";
@@ -81,6 +84,22 @@ pub const CONSOLE_ROUTES: &RouteTable<Needs> = &[
     ("PUT", "/v1/api/admin/settings/{key}", ADMIN_SETTINGS),
     ("DELETE", "/v1/api/admin/settings/{key}", ADMIN_SETTINGS),
     ("GET", "/v1/api/admin/audit", ADMIN_AUDIT),
+    // Tool policies and skills in the console's store, pushed to every node.
+    ("GET", "/v1/api/admin/policies", ADMIN_POLICIES),
+    ("POST", "/v1/api/admin/policies", ADMIN_POLICIES),
+    ("PUT", "/v1/api/admin/policies/{policy_id}", ADMIN_POLICIES),
+    (
+        "DELETE",
+        "/v1/api/admin/policies/{policy_id}",
+        ADMIN_POLICIES,
+    ),
+    ("GET", "/v1/api/admin/skills", ADMIN_SKILLS),
+    ("POST", "/v1/api/admin/skills", ADMIN_SKILLS),
+    ("PUT", "/v1/api/admin/skills/{name}", ADMIN_SKILLS),
+    ("DELETE", "/v1/api/admin/skills/{name}", ADMIN_SKILLS),
+    // Memories, read on every node.
+    ("GET", "/v1/api/admin/memories", ADMIN_MEMORIES),
+    ("DELETE", "/v1/api/admin/memories/{name}", ADMIN_MEMORIES),
     // Users, API tokens and roles in the console's store (`turnstone_accounts::ADMIN_ROUTES`).
     ("GET", "/v1/api/admin/users", ADMIN_USERS),
     ("POST", "/v1/api/admin/users", ADMIN_USERS),

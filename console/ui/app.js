@@ -536,10 +536,11 @@
       $("tab-" + t).tabIndex = selected ? 0 : -1;
       $("admin-" + t).hidden = !selected;
     }
-    ({ users: loadUsers, schedules: loadSchedules, settings: loadSettings, models: loadModels })[tab]();
+    ({ users: loadUsers, schedules: loadSchedules, settings: loadSettings, models: loadModels, tokens: loadTokens,
+      policies: loadPolicies, skills: loadSkills, memories: loadMemories })[tab]();
   }
 
-  const ADMIN_TABS = ["users", "schedules", "settings", "models"];
+  const ADMIN_TABS = ["users", "schedules", "settings", "models", "tokens", "policies", "skills", "memories"];
 
   // A node-by-node summary of a change's reload: "node-a ok, node-b: unreachable".
   function reloadSummary(reload) {
@@ -679,11 +680,18 @@
     $(target).textContent = err.status === 503 ? "The console has no storage." : err.message;
   }
 
+  // The roles a user may be given (the built-in names first); refreshed with the users.
+  let roleOptions = [["viewer", "viewer"], ["operator", "operator"], ["admin", "admin"]];
+
   async function loadUsers() {
     try {
-      const r = await api("/v1/api/admin/users");
+      const [r, roles] = await Promise.all([api("/v1/api/admin/users"), api("/v1/api/admin/roles").catch(() => null)]);
+      if (roles) {
+        roleOptions = (roles.roles || []).map((x) => [x.role_id, x.builtin ? x.name : x.display_name || x.name]);
+      }
       const rows = (r.users || []).map((u) => el("tr", { dataset: { username: u.username } },
-        el("td", {}, u.username), el("td", {}, u.display_name), el("td", {}, (u.roles || []).map((x) => x.replace(/^builtin-/, "")).join(", ")),
+        el("td", {}, u.username), el("td", {}, u.display_name),
+        el("td", {}, roleSelect(u)),
         el("td", { class: "muted" }, (u.created || "").slice(0, 16).replace("T", " ")),
         el("td", {}, el("button", { type: "button", class: "link-btn", "aria-label": "Delete user " + u.username,
           onclick: () => deleteUser(u) }, "Delete"))));
@@ -691,6 +699,23 @@
       $("users-empty").hidden = rows.length > 0;
       $("user-error").textContent = "";
     } catch (err) { adminError("user-error", err); }
+  }
+
+  // A select that assigns the user's (one) role; a change is saved at once.
+  function roleSelect(u) {
+    const current = (u.roles || [])[0] || "";
+    const options = roleOptions.map(([id, name]) => el("option", { value: id, selected: id === current || id === "builtin-" + current }, name));
+    if (current && !roleOptions.some(([id]) => id === current || id === "builtin-" + current)) {
+      options.push(el("option", { value: current, selected: true }, current));
+    }
+    return el("select", { "aria-label": "Role of " + u.username, class: "role-select",
+      onchange: (ev) => setRole(u, ev.target.value) }, options);
+  }
+
+  async function setRole(u, role) {
+    try { await api("/v1/api/admin/users/" + encodeURIComponent(u.user_id) + "/roles", { roles: [role] }, "PUT"); toast("Role of " + u.username + " changed", "ok"); }
+    catch (err) { toast(err.message, "error"); }
+    loadUsers();
   }
 
   async function deleteUser(u) {
@@ -785,6 +810,161 @@
     finally { $("schedule-submit").disabled = false; }
   }
 
+  async function loadTokens() {
+    try {
+      const [r, users] = await Promise.all([api("/v1/api/admin/tokens"), api("/v1/api/admin/users")]);
+      const names = new Map((users.users || []).map((u) => [u.user_id, u.username]));
+      const keep = $("token-user").value;
+      $("token-user").replaceChildren(...(users.users || []).map((u) => el("option", { value: u.user_id }, u.username)));
+      if (keep) $("token-user").value = keep;
+      const rows = (r.tokens || []).map((t) => el("tr", { dataset: { name: t.name } },
+        el("td", {}, t.name), el("td", {}, names.get(t.user_id) || t.user_id),
+        el("td", {}, el("code", {}, t.token_prefix)), el("td", {}, t.scopes),
+        el("td", { class: "muted" }, t.expires ? fmtTime(t.expires) : "never"),
+        el("td", {}, el("button", { type: "button", class: "link-btn", "aria-label": "Revoke token " + t.name,
+          onclick: () => revokeToken(t) }, "Revoke"))));
+      $("tokens-body").replaceChildren(...rows);
+      $("tokens-empty").hidden = rows.length > 0;
+      $("token-error").textContent = "";
+    } catch (err) { adminError("token-error", err); }
+  }
+
+  async function revokeToken(t) {
+    if (!confirm("Revoke token " + t.name + "?")) return;
+    try { await api("/v1/api/admin/tokens/" + encodeURIComponent(t.token_id), undefined, "DELETE"); toast("Token " + t.name + " revoked", "ok"); }
+    catch (err) { toast(err.message, "error"); }
+    loadTokens();
+  }
+
+  async function submitToken(e) {
+    e.preventDefault();
+    $("token-submit").disabled = true;
+    const body = { user_id: $("token-user").value, name: $("token-name").value.trim(), scopes: $("token-scopes").value };
+    if ($("token-days").value) body.expires_days = Number($("token-days").value);
+    try {
+      const r = await api("/v1/api/admin/tokens", body);
+      $("token-form").reset();
+      // The raw token, once: shown for copying, never stored by the page.
+      $("token-secret-value").value = r.token || "";
+      $("token-secret").hidden = false;
+      $("token-secret-value").focus();
+      $("token-secret-value").select();
+      loadTokens();
+    } catch (err) { adminError("token-error", err); }
+    finally { $("token-submit").disabled = false; }
+  }
+
+  async function loadPolicies() {
+    try {
+      const r = await api("/v1/api/admin/policies");
+      const rows = (r.policies || []).map((p) => el("tr", { dataset: { name: p.name } },
+        el("td", {}, p.name), el("td", {}, el("code", {}, p.tool_pattern)),
+        el("td", {}, el("select", { "aria-label": "Action of " + p.name, onchange: (ev) => updatePolicy(p, { action: ev.target.value }) },
+          ["deny", "ask", "allow"].map((a) => el("option", { value: a, selected: a === p.action }, a)))),
+        el("td", {}, String(p.priority)),
+        el("td", {}, el("input", { type: "checkbox", checked: p.enabled, "aria-label": "Enabled: " + p.name,
+          onchange: (ev) => updatePolicy(p, { enabled: ev.target.checked }) })),
+        el("td", {}, el("button", { type: "button", class: "link-btn", "aria-label": "Delete policy " + p.name,
+          onclick: () => deletePolicy(p) }, "Delete"))));
+      $("policies-body").replaceChildren(...rows);
+      $("policies-empty").hidden = rows.length > 0;
+      $("policy-error").textContent = "";
+    } catch (err) { adminError("policy-error", err); }
+  }
+
+  async function updatePolicy(p, change) {
+    try { const r = await api("/v1/api/admin/policies/" + encodeURIComponent(p.policy_id), change, "PUT"); toast(p.name + " updated. " + reloadSummary(r.reload), "ok"); }
+    catch (err) { toast(err.message, "error"); }
+    loadPolicies();
+  }
+
+  async function deletePolicy(p) {
+    if (!confirm("Delete policy " + p.name + "?")) return;
+    try { const r = await api("/v1/api/admin/policies/" + encodeURIComponent(p.policy_id), undefined, "DELETE"); toast("Policy " + p.name + " deleted. " + reloadSummary(r.reload), "ok"); }
+    catch (err) { toast(err.message, "error"); }
+    loadPolicies();
+  }
+
+  async function submitPolicy(e) {
+    e.preventDefault();
+    $("policy-submit").disabled = true;
+    const body = { name: $("policy-name").value.trim(), tool_pattern: $("policy-pattern").value.trim(),
+      action: $("policy-action").value, priority: Number($("policy-priority").value) || 0 };
+    try {
+      const r = await api("/v1/api/admin/policies", body);
+      $("policy-form").reset();
+      toast("Policy " + body.name + " added. " + reloadSummary(r.reload), "ok");
+      loadPolicies();
+    } catch (err) { adminError("policy-error", err); }
+    finally { $("policy-submit").disabled = false; }
+  }
+
+  async function loadSkills() {
+    try {
+      const r = await api("/v1/api/admin/skills");
+      const rows = (r.skills || []).map((k) => el("tr", { dataset: { name: k.name } },
+        el("td", {}, k.name), el("td", { class: "muted" }, k.description || ""), el("td", {}, k.origin),
+        el("td", {}, el("input", { type: "checkbox", checked: k.enabled, disabled: k.readonly, "aria-label": "Enabled: " + k.name,
+          onchange: (ev) => updateSkill(k, { enabled: ev.target.checked }) })),
+        el("td", {}, k.readonly ? el("span", { class: "muted" }, "read-only") : el("button", { type: "button", class: "link-btn",
+          "aria-label": "Delete skill " + k.name, onclick: () => deleteSkill(k) }, "Delete"))));
+      $("skills-body").replaceChildren(...rows);
+      $("skills-empty").hidden = rows.length > 0;
+      $("skill-error").textContent = "";
+    } catch (err) { adminError("skill-error", err); }
+  }
+
+  async function updateSkill(k, change) {
+    try { const r = await api("/v1/api/admin/skills/" + encodeURIComponent(k.name), change, "PUT"); toast(k.name + " updated. " + reloadSummary(r.reload), "ok"); }
+    catch (err) { toast(err.message, "error"); }
+    loadSkills();
+  }
+
+  async function deleteSkill(k) {
+    if (!confirm("Delete skill " + k.name + "?")) return;
+    try { const r = await api("/v1/api/admin/skills/" + encodeURIComponent(k.name), undefined, "DELETE"); toast("Skill " + k.name + " deleted. " + reloadSummary(r.reload), "ok"); }
+    catch (err) { toast(err.message, "error"); }
+    loadSkills();
+  }
+
+  async function submitSkill(e) {
+    e.preventDefault();
+    $("skill-submit").disabled = true;
+    const body = { name: $("skill-name").value.trim(), description: $("skill-description").value.trim(), content: $("skill-content").value };
+    try {
+      const r = await api("/v1/api/admin/skills", body);
+      $("skill-form").reset();
+      toast("Skill " + body.name + " added. " + reloadSummary(r.reload), "ok");
+      loadSkills();
+    } catch (err) { adminError("skill-error", err); }
+    finally { $("skill-submit").disabled = false; }
+  }
+
+  async function loadMemories() {
+    try {
+      const r = await api("/v1/api/admin/memories");
+      const rows = (r.memories || []).map((m) => el("tr", { dataset: { name: m.name } },
+        el("td", {}, m.name), el("td", {}, m.type), el("td", {}, m.scope + (m.scope_id ? ":" + m.scope_id : "")),
+        el("td", { class: "muted" }, (m.content || "").slice(0, 120)),
+        el("td", {}, (m.nodes || [m.node_id]).join(", ")),
+        el("td", {}, el("button", { type: "button", class: "link-btn", "aria-label": "Delete memory " + m.name,
+          onclick: () => deleteMemory(m) }, "Delete"))));
+      $("memories-body").replaceChildren(...rows);
+      $("memories-empty").hidden = rows.length > 0;
+      const errors = Object.entries(r.errors || {}).map(([id, e]) => id + ": " + e);
+      $("memory-error").textContent = errors.length ? "Not read from " + errors.join("; ") : "";
+    } catch (err) { adminError("memory-error", err); }
+  }
+
+  async function deleteMemory(m) {
+    if (!confirm("Delete memory " + m.name + "?")) return;
+    const q = new URLSearchParams({ node_id: m.node_id, scope: m.scope });
+    if (m.scope_id) q.set("scope_id", m.scope_id);
+    try { await api("/v1/api/admin/memories/" + encodeURIComponent(m.name) + "?" + q, undefined, "DELETE"); toast("Memory " + m.name + " deleted", "ok"); }
+    catch (err) { toast(err.message, "error"); }
+    loadMemories();
+  }
+
   function bindAdmin() {
     $("admin-btn").addEventListener("click", () => toggleAdmin());
     ADMIN_TABS.forEach((t, i) => {
@@ -800,6 +980,9 @@
     $("user-form").addEventListener("submit", submitUser);
     $("model-form").addEventListener("submit", submitModel);
     $("schedule-form").addEventListener("submit", submitSchedule);
+    $("token-form").addEventListener("submit", submitToken);
+    $("policy-form").addEventListener("submit", submitPolicy);
+    $("skill-form").addEventListener("submit", submitSkill);
     $("schedule-type").addEventListener("change", scheduleKind);
   }
 

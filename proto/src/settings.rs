@@ -45,6 +45,13 @@ pub enum Kind {
     Aliases,
     /// A model alias, or `""` for the node's own default.
     Alias,
+    /// Text of at most `max` characters, no control characters (never echoed in errors:
+    /// a secret may be one).
+    Text {
+        max: usize,
+    },
+    /// `""` or an `http://` / `https://` URL.
+    Url,
 }
 
 /// One accepted key.
@@ -70,6 +77,18 @@ const fn live(key: &'static str, kind: Kind, description: &'static str) -> Setti
 
 /// The keys the console accepts, sorted.
 pub const CLUSTER_SETTINGS: &[SettingSpec] = &[
+    SettingSpec {
+        key: "judge.api_key",
+        kind: Kind::Text { max: 4096 },
+        applies: Applies::Live,
+        secret: true,
+        description: "the key of the judge's own endpoint (stored, never returned or logged)",
+    },
+    live(
+        "judge.base_url",
+        Kind::Url,
+        "the LLM judge's own endpoint (\"\": the workstream's client)",
+    ),
     live(
         "judge.confidence_threshold",
         Kind::Float { min: 0.0, max: 1.0 },
@@ -81,14 +100,32 @@ pub const CLUSTER_SETTINGS: &[SettingSpec] = &[
         "heuristic verdicts and the LLM judge on gated tool calls",
     ),
     live(
+        "judge.model",
+        Kind::Text { max: 256 },
+        "the LLM judge's model (\"\": the workstream's model)",
+    ),
+    live(
         "judge.output_guard",
         Kind::Bool,
         "scan every tool result; flagged ones emit output_warning",
     ),
     live(
+        "judge.provider",
+        Kind::Choice(&["", "openai", "anthropic"]),
+        "the LLM judge's provider (\"\": the workstream's client)",
+    ),
+    live(
         "judge.redact_secrets",
         Kind::Bool,
         "replace detected secrets in tool output (needs judge.output_guard)",
+    ),
+    live(
+        "judge.timeout",
+        Kind::Float {
+            min: 0.1,
+            max: 86_400.0,
+        },
+        "seconds the LLM judge may take per call; slower gives no verdict",
     ),
     SettingSpec {
         key: "model.default",
@@ -251,6 +288,33 @@ pub fn validate(key: &str, value: &Value) -> Result<Value, SettingError> {
                 Err(bad("expected a model alias (letters, digits, . _ -)".into()))
             }
         }
+        Kind::Text { max } => {
+            let s = value
+                .as_str()
+                .ok_or_else(|| bad("expected a string".into()))?
+                .trim();
+            if s.chars().count() > max || s.chars().any(char::is_control) {
+                return Err(bad(format!(
+                    "expected at most {max} characters, no control characters"
+                )));
+            }
+            Ok(Value::String(s.to_string()))
+        }
+        Kind::Url => {
+            let s = value
+                .as_str()
+                .ok_or_else(|| bad("expected a string".into()))?
+                .trim();
+            let ok = s.is_empty()
+                || ((s.starts_with("http://") || s.starts_with("https://"))
+                    && s.len() <= 2048
+                    && !s.chars().any(|c| c.is_control() || c.is_whitespace()));
+            if ok {
+                Ok(Value::String(s.to_string()))
+            } else {
+                Err(bad("expected \"\" or an http:// or https:// URL".into()))
+            }
+        }
         Kind::Aliases => {
             let items = value
                 .as_array()
@@ -270,12 +334,19 @@ pub fn validate(key: &str, value: &Value) -> Result<Value, SettingError> {
 /// The body of `POST /v1/api/_internal/config-reload` (ours; the original's is empty). With
 /// `settings`, the node first makes its stored settings exactly these (global rows and its
 /// own): how a node on its own SQLite gets the console's values. Without, it re-reads its
-/// store (a node sharing the console's PostgreSQL).
+/// store (a node sharing the console's PostgreSQL). `policies` (the admin API's policy
+/// rows) and `skills` (manual skills, every column) are made the node's stored tool
+/// policies and manual skills the same way; its config-file policies and MCP-synced skills
+/// stay.
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ConfigReloadBody {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub settings: Option<Vec<PushedSetting>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policies: Option<Vec<Value>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skills: Option<Vec<Value>>,
 }
 
 /// One `system_settings` row as the console pushes it.
@@ -371,6 +442,10 @@ mod tests {
         );
         for (key, value, says) in [
             ("judge.enabled", json!("yes"), "true or false"),
+            ("judge.base_url", json!("ftp://x"), "http://"),
+            ("judge.provider", json!("gemini"), "openai, anthropic"),
+            ("judge.timeout", json!(0), "between 0.1 and 86400"),
+            ("judge.model", json!("a\nb"), "control characters"),
             ("server.approval_timeout", json!(0), "between 1 and 604800"),
             ("server.approval_timeout", json!(1.5), "an integer"),
             ("session.auto_compact_pct", json!(1.5), "between 0 and 1"),
@@ -389,6 +464,15 @@ mod tests {
                 "{key} {value}: {err}"
             );
         }
+        assert_eq!(
+            validate("judge.provider", &json!(" Anthropic ")),
+            Ok(json!("anthropic"))
+        );
+        let long_secret = "sk-".repeat(2000);
+        let err = validate("judge.api_key", &json!(long_secret))
+            .unwrap_err()
+            .to_string();
+        assert!(!err.contains("sk-sk-"), "a secret is never echoed: {err}");
         assert_eq!(
             validate("tools.nope", &json!(1)).unwrap_err().to_string(),
             "Unknown setting: tools.nope"

@@ -2,7 +2,10 @@
 // as the new user by password, whose viewer role is refused the admin routes), scheduled
 // tasks (create a cron task, see its next run, disable it, delete it), cluster settings
 // (save, refuse an out-of-range value, reset) and model aliases (add with a key that is never
-// shown again, refuse a duplicate, delete), with the keyboard on the tabs. Run by console/tests/suite/browser.rs with a console that has storage; it passes
+// shown again, refuse a duplicate, delete), roles (assign one to a user), API tokens (the
+// secret shown once, revoke), tool policies (add, refuse an empty pattern, change the
+// action), skills (add, refuse a duplicate, disable, delete) and memories (read from a node,
+// delete there), with the keyboard on the tabs. Run by console/tests/suite/browser.rs with a console that has storage; it passes
 // CONSOLE_URL, TURNSTONE_TOKEN, TURNSTONE_CHROMIUM, TURNSTONE_ARTIFACTS, TURNSTONE_PROFILE.
 // Prints "admin browser test: all steps passed" and exits 0; on failure saves
 // admin-failure.png and exits 1.
@@ -65,8 +68,8 @@ try {
     await page.locator("#user-role").selectOption("viewer");
     await page.locator("#user-submit").click();
     await page.locator('#users-body tr[data-username="ui-user"]').waitFor();
-    const roles = await page.locator('#users-body tr[data-username="ui-user"] td').nth(2).textContent();
-    assert(roles === "viewer", "the role is shown: " + roles);
+    const role = await page.getByLabel("Role of ui-user").inputValue();
+    assert(role === "builtin-viewer", "the role is shown: " + role);
     // A bad user: the server's message is shown.
     await page.getByLabel("Username").fill("ui-user");
     await page.getByLabel("Display name").fill("Again");
@@ -81,7 +84,7 @@ try {
     await page.keyboard.press("ArrowRight");
     await page.locator("#admin-schedules").waitFor({ state: "visible" });
     assert((await page.locator("#tab-schedules").getAttribute("aria-selected")) === "true", "tab selected");
-    await page.getByLabel("Name", { exact: true }).fill("ui-nightly");
+    await page.locator("#schedule-name").fill("ui-nightly");
     await page.locator("#schedule-cron").fill("0 3 * * *");
     await page.locator("#schedule-target").selectOption("pool");
     await page.locator("#schedule-message").fill("write the nightly report");
@@ -92,7 +95,7 @@ try {
     assert(next && next !== "—", "a next run is shown: " + next);
     assert((await row.locator(".last-result").textContent()) === "never run", "no run yet");
     // A bad expression: the server's message.
-    await page.getByLabel("Name", { exact: true }).fill("broken");
+    await page.locator("#schedule-name").fill("broken");
     await page.locator("#schedule-cron").fill("61 * * * *");
     await page.locator("#schedule-message").fill("x");
     await page.locator("#schedule-submit").click();
@@ -160,6 +163,95 @@ try {
     await page.locator("#new-ws-overlay").waitFor({ state: "hidden" });
     await row.getByRole("button", { name: "Delete model ui-fast" }).click();
     await row.waitFor({ state: "detached" });
+  });
+
+  await step("the users tab assigns a role", async () => {
+    await page.locator("#tab-users").click();
+    await page.locator("#admin-users").waitFor({ state: "visible" });
+    await page.getByLabel("Role of ui-user").selectOption("builtin-operator");
+    await page.waitForFunction(() => {
+      const s = document.querySelector('#users-body tr[data-username="ui-user"] select');
+      return s && s.value === "builtin-operator" && document.body.textContent.includes("Role of ui-user changed");
+    });
+  });
+
+  await step("the tokens tab shows a new token's secret once, then revokes it", async () => {
+    await page.locator("#tab-tokens").click();
+    await page.locator("#admin-tokens").waitFor({ state: "visible" });
+    await page.locator("#tokens-empty").waitFor({ state: "visible" });
+    await page.locator('#token-user option', { hasText: "ui-user" }).waitFor({ state: "attached" });
+    await page.getByLabel("User", { exact: true }).selectOption({ label: "ui-user" });
+    await page.locator("#token-name").fill("ui-ci");
+    await page.locator("#token-scopes").selectOption("read,write");
+    await page.locator("#token-submit").click();
+    await page.locator("#token-secret").waitFor({ state: "visible" });
+    const secret = await page.locator("#token-secret-value").inputValue();
+    assert(secret.startsWith("ts_"), "the new token is shown: " + secret.slice(0, 3));
+    const row = page.locator('#tokens-body tr[data-name="ui-ci"]');
+    await row.waitFor();
+    assert(!(await row.textContent()).includes(secret), "the list shows only the prefix");
+    await shot("admin-tokens");
+    await row.getByRole("button", { name: "Revoke token ui-ci" }).click();
+    await row.waitFor({ state: "detached" });
+  });
+
+  await step("the policies tab adds a deny, refuses an empty pattern and changes the action", async () => {
+    await page.locator("#tab-tokens").focus();
+    await page.keyboard.press("ArrowRight");
+    await page.locator("#admin-policies").waitFor({ state: "visible" });
+    assert((await page.locator("#tab-policies").getAttribute("aria-selected")) === "true", "tab selected");
+    await page.locator("#policies-empty").waitFor({ state: "visible" });
+    await page.locator("#policy-name").fill("ui-no-bash");
+    await page.getByLabel("Tool pattern").fill("bash");
+    await page.locator("#policy-action").selectOption("deny");
+    await page.locator("#policy-priority").fill("5");
+    await page.locator("#policy-submit").click();
+    const row = page.locator('#policies-body tr[data-name="ui-no-bash"]');
+    await row.waitFor();
+    assert((await page.getByLabel("Action of ui-no-bash").inputValue()) === "deny", "stored as deny");
+    await page.locator("#policy-name").fill("blank");
+    await page.getByLabel("Tool pattern").fill("   ");
+    await page.locator("#policy-submit").click();
+    await page.waitForFunction(() => document.getElementById("policy-error").textContent.includes("tool_pattern must not be empty"));
+    await page.getByLabel("Action of ui-no-bash").selectOption("ask");
+    await page.waitForFunction(() => document.body.textContent.includes("ui-no-bash updated"));
+    assert((await page.getByLabel("Action of ui-no-bash").inputValue()) === "ask", "changed to ask");
+    await shot("admin-policies");
+  });
+
+  await step("the skills tab adds a skill, refuses a duplicate, disables and deletes it", async () => {
+    await page.locator("#tab-skills").click();
+    await page.locator("#admin-skills").waitFor({ state: "visible" });
+    await page.locator("#skill-name").fill("ui-skill");
+    await page.getByLabel("Description").fill("made in the browser");
+    await page.locator("#skill-content").fill("Answer in one line.");
+    await page.locator("#skill-submit").click();
+    const row = page.locator('#skills-body tr[data-name="ui-skill"]');
+    await row.waitFor();
+    await page.locator("#skill-name").fill("ui-skill");
+    await page.locator("#skill-content").fill("again");
+    await page.locator("#skill-submit").click();
+    await page.waitForFunction(() => document.getElementById("skill-error").textContent.includes("already exists"));
+    await page.getByLabel("Enabled: ui-skill").uncheck();
+    await page.waitForFunction(() => {
+      const c = document.querySelector('#skills-body tr[data-name="ui-skill"] input[type=checkbox]');
+      return c && !c.checked;
+    });
+    await shot("admin-skills");
+    await row.getByRole("button", { name: "Delete skill ui-skill" }).click();
+    await row.waitFor({ state: "detached" });
+  });
+
+  await step("the memories tab lists a node's memory and deletes it there", async () => {
+    await page.locator("#tab-memories").click();
+    await page.locator("#admin-memories").waitFor({ state: "visible" });
+    const row = page.locator('#memories-body tr[data-name="ui-memo"]');
+    await row.waitFor();
+    assert((await row.locator("td").nth(4).textContent()) === "node-m", "the node is shown");
+    await shot("admin-memories");
+    await row.getByRole("button", { name: "Delete memory ui-memo" }).click();
+    await row.waitFor({ state: "detached" });
+    await page.locator("#memories-empty").waitFor({ state: "visible" });
   });
 
   await step("the new user signs in by password and is refused the admin routes", async () => {

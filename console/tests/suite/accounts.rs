@@ -49,12 +49,6 @@ async fn login(c: &TestConsole, username: &str) -> String {
     body["jwt"].as_str().unwrap().to_string()
 }
 
-fn assert_error(got: (u16, Value), status: u16, needle: &str) {
-    assert_eq!(got.0, status, "{}", got.1);
-    let message = got.1["error"].as_str().unwrap_or_default();
-    assert!(message.contains(needle), "{message:?} lacks {needle:?}");
-}
-
 async fn users(db: Db) {
     let c = console(&db).await;
     let (_, status) = c.get_as("/v1/api/auth/status", None).await;

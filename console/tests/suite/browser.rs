@@ -121,7 +121,15 @@ pub async fn run_script(
 async fn the_admin_area_manages_users_and_schedules_in_chromium() {
     let db = super::db::sqlite().await;
     let p = prefix();
+    // A node with one memory, for the memories tab.
+    let node = super::fake_node::FakeNode::start("node-m", CONSOLE_VERSION).await;
+    *node.state.memories.lock().unwrap() = vec![serde_json::json!({
+        "memory_id": "m-1", "name": "ui-memo", "description": "", "type": "project",
+        "scope": "global", "scope_id": "", "content": "remember the browser",
+    })];
+    heartbeat(&p, "node-m", &node.url, 10).await;
     let console = TestConsole::start_with_store(&p, db.store.clone()).await;
+    console.wait_for_nodes(&["node-m"]).await;
     let artifacts = artifacts_dir("console-admin");
     run_browser(
         "admin.test.mjs",
@@ -138,6 +146,10 @@ async fn the_admin_area_manages_users_and_schedules_in_chromium() {
         "admin-settings.png",
         "admin-models.png",
         "new-ws-pickers.png",
+        "admin-tokens.png",
+        "admin-policies.png",
+        "admin-skills.png",
+        "admin-memories.png",
         "admin-viewer.png",
     ] {
         assert!(artifacts.join(shot).exists(), "screenshot {shot}");
@@ -159,6 +171,22 @@ async fn the_admin_area_manages_users_and_schedules_in_chromium() {
         .collect();
     assert_eq!(stored, [("tools.search", "\"off\"")]);
     assert_eq!(db.store.list_model_definitions().await.unwrap(), []);
+    // The role assigned, the token revoked, the policy changed, the skill and memory gone.
+    assert_eq!(
+        users["users"][0]["roles"],
+        serde_json::json!(["builtin-operator"])
+    );
+    assert!(db.store.list_api_tokens(None).await.unwrap().is_empty());
+    let policies = db.store.list_tool_policies(None).await.unwrap();
+    assert_eq!(
+        policies
+            .iter()
+            .map(|p| (p.name.as_str(), p.action.as_str(), p.priority))
+            .collect::<Vec<_>>(),
+        [("ui-no-bash", "ask", 5)]
+    );
+    assert!(db.store.list_skills(false).await.unwrap().is_empty());
+    assert!(node.state.memories.lock().unwrap().is_empty());
 }
 
 #[tokio::test]

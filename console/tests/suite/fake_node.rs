@@ -36,6 +36,10 @@ pub struct FakeState {
     pub mcp_status: Mutex<Value>,
     /// `{alias: info}` of `_internal/model-status`.
     pub models: Mutex<Value>,
+    /// Rows of `GET /v1/api/memories`; a delete removes one by name (else 404).
+    pub memories: Mutex<Vec<Value>>,
+    /// The bodies of every `_internal/config-reload`.
+    pub config_reloads: Mutex<Vec<Value>>,
 }
 
 pub struct FakeNode {
@@ -203,6 +207,33 @@ async fn model_status(State(s): State<Arc<FakeState>>) -> axum::Json<Value> {
     axum::Json(json!({"models": *s.models.lock().unwrap()}))
 }
 
+async fn memories(State(s): State<Arc<FakeState>>) -> axum::Json<Value> {
+    axum::Json(json!({"memories": *s.memories.lock().unwrap()}))
+}
+
+async fn delete_memory(
+    State(s): State<Arc<FakeState>>,
+    axum::extract::Path(name): axum::extract::Path<String>,
+) -> Response {
+    let mut rows = s.memories.lock().unwrap();
+    let before = rows.len();
+    rows.retain(|m| m["name"] != name.as_str());
+    if rows.len() == before {
+        return (
+            StatusCode::NOT_FOUND,
+            axum::Json(json!({"error": format!("Memory not found: {name}")})),
+        )
+            .into_response();
+    }
+    axum::Json(json!({"status": "ok", "name": name})).into_response()
+}
+
+async fn config_reload(State(s): State<Arc<FakeState>>, body: Bytes) -> axum::Json<Value> {
+    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    s.config_reloads.lock().unwrap().push(body);
+    axum::Json(json!({"status": "ok", "applied": {}, "refused": {}, "restart_required": []}))
+}
+
 impl FakeNode {
     pub async fn start(node_id: &str, version: &str) -> Self {
         let state = Arc::new(FakeState {
@@ -221,6 +252,8 @@ impl FakeNode {
             watches: Mutex::new(Vec::new()),
             mcp_status: Mutex::new(json!({})),
             models: Mutex::new(json!({})),
+            memories: Mutex::new(Vec::new()),
+            config_reloads: Mutex::new(Vec::new()),
         });
         let app = Router::new()
             .route("/health", get(health))
@@ -233,6 +266,12 @@ impl FakeNode {
             .route("/v1/api/_internal/mcp-status", get(mcp_status))
             .route("/v1/api/_internal/mcp-reload", post(mcp_reload))
             .route("/v1/api/_internal/model-status", get(model_status))
+            .route("/v1/api/_internal/config-reload", post(config_reload))
+            .route("/v1/api/memories", get(memories))
+            .route(
+                "/v1/api/memories/{name}",
+                axum::routing::delete(delete_memory),
+            )
             .route(
                 "/static/style.css",
                 get(|| async { ([("content-type", "text/css")], "p{color:red}") }),

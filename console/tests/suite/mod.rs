@@ -9,6 +9,7 @@ mod cluster;
 mod db;
 mod events;
 mod fake_node;
+mod governance_admin;
 mod grpc;
 mod processes;
 mod proxy;
@@ -357,6 +358,32 @@ impl TestConsole {
         (status, resp.json().await.unwrap_or(Value::Null))
     }
 
+    /// Creates the user `name` with `role` (a built-in name or a role id) and signs in as
+    /// them by password; their JWT.
+    pub async fn user_jwt(&self, name: &str, role: &str) -> String {
+        let password = "correct horse battery";
+        let (code, body) = self
+            .call(
+                reqwest::Method::POST,
+                "/v1/api/admin/users",
+                Some(serde_json::json!({"username": name, "display_name": name,
+                    "password": password, "role": role})),
+                Some(TOKEN),
+            )
+            .await;
+        assert_eq!(code, 201, "{body}");
+        let (code, body) = self
+            .call(
+                reqwest::Method::POST,
+                "/v1/api/auth/login",
+                Some(serde_json::json!({"username": name, "password": password})),
+                None,
+            )
+            .await;
+        assert_eq!(code, 200, "{body}");
+        body["jwt"].as_str().unwrap().to_string()
+    }
+
     pub async fn post(&self, path: &str, body: &str) -> (u16, Value) {
         let resp = self
             .http
@@ -481,4 +508,11 @@ impl SseClient {
             }
         }
     }
+}
+
+/// Asserts an `(status, body)` answer is `status` with an `error` message containing `needle`.
+pub fn assert_error(got: (u16, Value), status: u16, needle: &str) {
+    assert_eq!(got.0, status, "{}", got.1);
+    let message = got.1["error"].as_str().unwrap_or_default();
+    assert!(message.contains(needle), "{message:?} lacks {needle:?}");
 }

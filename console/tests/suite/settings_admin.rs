@@ -20,12 +20,6 @@ async fn console(db: &Db) -> TestConsole {
     TestConsole::start_with_store(&prefix(), db.store.clone()).await
 }
 
-fn assert_error(got: (u16, Value), status: u16, needle: &str) {
-    assert_eq!(got.0, status, "{}", got.1);
-    let message = got.1["error"].as_str().unwrap_or_default();
-    assert!(message.contains(needle), "{message:?} lacks {needle:?}");
-}
-
 async fn settings_crud_and_checks(db: Db) {
     let c = console(&db).await;
     let (code, list) = c.get("/v1/api/admin/settings").await;
@@ -334,33 +328,8 @@ async fn permissions(db: Db) {
         )
         .await;
     assert_eq!(code, 201, "{role}");
-    let mut jwts = Vec::new();
-    for (name, role_id) in [
-        ("sam", role["role_id"].as_str().unwrap()),
-        ("vic", "viewer"),
-    ] {
-        let (code, body) = c
-            .call(
-                Method::POST,
-                "/v1/api/admin/users",
-                Some(json!({"username": name, "display_name": name,
-                    "password": "correct horse battery", "role": role_id})),
-                Some(TOKEN),
-            )
-            .await;
-        assert_eq!(code, 201, "{body}");
-        let (code, body) = c
-            .call(
-                Method::POST,
-                "/v1/api/auth/login",
-                Some(json!({"username": name, "password": "correct horse battery"})),
-                None,
-            )
-            .await;
-        assert_eq!(code, 200, "{body}");
-        jwts.push(body["jwt"].as_str().unwrap().to_string());
-    }
-    let (sam, vic) = (&jwts[0], &jwts[1]);
+    let sam = &c.user_jwt("sam", role["role_id"].as_str().unwrap()).await;
+    let vic = &c.user_jwt("vic", "viewer").await;
     let setting = Some(json!({"value": "on"}));
     let model = Some(json!({"alias": "a", "model": "m"}));
     let put = "/v1/api/admin/settings/tools.search";

@@ -11,6 +11,9 @@ pub enum AccountsError {
     /// 400: the request is wrong; the message says how.
     #[error("{0}")]
     BadRequest(String),
+    /// 403: the resource may not be changed here (read-only).
+    #[error("{0}")]
+    Forbidden(String),
     /// 404.
     #[error("{0}")]
     NotFound(String),
@@ -32,6 +35,7 @@ impl AccountsError {
     pub fn status(&self) -> StatusCode {
         match self {
             Self::BadRequest(_) => StatusCode::BAD_REQUEST,
+            Self::Forbidden(_) => StatusCode::FORBIDDEN,
             Self::NotFound(_) => StatusCode::NOT_FOUND,
             Self::Conflict(_) => StatusCode::CONFLICT,
             Self::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,

@@ -11,6 +11,10 @@
 //! * [`users`], [`roles`], [`routes`] — the admin routes under `/v1/api/admin/` (users,
 //!   tokens, roles), generic over the service ([`users::AccountsHost`]);
 //! * [`session`] — login, logout and first-user setup, the same flow on both services;
+//! * [`policies`] — tool policies' wire types, checks and store operations (the node
+//!   applies them to its engine; the console pushes them to every node);
+//! * [`skills`] — the skill admin operations and their checks, and the push of manual
+//!   skills to a node's own store;
 //! * [`audit`] — who changed what, from where: the admin handlers' audit rows;
 //! * [`db`] — the `--db-*` storage flags;
 //! * [`body`], [`error`] — request bodies and the `{"error": ...}` failures of these routes.
@@ -26,9 +30,11 @@ pub mod error;
 pub mod limiter;
 pub mod login;
 pub mod passwords;
+pub mod policies;
 pub mod roles;
 pub mod routes;
 pub mod session;
+pub mod skills;
 pub mod users;
 
 pub use error::AccountsError;

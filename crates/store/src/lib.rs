@@ -102,7 +102,9 @@ pub use model::{
     ResumedSession, SchemaDescription, ScopeRef, SearchHit, SessionConfig, SessionSummary,
     StoredMessage, Workstream, WriteOp,
 };
-pub use policies::{NewToolPolicy, ToolPolicyRecord, ToolPolicyStore, ToolPolicyUpdate};
+pub use policies::{
+    NewToolPolicy, POLICY_ACTIONS, ToolPolicyRecord, ToolPolicyStore, ToolPolicyUpdate,
+};
 pub use postgres::PostgresStore;
 pub use queued::{QueuedSend, QueuedSendStore, QueuedState};
 pub use resume::rebuild_messages;

@@ -385,6 +385,7 @@ async fn main() -> anyhow::Result<()> {
     // What the stored settings fall back to when a key is not (or no longer) stored.
     let baseline = server::cluster_settings::Baseline::new(
         config.clone(),
+        file.judge.clone(),
         file.registry.clone(),
         if model_alias.is_empty() {
             "default"

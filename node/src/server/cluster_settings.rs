@@ -6,7 +6,9 @@
 //!   keys (`turnstone_proto::settings`) to the engine; with a body
 //!   `{"settings": [{key, value, node_id}]}` the node first makes its stored settings exactly
 //!   those (a node on its own SQLite gets the console's values so, and keeps them across
-//!   restarts and while the console is down). Reply [`ConfigReloadReply`].
+//!   restarts and while the console is down). `policies` and `skills` in the body make the
+//!   stored tool policies and manual skills exactly those the same way (the policies then
+//!   go to the engine). Reply [`ConfigReloadReply`].
 //! * `POST /v1/api/_internal/model-reload` — rebuilds the model registry from the
 //!   config file's `[models.*]` (or the node's own model as its one alias) plus the stored
 //!   definitions (a stored alias overrides a config alias of the same name, except the
@@ -32,12 +34,15 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use parking_lot::RwLock;
 use serde_json::{Value, json};
+use turnstone_accounts::policies::PolicyRow;
 use turnstone_engine::EngineConfig;
 use turnstone_llm::{ModelEntry, ModelRegistry, ProviderKind, RegistryConfig};
 use turnstone_proto::settings::{
     self as contract, Applies, ConfigReloadBody, ConfigReloadReply, ModelReloadBody, PushedSetting,
 };
-use turnstone_store::{ModelDefinition, SettingRow, Store};
+use turnstone_store::{ModelDefinition, SettingRow, SkillSpec, Store};
+
+use crate::judge::JudgeSection;
 
 use super::error::ApiError;
 use super::state::Node;
@@ -52,6 +57,8 @@ pub struct Baseline {
     /// Whether the start had a registry (the config file's); without one and without stored
     /// definitions the engine keeps no registry, as before.
     pub had_registry: bool,
+    /// The config file's `[judge]`, which stored `judge.*` keys override key by key.
+    pub judge: JudgeSection,
 }
 
 impl Baseline {
@@ -59,6 +66,7 @@ impl Baseline {
     /// config file's, else `own` — the node's single model — as alias `alias`).
     pub fn new(
         engine: EngineConfig,
+        judge: JudgeSection,
         file_registry: Option<RegistryConfig>,
         alias: &str,
         own: ModelEntry,
@@ -68,6 +76,7 @@ impl Baseline {
                 engine,
                 registry,
                 had_registry: true,
+                judge,
             },
             None => {
                 let mut registry = RegistryConfig::default();
@@ -77,6 +86,7 @@ impl Baseline {
                     engine,
                     registry,
                     had_registry: false,
+                    judge,
                 }
             }
         }
@@ -194,14 +204,30 @@ fn flag(settings: &BTreeMap<String, Value>, key: &str) -> Option<bool> {
     settings.get(key).and_then(Value::as_bool)
 }
 
+/// The engine's judge from the file's `[judge]` with the stored `judge.*` keys over it (the
+/// LLM judge's model, provider, endpoint, key and timeout included); the start's judge when
+/// the result does not build (logged by key, never by value).
+fn judge_of(settings: &BTreeMap<String, Value>, base: &Baseline) -> turnstone_engine::JudgeConfig {
+    match base
+        .judge
+        .with_stored(settings)
+        .and_then(|section| section.engine_judge())
+    {
+        Ok(judge) => judge,
+        Err(reason) => {
+            tracing::warn!(%reason, "stored judge settings not applied; the start's judge stays");
+            base.engine.judge.clone()
+        }
+    }
+}
+
 /// Puts the live keys into `config`: each stored value, else the baseline's.
-fn apply_live(settings: &BTreeMap<String, Value>, base: &EngineConfig, config: &mut EngineConfig) {
+fn apply_live(settings: &BTreeMap<String, Value>, baseline: &Baseline, config: &mut EngineConfig) {
+    let base = &baseline.engine;
     config.approval_timeout = int(settings, "server.approval_timeout")
         .and_then(|s| u64::try_from(s).ok())
         .map_or(base.approval_timeout, Duration::from_secs);
-    config.judge.enabled = flag(settings, "judge.enabled").unwrap_or(base.judge.enabled);
-    config.judge.confidence_threshold =
-        float(settings, "judge.confidence_threshold").unwrap_or(base.judge.confidence_threshold);
+    config.judge = judge_of(settings, baseline);
     config.output_guard.scan =
         flag(settings, "judge.output_guard").unwrap_or(base.output_guard.scan);
     config.output_guard.redact =
@@ -250,7 +276,7 @@ pub async fn reload_settings(node: &Node) -> ConfigReloadReply {
     }
     node.manager
         .engine()
-        .reconfigure(|config| apply_live(&settings, &base.engine, config));
+        .reconfigure(|config| apply_live(&settings, base, config));
     let restart_required = settings
         .keys()
         .filter(|k| contract::spec(k).is_some_and(|s| s.applies == Applies::Restart))
@@ -415,11 +441,7 @@ async fn store_pushed_definitions(node: &Node, pushed: &[Value]) -> Result<(), A
     let store = node
         .store()
         .ok_or_else(|| ApiError::Unavailable("Storage not available".into()))?;
-    let mut wanted: Vec<ModelDefinition> = pushed
-        .iter()
-        .map(|v| serde_json::from_value(v.clone()))
-        .collect::<Result<_, _>>()
-        .map_err(|e| ApiError::BadRequest(format!("Invalid model definition: {e}")))?;
+    let mut wanted: Vec<ModelDefinition> = decode_all(pushed, "model definition")?;
     wanted.sort_by(|a, b| a.alias.cmp(&b.alias));
     let mut ids = BTreeSet::new();
     for (i, d) in wanted.iter().enumerate() {
@@ -472,6 +494,45 @@ async fn store_pushed_definitions(node: &Node, pushed: &[Value]) -> Result<(), A
     Ok(())
 }
 
+/// Makes the stored tool policies the pushed ones (no write when they match) and gives the
+/// engine the result.
+async fn store_pushed_policies(node: &Node, pushed: &[Value]) -> Result<(), ApiError> {
+    let store = node
+        .store()
+        .ok_or_else(|| ApiError::Unavailable("Storage not available".into()))?;
+    let wanted: Vec<PolicyRow> = decode_all(pushed, "policy")?;
+    if turnstone_accounts::policies::replace_stored(&store, &wanted).await? {
+        tracing::info!(
+            policies = wanted.len(),
+            "tool policies from the console stored"
+        );
+    }
+    super::policies::PolicyRegistry::refresh(node).await
+}
+
+/// Makes the stored manual skills the pushed ones (no write when they match).
+async fn store_pushed_skills(node: &Node, pushed: &[Value]) -> Result<(), ApiError> {
+    let store = node
+        .store()
+        .ok_or_else(|| ApiError::Unavailable("Storage not available".into()))?;
+    let wanted: Vec<SkillSpec> = decode_all(pushed, "skill")?;
+    if turnstone_accounts::skills::replace_manual(&store, &wanted).await? {
+        tracing::info!(skills = wanted.len(), "skills from the console stored");
+    }
+    Ok(())
+}
+
+fn decode_all<T: serde::de::DeserializeOwned>(
+    pushed: &[Value],
+    what: &str,
+) -> Result<Vec<T>, ApiError> {
+    pushed
+        .iter()
+        .map(|v| serde_json::from_value(v.clone()))
+        .collect::<Result<_, _>>()
+        .map_err(|e| ApiError::BadRequest(format!("Invalid {what}: {e}")))
+}
+
 fn parse_body<T: serde::de::DeserializeOwned + Default>(body: &Bytes) -> Result<T, ApiError> {
     let invalid = |e: serde_json::Error| ApiError::BadRequest(format!("Invalid JSON body: {e}"));
     if body.iter().all(u8::is_ascii_whitespace) {
@@ -497,6 +558,12 @@ pub async fn config_reload(
     }
     if let Some(pushed) = &body.settings {
         store_pushed_settings(&node, pushed).await?;
+    }
+    if let Some(pushed) = &body.policies {
+        store_pushed_policies(&node, pushed).await?;
+    }
+    if let Some(pushed) = &body.skills {
+        store_pushed_skills(&node, pushed).await?;
     }
     let reply = reload_settings(&node).await;
     tracing::info!(status = %reply.status, keys = reply.applied.len(), refused = reply.refused.len(), "settings reloaded");
@@ -552,9 +619,15 @@ mod tests {
         }
     }
 
+    fn baseline(engine: EngineConfig, judge: JudgeSection) -> Baseline {
+        let own = ModelEntry::new(ProviderKind::Openai, "http://127.0.0.1:9/v1", "m");
+        Baseline::new(engine, judge, None, "default", own)
+    }
+
     #[test]
     fn stored_values_override_the_start_and_fall_back_when_removed() {
         let base = EngineConfig::default();
+        let baseline = baseline(base.clone(), JudgeSection::default());
         let rows = [
             row("server.approval_timeout", "2", ""),
             row("tools.search", "\"off\"", ""),
@@ -567,16 +640,51 @@ mod tests {
         assert!(refused["session.auto_compact_pct"].contains("between 0 and 1"));
         assert_eq!(refused["tools.bogus"], "Unknown setting: tools.bogus");
         let mut config = base.clone();
-        apply_live(&settings, &base, &mut config);
+        apply_live(&settings, &baseline, &mut config);
         assert_eq!(config.approval_timeout, Duration::from_secs(2));
         assert_eq!(
             config.toolset.search,
             turnstone_tools::toolset::SearchMode::On
         );
         assert_eq!(config.auto_compact_pct, base.auto_compact_pct);
-        apply_live(&BTreeMap::new(), &base, &mut config);
+        apply_live(&BTreeMap::new(), &baseline, &mut config);
         assert_eq!(config.approval_timeout, base.approval_timeout);
         assert_eq!(config.toolset.search, base.toolset.search);
+    }
+
+    #[test]
+    fn stored_judge_keys_reach_the_judge_and_fall_back_to_the_file() {
+        let file: JudgeSection =
+            toml::from_str("model = \"file-judge\"\ntimeout = 30.0\n").unwrap();
+        let base = EngineConfig::default();
+        let baseline = baseline(base.clone(), file);
+        let rows = [
+            row("judge.model", "\"stored-judge\"", ""),
+            row("judge.base_url", "\"http://127.0.0.1:9/v1\"", ""),
+            row("judge.provider", "\"openai\"", ""),
+            row("judge.api_key", "\"sk-stored\"", ""),
+            row("judge.timeout", "2.5", ""),
+            row("judge.confidence_threshold", "0.9", ""),
+        ];
+        let (settings, refused) = effective(&rows, "n1");
+        assert!(refused.is_empty(), "{refused:?}");
+        let mut config = base.clone();
+        apply_live(&settings, &baseline, &mut config);
+        assert_eq!(config.judge.confidence_threshold, 0.9);
+        let llm = config.judge.llm.clone().expect("the LLM tier");
+        assert_eq!(llm.model, "stored-judge");
+        assert!(llm.client.is_some(), "its own endpoint");
+        assert_eq!(llm.timeout, Duration::from_millis(2500));
+        // Removed from the store: the file's again.
+        apply_live(&BTreeMap::new(), &baseline, &mut config);
+        let llm = config.judge.llm.clone().expect("the LLM tier");
+        assert_eq!(llm.model, "file-judge");
+        assert!(llm.client.is_none(), "the workstream's client");
+        assert_eq!(llm.timeout, Duration::from_secs(30));
+        // Off from the store.
+        let off = BTreeMap::from([("judge.enabled".to_string(), json!(false))]);
+        apply_live(&off, &baseline, &mut config);
+        assert!(!config.judge.enabled && config.judge.llm.is_none());
     }
 
     #[test]

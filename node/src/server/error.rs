@@ -84,6 +84,10 @@ impl From<turnstone_accounts::AccountsError> for ApiError {
         use turnstone_accounts::AccountsError as A;
         match e {
             A::BadRequest(m) => Self::BadRequest(m),
+            A::Forbidden(message) => Self::Auth {
+                status: 403,
+                message,
+            },
             A::NotFound(m) => Self::NotFound(m),
             A::Conflict(message) => Self::Conflict {
                 message,

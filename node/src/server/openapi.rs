@@ -32,10 +32,11 @@ use super::login::{AuthStatusReply, LoginBody, LoginReply, WhoamiReply};
 use super::memories::{
     DeleteMemoryReply, MemoryList, MemoryRow, ModelList, SaveMemoryBody, SearchMemoriesBody,
 };
-use super::policies::{DeletePolicyReply, PolicyBody, PolicyList, PolicyRow, VerdictList};
+use super::policies::VerdictList;
 use super::posture::{PostureBody, PostureReply};
 use super::skills::{AdminSkillList, DeleteSkillReply, SkillBody, SkillList, SkillRow};
 use super::state::Node;
+use turnstone_accounts::policies::{DeletePolicyReply, PolicyBody, PolicyList, PolicyRow};
 
 /// `info.title` of the document.
 pub const TITLE: &str = "turnstone Server API";

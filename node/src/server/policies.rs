@@ -27,12 +27,13 @@ use axum::{Extension, Json, Router};
 use parking_lot::RwLock;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use turnstone_accounts::policies::{
+    self as shared, CONFIG_POLICY_PREFIX, DeletePolicyReply, PolicyBody, PolicyList, PolicyRow,
+    check_fields,
+};
 use turnstone_governance::{PolicyAction, PolicySet, RiskLevel, ToolPolicy};
 use turnstone_runtime::auth::Identity;
-use turnstone_store::{
-    IntentVerdictRecord, NewToolPolicy, StoreError, ToolPolicyRecord, ToolPolicyUpdate,
-    VerdictFilter,
-};
+use turnstone_store::{IntentVerdictRecord, StoreError, ToolPolicyRecord, VerdictFilter};
 
 use super::body::WireJson;
 use super::error::ApiError;
@@ -41,13 +42,6 @@ use super::state::Node;
 /// How often a node re-reads the stored policies, so a change made through another node
 /// sharing the database applies here too (a change through this node applies at once).
 pub const POLICY_REFRESH_INTERVAL: std::time::Duration = std::time::Duration::from_secs(30);
-
-/// The id prefix of config-file policies (`config:<name>`).
-pub const CONFIG_POLICY_PREFIX: &str = "config:";
-/// Priorities are bounded so that an order is always expressible and nothing overflows.
-pub const MAX_PRIORITY: i64 = 1_000_000;
-/// Longest accepted name or pattern.
-const MAX_TEXT: usize = 256;
 
 /// One `[[policies]]` entry of `config.toml`.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -164,48 +158,6 @@ fn record_policy(r: &ToolPolicyRecord) -> ToolPolicy {
     }
 }
 
-/// One policy as the admin API returns it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
-pub struct PolicyRow {
-    /// 32 hex digits; `config:<name>` for a config-file policy.
-    pub policy_id: String,
-    pub name: String,
-    /// An fnmatch pattern on the approval label (`allow`) or the label or function name
-    /// (`deny`, `ask`).
-    pub tool_pattern: String,
-    /// `allow`, `deny` or `ask`.
-    pub action: String,
-    /// Highest first; equal priorities keep creation order (config-file policies first).
-    pub priority: i64,
-    /// `""` = every org.
-    pub org_id: String,
-    pub enabled: bool,
-    pub created_by: String,
-    /// ISO timestamps (`""` for config-file policies).
-    pub created: String,
-    pub updated: String,
-    /// `admin` (stored, editable here) or `config` (`config.toml`, read-only).
-    pub source: String,
-}
-
-impl From<ToolPolicyRecord> for PolicyRow {
-    fn from(r: ToolPolicyRecord) -> Self {
-        Self {
-            policy_id: r.policy_id,
-            name: r.name,
-            tool_pattern: r.tool_pattern,
-            action: r.action,
-            priority: r.priority,
-            org_id: r.org_id,
-            enabled: r.enabled,
-            created_by: r.created_by,
-            created: r.created,
-            updated: r.updated,
-            source: "admin".into(),
-        }
-    }
-}
-
 impl From<&ConfigPolicy> for PolicyRow {
     fn from(c: &ConfigPolicy) -> Self {
         let p = c.to_policy();
@@ -223,37 +175,6 @@ impl From<&ConfigPolicy> for PolicyRow {
             source: "config".into(),
         }
     }
-}
-
-/// `GET /v1/api/admin/policies`: every policy in evaluation order.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct PolicyList {
-    pub policies: Vec<PolicyRow>,
-}
-
-/// The body of the create (`name`, `tool_pattern`, `action` required) and of the update
-/// (any subset). Unknown keys are refused.
-#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
-#[serde(default, deny_unknown_fields)]
-pub struct PolicyBody {
-    pub name: Option<String>,
-    pub tool_pattern: Option<String>,
-    /// `allow`, `deny` or `ask`.
-    pub action: Option<String>,
-    /// An integer in ±1 000 000; default 0.
-    pub priority: Option<i64>,
-    /// Default `true`.
-    pub enabled: Option<bool>,
-    /// Create only; default `""` (every org).
-    pub org_id: Option<String>,
-}
-
-/// `DELETE /v1/api/admin/policies/{policy_id}`.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct DeletePolicyReply {
-    /// `"ok"`.
-    pub status: String,
-    pub policy_id: String,
 }
 
 /// `GET /v1/api/admin/verdicts`.
@@ -327,63 +248,6 @@ fn storage_failed(e: StoreError) -> ApiError {
     ApiError::Internal("Storage error".to_string())
 }
 
-fn store_error(e: StoreError) -> ApiError {
-    match e {
-        StoreError::InvalidInput(m) => ApiError::BadRequest(format!("Invalid policy: {m}")),
-        other => storage_failed(other),
-    }
-}
-
-/// The admin API's checks of a policy's fields (`None`: not given).
-fn check_fields(
-    name: Option<&str>,
-    tool_pattern: Option<&str>,
-    action: Option<&str>,
-    priority: Option<i64>,
-) -> Result<(), String> {
-    for (field, value) in [("name", name), ("tool_pattern", tool_pattern)] {
-        let Some(value) = value else { continue };
-        if value.trim().is_empty() {
-            return Err(format!("{field} must not be empty"));
-        }
-        if value.chars().count() > MAX_TEXT {
-            return Err(format!("{field} is longer than {MAX_TEXT} characters"));
-        }
-        if value.chars().any(char::is_control) {
-            return Err(format!("{field} must not contain control characters"));
-        }
-    }
-    if let Some(action) = action
-        && PolicyAction::parse(action.trim()).is_none()
-    {
-        return Err(format!(
-            "action must be \"allow\", \"deny\" or \"ask\", not {action:?}"
-        ));
-    }
-    if let Some(priority) = priority
-        && !(-MAX_PRIORITY..=MAX_PRIORITY).contains(&priority)
-    {
-        return Err(format!(
-            "priority must be between -{MAX_PRIORITY} and {MAX_PRIORITY}, not {priority}"
-        ));
-    }
-    Ok(())
-}
-
-fn checked(body: &PolicyBody) -> Result<(), ApiError> {
-    check_fields(
-        body.name.as_deref(),
-        body.tool_pattern.as_deref(),
-        body.action.as_deref(),
-        body.priority,
-    )
-    .map_err(ApiError::BadRequest)
-}
-
-fn trimmed(s: &Option<String>) -> Option<String> {
-    s.as_deref().map(|s| s.trim().to_owned())
-}
-
 /// `GET /v1/api/admin/policies`: config-file and stored policies, in evaluation order.
 pub async fn list(State(node): State<Arc<Node>>) -> Result<Json<PolicyList>, ApiError> {
     let mut rows: Vec<PolicyRow> = node
@@ -394,11 +258,7 @@ pub async fn list(State(node): State<Arc<Node>>) -> Result<Json<PolicyList>, Api
         .map(PolicyRow::from)
         .collect();
     if let Some(store) = node.store() {
-        let stored = store
-            .list_tool_policies(None)
-            .await
-            .map_err(storage_failed)?;
-        rows.extend(stored.into_iter().map(PolicyRow::from));
+        rows.extend(shared::list_stored(&store).await?);
     }
     // The engine's order: priority descending, stable.
     rows.sort_by_key(|r| std::cmp::Reverse(r.priority));
@@ -411,48 +271,12 @@ pub async fn create(
     identity: Option<Extension<Identity>>,
     WireJson(body): WireJson<PolicyBody>,
 ) -> Result<Response, ApiError> {
-    checked(&body)?;
+    shared::checked(&body)?;
     let store = super::memories::store(&node)?;
-    let (Some(name), Some(tool_pattern), Some(action)) = (
-        trimmed(&body.name),
-        trimmed(&body.tool_pattern),
-        trimmed(&body.action),
-    ) else {
-        return Err(ApiError::BadRequest(
-            "name, tool_pattern and action are required".into(),
-        ));
-    };
     let created_by = identity.map(|Extension(i)| i.user_id).unwrap_or_default();
-    let record = store
-        .create_tool_policy(NewToolPolicy {
-            policy_id: None,
-            name,
-            tool_pattern,
-            action,
-            priority: body.priority.unwrap_or(0),
-            org_id: body.org_id.clone().unwrap_or_default(),
-            enabled: body.enabled.unwrap_or(true),
-            created_by,
-        })
-        .await
-        .map_err(store_error)?;
+    let row = shared::create(&store, &body, created_by).await?;
     PolicyRegistry::refresh(&node).await?;
-    tracing::info!(policy_id = %record.policy_id, pattern = %record.tool_pattern, action = %record.action, "tool policy created");
-    Ok((StatusCode::CREATED, Json(PolicyRow::from(record))).into_response())
-}
-
-fn read_only(policy_id: &str) -> Result<(), ApiError> {
-    if policy_id.starts_with(CONFIG_POLICY_PREFIX) {
-        return Err(ApiError::Auth {
-            status: 403,
-            message: format!("Policy '{policy_id}' comes from config.toml and is read-only here"),
-        });
-    }
-    Ok(())
-}
-
-fn not_found(policy_id: &str) -> ApiError {
-    ApiError::NotFound(format!("Policy '{policy_id}' not found"))
+    Ok((StatusCode::CREATED, Json(row)).into_response())
 }
 
 /// `PUT /v1/api/admin/policies/{policy_id}`: changes the given fields; 404 unknown, 403
@@ -462,29 +286,12 @@ pub async fn update(
     Path(policy_id): Path<String>,
     WireJson(body): WireJson<PolicyBody>,
 ) -> Result<Json<PolicyRow>, ApiError> {
-    read_only(&policy_id)?;
-    checked(&body)?;
-    if body.org_id.is_some() {
-        return Err(ApiError::BadRequest(
-            "org_id cannot be changed (delete the policy and create it again)".into(),
-        ));
-    }
+    shared::read_only(&policy_id)?;
+    shared::checked(&body)?;
     let store = super::memories::store(&node)?;
-    let update = ToolPolicyUpdate {
-        name: trimmed(&body.name),
-        tool_pattern: trimmed(&body.tool_pattern),
-        action: trimmed(&body.action),
-        priority: body.priority,
-        enabled: body.enabled,
-    };
-    let record = store
-        .update_tool_policy(&policy_id, update)
-        .await
-        .map_err(store_error)?
-        .ok_or_else(|| not_found(&policy_id))?;
+    let row = shared::update(&store, &policy_id, &body).await?;
     PolicyRegistry::refresh(&node).await?;
-    tracing::info!(%policy_id, "tool policy updated");
-    Ok(Json(PolicyRow::from(record)))
+    Ok(Json(row))
 }
 
 /// `DELETE /v1/api/admin/policies/{policy_id}`: 404 unknown, 403 for a config-file policy.
@@ -492,21 +299,11 @@ pub async fn delete(
     State(node): State<Arc<Node>>,
     Path(policy_id): Path<String>,
 ) -> Result<Json<DeletePolicyReply>, ApiError> {
-    read_only(&policy_id)?;
+    shared::read_only(&policy_id)?;
     let store = super::memories::store(&node)?;
-    if !store
-        .delete_tool_policy(&policy_id)
-        .await
-        .map_err(storage_failed)?
-    {
-        return Err(not_found(&policy_id));
-    }
+    let reply = shared::delete(&store, &policy_id).await?;
     PolicyRegistry::refresh(&node).await?;
-    tracing::info!(%policy_id, "tool policy deleted");
-    Ok(Json(DeletePolicyReply {
-        status: "ok".into(),
-        policy_id,
-    }))
+    Ok(Json(reply))
 }
 
 /// Largest `limit` of the verdict list.
@@ -570,21 +367,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn field_checks_name_what_is_wrong() {
-        assert!(check_fields(Some("n"), Some("bash"), Some("deny"), Some(5)).is_ok());
-        let err = |n, p, a, pr| check_fields(n, p, a, pr).unwrap_err();
-        assert!(err(Some(" "), None, None, None).contains("name must not be empty"));
-        assert!(err(None, Some(""), None, None).contains("tool_pattern must not be empty"));
-        assert!(err(None, Some("a\nb"), None, None).contains("control characters"));
-        assert!(err(None, None, Some("block"), None).contains("action must be"));
-        assert!(err(None, None, None, Some(MAX_PRIORITY + 1)).contains("priority must be"));
-        // (`abs` of the smallest i64 overflows: found by schemathesis.)
-        assert!(err(None, None, None, Some(i64::MIN)).contains("priority must be"));
-        let long = "x".repeat(MAX_TEXT + 1);
-        assert!(err(Some(&long), None, None, None).contains("longer than"));
-    }
-
-    #[test]
     fn config_policies_get_stable_read_only_ids() {
         let c = ConfigPolicy {
             name: " no-mcp ".into(),
@@ -596,7 +378,6 @@ mod tests {
         let row = PolicyRow::from(&c);
         assert_eq!(row.policy_id, "config:no-mcp");
         assert_eq!(row.source, "config");
-        assert!(read_only(&row.policy_id).is_err());
-        assert!(read_only("0123abcd").is_ok());
+        assert!(shared::read_only(&row.policy_id).is_err());
     }
 }

@@ -27,9 +27,11 @@ use axum::{Extension, Json, Router};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
+use turnstone_accounts::skills as shared;
+pub use turnstone_accounts::skills::DeleteSkillReply;
 use turnstone_engine::{ActiveSkill, Engine, RequestOverrides, WorkstreamHandle};
 use turnstone_runtime::auth::Identity;
-use turnstone_store::{Skill, SkillSpec, Store, StoreError};
+use turnstone_store::{Skill, Store, StoreError};
 
 use super::body::WireJson;
 use super::error::ApiError;
@@ -180,14 +182,6 @@ pub struct AdminSkillList {
     pub skills: Vec<SkillRow>,
 }
 
-/// `DELETE /v1/api/admin/skills/{name}`.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct DeleteSkillReply {
-    /// `"ok"`.
-    pub status: String,
-    pub name: String,
-}
-
 /// The routes of this module (under `/v1`).
 pub fn routes() -> Router<Arc<Node>> {
     Router::new()
@@ -216,7 +210,7 @@ pub async fn list(State(node): State<Arc<Node>>) -> Result<Json<SkillList>, ApiE
 /// `GET /v1/api/admin/skills`.
 pub async fn admin_list(State(node): State<Arc<Node>>) -> Result<Json<Value>, ApiError> {
     let store = super::memories::store(&node)?;
-    let skills = store.list_skills(false).await.map_err(storage_failed)?;
+    let skills = shared::list_all(&store).await?;
     Ok(Json(json!({ "skills": skills })))
 }
 
@@ -228,40 +222,8 @@ pub async fn admin_create(
     WireJson(body): WireJson<Value>,
 ) -> Result<Response, ApiError> {
     let store = super::memories::store(&node)?;
-    let mut spec = merged(&SkillSpec::default(), &body)?;
-    spec.name = spec.name.trim().to_string();
-    if spec.name.is_empty() {
-        return Err(ApiError::BadRequest("name is required".into()));
-    }
-    if spec.content.trim().is_empty() {
-        return Err(ApiError::BadRequest("content is required".into()));
-    }
-    if spec.created_by.is_empty()
-        && let Some(Extension(identity)) = &identity
-    {
-        spec.created_by = identity.user_id.clone();
-    }
-    let spec = validated(spec)?;
-    if let Some(existing) = store.get_skill(&spec.name).await.map_err(storage_failed)? {
-        // A manual skill wins over an MCP-synced one of the same name: it takes the row
-        // (the MCP sync then skips that prompt).
-        if existing.spec.origin == "mcp" && spec.origin != "mcp" {
-            let skill = store.upsert_skill(spec).await.map_err(|e| match e {
-                StoreError::InvalidInput(m) => ApiError::BadRequest(format!("Invalid skill: {m}")),
-                other => storage_failed(other),
-            })?;
-            tracing::info!(skill = %skill.spec.name, mcp_server = %existing.spec.mcp_server, "manual skill replaces the MCP-synced skill of the same name");
-            return Ok((StatusCode::CREATED, Json(skill)).into_response());
-        }
-        return Err(already_exists(&spec.name));
-    }
-    let name = spec.name.clone();
-    let skill = store.create_skill(spec).await.map_err(|e| match e {
-        StoreError::InvalidInput(m) if m.contains("already exists") => already_exists(&name),
-        StoreError::InvalidInput(m) => ApiError::BadRequest(format!("Invalid skill: {m}")),
-        other => storage_failed(other),
-    })?;
-    tracing::info!(skill = %skill.spec.name, "skill created");
+    let user = identity.as_ref().map(|Extension(i)| i.user_id.as_str());
+    let skill = shared::create(&store, &body, user).await?;
     Ok((StatusCode::CREATED, Json(skill)).into_response())
 }
 
@@ -272,19 +234,7 @@ pub async fn admin_update(
     WireJson(body): WireJson<Value>,
 ) -> Result<Json<Skill>, ApiError> {
     let store = super::memories::store(&node)?;
-    let existing = editable(store.as_ref(), &name).await?;
-    let spec = validated(merged(&existing.spec, &body)?)?;
-    if spec.name != existing.spec.name {
-        return Err(ApiError::BadRequest(
-            "name cannot be changed (delete the skill and create it again)".into(),
-        ));
-    }
-    let skill = store.upsert_skill(spec).await.map_err(|e| match e {
-        StoreError::InvalidInput(m) => ApiError::BadRequest(format!("Invalid skill: {m}")),
-        other => storage_failed(other),
-    })?;
-    tracing::info!(skill = %skill.spec.name, "skill updated");
-    Ok(Json(skill))
+    Ok(Json(shared::update(&store, &name, &body).await?))
 }
 
 /// `DELETE /v1/api/admin/skills/{name}`: 404 unknown, 403 read-only.
@@ -293,88 +243,7 @@ pub async fn admin_delete(
     Path(name): Path<String>,
 ) -> Result<Json<DeleteSkillReply>, ApiError> {
     let store = super::memories::store(&node)?;
-    let existing = editable(store.as_ref(), &name).await?;
-    if !store
-        .delete_skill(&existing.spec.name)
-        .await
-        .map_err(storage_failed)?
-    {
-        return Err(not_found(&name));
-    }
-    tracing::info!(skill = %name, "skill deleted");
-    Ok(Json(DeleteSkillReply {
-        status: "ok".into(),
-        name: existing.spec.name,
-    }))
-}
-
-fn already_exists(name: &str) -> ApiError {
-    ApiError::Conflict {
-        message: format!("Skill '{name}' already exists"),
-        detail: json!({}),
-    }
-}
-
-fn not_found(name: &str) -> ApiError {
-    ApiError::NotFound(format!("Skill '{name}' not found"))
-}
-
-/// The skill of this name, when the admin API may change it.
-async fn editable(store: &dyn Store, name: &str) -> Result<Skill, ApiError> {
-    let skill = store
-        .get_skill(name)
-        .await
-        .map_err(storage_failed)?
-        .ok_or_else(|| not_found(name))?;
-    if skill.spec.readonly {
-        return Err(ApiError::Auth {
-            status: 403,
-            message: format!(
-                "Skill '{name}' is read-only (origin {}{})",
-                skill.spec.origin,
-                if skill.spec.mcp_server.is_empty() {
-                    String::new()
-                } else {
-                    format!(", MCP server '{}'", skill.spec.mcp_server)
-                }
-            ),
-        });
-    }
-    Ok(skill)
-}
-
-/// `base` with the fields of the JSON object `body` applied (not yet validated). Unknown keys
-/// and values of the wrong type are a 400 naming them.
-fn merged(base: &SkillSpec, body: &Value) -> Result<SkillSpec, ApiError> {
-    let Value::Object(changes) = body else {
-        return Err(ApiError::BadRequest(
-            "request body must be a JSON object".into(),
-        ));
-    };
-    let mut value = serde_json::to_value(base)
-        .map_err(|e| ApiError::Internal(format!("skill not serialisable: {e}")))?;
-    let Some(fields) = value.as_object_mut() else {
-        return Err(ApiError::Internal("skill is not an object".into()));
-    };
-    for (key, v) in changes {
-        if matches!(key.as_str(), "template_id" | "created" | "updated") {
-            continue;
-        }
-        if !fields.contains_key(key) {
-            return Err(ApiError::BadRequest(format!("Unknown skill field: {key}")));
-        }
-        fields.insert(key.clone(), v.clone());
-    }
-    serde_json::from_value(value).map_err(|e| ApiError::BadRequest(format!("Invalid skill: {e}")))
-}
-
-/// The store's checks (name, content, activation) as a 400.
-fn validated(spec: SkillSpec) -> Result<SkillSpec, ApiError> {
-    spec.validate().map_err(|e| match e {
-        StoreError::InvalidInput(m) => ApiError::BadRequest(format!("Invalid skill: {m}")),
-        other => ApiError::BadRequest(format!("Invalid skill: {other}")),
-    })?;
-    Ok(spec)
+    Ok(Json(shared::delete(&store, &name).await?))
 }
 
 /// The enabled skill of this name.
@@ -568,33 +437,6 @@ fn model_alias(registry: Option<&turnstone_llm::ModelRegistry>, model: &str) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn merge_applies_known_fields_and_names_bad_ones() {
-        let base = SkillSpec::new("a", "x");
-        let spec = merged(
-            &base,
-            &json!({"description": "d", "tags": ["t"], "template_id": "ignored", "enabled": false}),
-        )
-        .unwrap();
-        assert_eq!(spec.description, "d");
-        assert_eq!(spec.tags, ["t"]);
-        assert!(!spec.enabled);
-        assert_eq!(spec.content, "x");
-
-        let err = |body: Value| merged(&base, &body).unwrap_err().body()["error"].clone();
-        assert_eq!(err(json!({"bogus": 1})), "Unknown skill field: bogus");
-        assert!(
-            err(json!({"tags": "a,b"}))
-                .as_str()
-                .unwrap()
-                .starts_with("Invalid skill:")
-        );
-        let bad = merged(&base, &json!({"activation": "always"})).unwrap();
-        let e = validated(bad).unwrap_err().body()["error"].clone();
-        assert!(e.as_str().unwrap().contains("activation"), "{e}");
-        assert!(err(json!([1])).as_str().unwrap().contains("JSON object"));
-    }
 
     #[test]
     fn errors_map_to_the_original_statuses() {

@@ -15,7 +15,12 @@ use super::super::security::console_proc::ConsoleProc;
 use super::harness::*;
 
 impl ConsoleProc {
-    async fn send(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
+    pub(super) async fn send(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> (u16, Value) {
         let mut req = self
             .http
             .request(method, format!("{}{path}", self.url))
@@ -30,7 +35,7 @@ impl ConsoleProc {
 }
 
 /// Waits until the console lists `node_id` as reachable.
-async fn wait_reachable(console: &ConsoleProc, node_id: &str) {
+pub(super) async fn wait_reachable(console: &ConsoleProc, node_id: &str) {
     turnstone_testkit::assert_eventually!(
         console
             .node(node_id)

@@ -8,6 +8,7 @@ mod bridge_basics;
 mod bridge_faults;
 mod chaos;
 mod cluster_settings;
+mod console_governance;
 mod drain;
 mod mq_client;
 mod netns;

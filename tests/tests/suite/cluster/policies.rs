@@ -21,7 +21,12 @@ async fn next_json(s: &mut (impl futures::Stream<Item = redis::Msg> + Unpin)) ->
 
 /// Sends `message` through the queue and collects the workstream's events through
 /// `turn_complete` (an `approval_request` on the way fails the test).
-async fn queued_turn(mq: &mut Mq, ws: &str, message: &str, correlation_id: &str) -> Vec<Value> {
+pub(super) async fn queued_turn(
+    mq: &mut Mq,
+    ws: &str,
+    message: &str,
+    correlation_id: &str,
+) -> Vec<Value> {
     let ps = mq.subscribe(&[&format!("events:{ws}")]).await;
     let mut s = ps.into_on_message();
     mq.push(
@@ -41,7 +46,7 @@ async fn queued_turn(mq: &mut Mq, ws: &str, message: &str, correlation_id: &str)
     }
 }
 
-fn outputs(events: &[Value]) -> Vec<String> {
+pub(super) fn outputs(events: &[Value]) -> Vec<String> {
     events
         .iter()
         .filter(|e| e["type"] == "tool_result")
