@@ -184,13 +184,7 @@ async fn a_queue_client_runs_turns_on_simulated_nodes() {
         .filter(|t| *t != "ack")
         .collect();
     assert_eq!(turn_events.first(), Some(&"state_change"), "{seen:?}");
-    let tail: Vec<&str> = turn_events
-        .iter()
-        .copied()
-        .rev()
-        .take(4)
-        .rev()
-        .collect();
+    let tail: Vec<&str> = turn_events.iter().copied().rev().take(4).rev().collect();
     assert_eq!(
         tail,
         ["stream_end", "status", "state_change", "turn_complete"],
