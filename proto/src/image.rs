@@ -76,7 +76,7 @@ mod tests {
         };
         assert_eq!(three.byte_len(), 3);
         assert_eq!(
-            with_markers("[image: a.png]", &[image.clone()]),
+            with_markers("[image: a.png]", std::slice::from_ref(&image)),
             "[image: a.png]\n[image attached: image/png, 4 bytes]"
         );
         assert_eq!(
