@@ -22,6 +22,7 @@
 //! provider = "openai"
 //! base_url = "http://127.0.0.1:8000/v1"
 //! model = "qwen"
+//! vision = true                 # read_file sends images to it (default: a description only)
 //! [models.claude]
 //! provider = "anthropic"
 //! model = "claude-sonnet-4-5"
@@ -42,6 +43,7 @@
 //! subagent_auto_approve_all = false
 //! subagent_approvals = "ask"    # sub-agents ask through the parent's approvals; "unattended"
 //! env_passthrough = ["GOPATH"]  # node env vars children get beyond PATH, HOME, LANG, …
+//! max_image_bytes = 5242880     # read_file refuses larger images (vision models get images)
 //! [tools.personas]              # named tool-visibility sets (`persona` at creation, /persona)
 //! reviewer = ["read_file", "search", "git", "tool_search"]  # exact: the rest via tool_search
 //! calculator = ["math"]         # hard (no tool_search): only these, no tool search
@@ -105,6 +107,7 @@ const TOOLS_OWN_KEYS: &[&str] = &[
     "subagent_approvals",
     "env_passthrough",
     "personas",
+    "max_image_bytes",
 ];
 
 /// The original's other tables the node reads (node spec §7.2/§7.3): each key sets the flag
@@ -313,6 +316,8 @@ pub struct ToolsSection {
     /// one at creation (`persona`) or with `/persona <name>`.
     #[serde(default)]
     pub personas: BTreeMap<String, Vec<String>>,
+    /// `read_file` refuses images larger than this many bytes (default 5 MiB, 5242880).
+    pub max_image_bytes: Option<u64>,
     /// Keys of `[tools]` that are flags (`timeout` is `--tool-timeout`, …: see
     /// [`NODE_TABLES`]); they reach the flags' layer, not this struct.
     #[serde(default, rename = "timeout")]

@@ -36,6 +36,11 @@ pub struct TuningArgs {
     /// (llama.cpp `/props`, a context field of `/models`), else 32768.
     #[arg(long, env = "TURNSTONE_CONTEXT_WINDOW", default_value_t = 0)]
     pub context_window: u32,
+    /// The node's model accepts images (`model.vision`): `read_file` of a PNG, JPEG, GIF or
+    /// WebP image sends the image to it. Off by default: the model gets a text description
+    /// and no image bytes. A `[models.<alias>]` entry says it with `vision = true`.
+    #[arg(long, env = "TURNSTONE_MODEL_VISION")]
+    pub model_vision: bool,
     /// Seconds a `bash` call may run when it gives no timeout, 1–3600 (`tools.timeout`;
     /// a call's own `timeout` is at most 600).
     #[arg(long, env = "TURNSTONE_TOOL_TIMEOUT", default_value_t = 120)]
@@ -146,6 +151,7 @@ impl TuningArgs {
         config.max_tokens = self.max_tokens;
         config.reasoning_effort = self.reasoning_effort.trim().to_ascii_lowercase();
         config.context_window = self.context_window;
+        config.vision = self.model_vision;
         config.truncation = self.tool_truncation;
         config.toolset.search = self
             .tool_search
@@ -194,6 +200,7 @@ mod tests {
         assert_eq!(config.max_tokens, None);
         assert_eq!(config.reasoning_effort, "medium");
         assert_eq!(config.context_window, 0);
+        assert!(!config.vision);
         assert_eq!(config.truncation, d.truncation);
         assert_eq!(config.toolset.search, d.toolset.search);
         let mut manager = ManagerConfig::default();
@@ -218,6 +225,7 @@ mod tests {
             "HIGH",
             "--context-window",
             "4096",
+            "--model-vision",
             "--tool-timeout",
             "30",
             "--tool-truncation",
@@ -242,6 +250,7 @@ mod tests {
         assert_eq!(config.max_tokens, Some(64));
         assert_eq!(config.reasoning_effort, "high");
         assert_eq!(config.context_window, 4096);
+        assert!(config.vision);
         assert_eq!(config.truncation, 5000);
         assert_eq!(config.toolset.search, SearchMode::On);
         assert_eq!(config.toolset.search_threshold, 7);

@@ -22,6 +22,8 @@
 //!   node spec §3.4), which the node enforces and the console's proxy classifies by;
 //! - [`settings`]: the cluster-wide runtime settings (`system_settings` keys, their types
 //!   and ranges) and the `_internal/config-reload` / `model-reload` bodies;
+//! - [`image`]: an image carried in a conversation ([`image::ImagePart`]), with the marker
+//!   clients see instead of its bytes;
 //! - [`ids`]: every generated id (correlation, request, workstream; one length per kind)
 //!   and wire timestamps.
 //!
@@ -40,6 +42,7 @@ mod tolerant;
 pub mod api;
 pub mod event;
 pub mod ids;
+pub mod image;
 pub mod keys;
 pub mod mq;
 pub mod receipt;

@@ -267,6 +267,10 @@ fn render(message: &ChatMessage) -> String {
         out.push_str(": ");
         out.push_str(&abbreviate(text));
     }
+    for image in &message.images {
+        out.push('\n');
+        out.push_str(&image.marker());
+    }
     for call in &message.tool_calls {
         out.push_str(&format!(
             "\n[tool call {}]: {}",

@@ -23,6 +23,10 @@ pub struct EngineConfig {
     pub reasoning_effort: String,
     /// Context window in tokens (0 = ask the provider once at start).
     pub context_window: u32,
+    /// The model accepts images: `read_file` of an image sends the image to it (default
+    /// off: the model gets the text description only). A workstream on another registry
+    /// alias uses that alias's `vision`.
+    pub vision: bool,
     /// How long an approval may stay pending before it is denied.
     pub approval_timeout: Duration,
     /// At most this many tool calls of one batch run at once.
@@ -236,6 +240,7 @@ impl Default for EngineConfig {
             max_tokens: None,
             reasoning_effort: "medium".to_string(),
             context_window: 0,
+            vision: false,
             approval_timeout: Duration::from_secs(3600),
             max_parallel_tools: 4,
             auto_approve_labels: BTreeSet::new(),

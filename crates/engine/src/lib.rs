@@ -56,6 +56,7 @@ mod review;
 mod gate;
 mod judge;
 mod turn;
+mod vision;
 
 pub mod subagent;
 

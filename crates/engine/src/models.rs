@@ -53,6 +53,7 @@ impl Engine {
             known: registry.aliases().join(", "),
         };
         let entry = registry.get(alias).map_err(|_| unknown())?.entry.clone();
+        let vision = entry.vision;
         if alias == registry.default_alias() {
             return Ok(None);
         }
@@ -71,6 +72,7 @@ impl Engine {
             alias: alias.to_string(),
             model: entry.model,
             context_window,
+            vision,
             provider,
         }))
     }

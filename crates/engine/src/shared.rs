@@ -361,6 +361,14 @@ impl Settings {
         }
     }
 
+    /// Whether a workstream's model sees images (`vision` on its model definition).
+    pub fn vision(&self, engine: &Engine) -> bool {
+        match self.current_model() {
+            Some(choice) => choice.vision,
+            None => engine.config().vision,
+        }
+    }
+
     /// The system prompt before the tool catalog: the engine's, then the active skill's
     /// content (each only when not empty).
     pub fn system_base(&self, engine_prompt: Option<&str>) -> Option<String> {

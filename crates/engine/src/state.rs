@@ -180,6 +180,8 @@ pub struct ModelChoice {
     pub model: String,
     /// The model's context window in tokens.
     pub context_window: u32,
+    /// The model accepts images (its registry entry's `vision`).
+    pub vision: bool,
     pub(crate) provider: Resilient,
 }
 
@@ -189,6 +191,7 @@ impl std::fmt::Debug for ModelChoice {
             .field("alias", &self.alias)
             .field("model", &self.model)
             .field("context_window", &self.context_window)
+            .field("vision", &self.vision)
             .finish()
     }
 }

@@ -274,6 +274,7 @@ fn sub_engine(
     asks: bool,
 ) -> Engine {
     let pc = parent.config();
+    let parents_model = model.is_none();
     let (provider, model) = match model {
         Some(m) => (m.provider.clone(), m.model.clone()),
         None => (parent.provider().clone(), pc.model.clone()),
@@ -288,6 +289,8 @@ fn sub_engine(
         unattended: !asks,
         // A sub-agent's conversation is short-lived and never shown in a list.
         auto_title: false,
+        // Another model (`agent_model`) is not known to see images: it gets descriptions.
+        vision: pc.vision && parents_model,
         ..EngineConfig::clone(&pc)
     };
     Engine {

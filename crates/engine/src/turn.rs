@@ -331,6 +331,9 @@ impl Turn<'_> {
             messages.push(ChatMessage::system(system));
         }
         messages.extend(self.shared.messages().iter().cloned());
+        if !settings.vision(self.engine) {
+            crate::vision::strip_images(&mut messages);
+        }
         self.tools.step += 1;
         let prepared = PreparedTools {
             turn: self.tools.turn,
@@ -771,7 +774,8 @@ impl Turn<'_> {
             self.emit(Event::ToolResult {
                 call_id: call.id.clone(),
                 name: call.name.clone(),
-                output: output.content.clone(),
+                // Clients see each image as its marker, never its bytes.
+                output: turnstone_proto::image::with_markers(&output.content, &output.images),
                 is_error: output.is_error,
             });
             self.activity("", "");
@@ -785,6 +789,12 @@ impl Turn<'_> {
     /// effect receipt. An interrupted batch's receipts join the turn's.
     fn fold(&mut self, prepared: &[Prep], mut results: HashMap<String, ToolOutput>, missing: &str) {
         let seen = self.shared.batch_closed();
+        let mut images: HashMap<String, Vec<turnstone_llm::ImagePart>> = results
+            .iter_mut()
+            .filter(|(_, out)| !out.images.is_empty())
+            .map(|(id, out)| (id.clone(), std::mem::take(&mut out.images)))
+            .collect();
+        let vision = self.shared.settings().vision(self.engine);
         let calls = prepared
             .iter()
             .map(|p| {
@@ -802,7 +812,10 @@ impl Turn<'_> {
         self.receipts.extend(receipts);
         let folded = folded
             .into_iter()
-            .map(|(call_id, content)| ChatMessage::tool(call_id, content))
+            .map(|(call_id, content)| {
+                let images = images.remove(&call_id).unwrap_or_default();
+                crate::vision::tool_message(call_id, content, images, vision)
+            })
             .collect();
         self.shared.append_messages(folded);
     }

@@ -14,6 +14,9 @@ use crate::types::{ChatRequest, ChatStream, StreamEvent, Usage};
 const BYTES_PER_TOKEN: u64 = 4;
 /// Tokens of role and separator framing a chat template adds around every message.
 const TOKENS_PER_MESSAGE: u64 = 4;
+/// Tokens counted for one image: what the largest image costs that providers accept
+/// without downscaling (about 1.15 megapixels at 750 pixels per token), not its base64 text.
+const TOKENS_PER_IMAGE: u64 = 1_600;
 
 /// Estimated tokens of `text`: a quarter of its bytes, rounded up.
 pub fn text_tokens(text: &str) -> u64 {
@@ -21,7 +24,7 @@ pub fn text_tokens(text: &str) -> u64 {
 }
 
 /// Estimated prompt tokens of `request`: every message (content, tool calls with their
-/// arguments) with its framing, and the tool schemas as the server renders them (JSON).
+/// arguments, images at a flat [`TOKENS_PER_IMAGE`]) with its framing, and the tool schemas as the server renders them (JSON).
 pub fn prompt_tokens(request: &ChatRequest) -> u64 {
     let messages: u64 = request
         .messages
@@ -32,7 +35,10 @@ pub fn prompt_tokens(request: &ChatRequest) -> u64 {
                 .iter()
                 .map(|c| text_tokens(&c.name) + text_tokens(&c.arguments) + TOKENS_PER_MESSAGE)
                 .sum();
-            TOKENS_PER_MESSAGE + text_tokens(m.content.as_deref().unwrap_or("")) + calls
+            TOKENS_PER_MESSAGE
+                + text_tokens(m.content.as_deref().unwrap_or(""))
+                + calls
+                + TOKENS_PER_IMAGE * m.images.len() as u64
         })
         .sum();
     let tools: u64 = request
@@ -209,6 +215,16 @@ mod tests {
         ));
         // + framing 4 + empty content 0 + call (1 + 2 + 4)
         assert_eq!(prompt_tokens(&request), 140);
+        // An image counts flat, whatever the length of its base64 text.
+        request
+            .messages
+            .push(
+                ChatMessage::tool("c", "").with_images(vec![crate::types::ImagePart {
+                    media_type: "image/png".into(),
+                    data: "A".repeat(400_000),
+                }]),
+            );
+        assert_eq!(prompt_tokens(&request), 140 + 4 + TOKENS_PER_IMAGE);
         assert_eq!(text_tokens(""), 0);
         assert_eq!(text_tokens("é"), 1);
     }

@@ -14,6 +14,7 @@
 //! api_key_env = "ANTHROPIC_API_KEY"
 //! max_tokens = 16000
 //! thinking_budget = 4096          # anthropic only
+//! vision = true                   # read_file sends images (default false: a description)
 //!
 //! [model]
 //! default = "claude"
@@ -85,6 +86,10 @@ pub struct ModelEntry {
     /// Anthropic only: enable the server-side web search tool with this many uses per turn.
     #[serde(default)]
     pub web_search_max_uses: Option<u32>,
+    /// The model accepts image inputs: `read_file` on an image sends the image itself
+    /// (default off: the model gets a text description and no image bytes).
+    #[serde(default)]
+    pub vision: bool,
 }
 
 impl std::fmt::Debug for ModelEntry {
@@ -99,6 +104,7 @@ impl std::fmt::Debug for ModelEntry {
             .field("max_tokens", &self.max_tokens)
             .field("thinking_budget", &self.thinking_budget)
             .field("web_search_max_uses", &self.web_search_max_uses)
+            .field("vision", &self.vision)
             .finish()
     }
 }
@@ -120,6 +126,7 @@ impl ModelEntry {
             max_tokens: None,
             thinking_budget: None,
             web_search_max_uses: None,
+            vision: false,
         }
     }
 
@@ -612,6 +619,22 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("gemini"), "{err}");
+    }
+
+    #[test]
+    fn vision_is_off_unless_an_entry_says_so() {
+        let config = parse(
+            r#"{"models": {"eyes": {"provider": "openai", "model": "m", "vision": true},
+                           "text": {"provider": "anthropic", "model": "c"}}}"#,
+        )
+        .unwrap();
+        assert!(config.models["eyes"].vision);
+        assert!(!config.models["text"].vision);
+        let err =
+            parse(r#"{"models": {"a": {"provider": "openai", "model": "m", "vision": "yes"}}}"#)
+                .unwrap_err()
+                .to_string();
+        assert!(err.contains("invalid type"), "{err}");
     }
 
     #[test]

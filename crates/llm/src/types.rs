@@ -7,6 +7,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::LlmError;
 
+pub use turnstone_proto::image::ImagePart;
+
 /// Who said a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -41,6 +43,11 @@ pub struct ChatMessage {
     /// blocks with their signatures, …), kept so it survives persistence and resume.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider_data: Option<ProviderData>,
+    /// Images that belong to the message (a `read_file` of an image, on its `Role::Tool`
+    /// result). Only a model that can see images receives them: the engine leaves them off
+    /// for other models, and each adapter places them where its API accepts them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub images: Vec<ImagePart>,
 }
 
 /// Provider-specific blocks of one assistant turn that its text and tool calls do not
@@ -92,18 +99,21 @@ impl ChatMessage {
             role: Some(Role::Assistant),
             content: text,
             tool_calls,
-            tool_call_id: None,
-            provider_data: None,
+            ..Self::default()
         }
     }
     pub fn tool(call_id: impl Into<String>, output: impl Into<String>) -> Self {
         Self {
             role: Some(Role::Tool),
             content: Some(output.into()),
-            tool_calls: Vec::new(),
             tool_call_id: Some(call_id.into()),
-            provider_data: None,
+            ..Self::default()
         }
+    }
+    /// The same message carrying `images`.
+    pub fn with_images(mut self, images: Vec<ImagePart>) -> Self {
+        self.images = images;
+        self
     }
     pub fn role(&self) -> Role {
         self.role.unwrap_or(Role::User)

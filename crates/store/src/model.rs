@@ -110,7 +110,10 @@ impl NewMessage {
     pub fn from_chat(ws_id: &str, msg: &ChatMessage) -> Vec<Self> {
         match msg.role() {
             Role::System => Vec::new(),
-            Role::User => vec![Self::base(ws_id, MessageRole::User, msg.content.clone())],
+            Role::User => vec![Self {
+                provider_data: images_data(&msg.images),
+                ..Self::base(ws_id, MessageRole::User, msg.content.clone())
+            }],
             Role::Assistant => {
                 let mut rows = Vec::with_capacity(1 + msg.tool_calls.len());
                 if msg.content.is_some() || msg.tool_calls.is_empty() {
@@ -124,10 +127,24 @@ impl NewMessage {
             }
             Role::Tool => vec![Self {
                 tool_call_id: msg.tool_call_id.clone(),
+                provider_data: images_data(&msg.images),
                 ..Self::base(ws_id, MessageRole::ToolResult, msg.content.clone())
             }],
         }
     }
+}
+
+/// The key of a row's `provider_data` JSON object that holds the message's images
+/// ([`ChatMessage::images`]: media type and base64 bytes, inline). Inline, not a file
+/// reference: a resumed conversation must send the image the model saw, even after the
+/// file changed or on another node. The store stays bounded because `read_file` caps each
+/// image (`tools.max_image_bytes`), the engine keeps images only for models that see them,
+/// and a compaction's replacement rows carry none.
+pub const IMAGES_KEY: &str = "images";
+
+/// The `provider_data` text of a user or tool message: its images, when it has any.
+fn images_data(images: &[turnstone_llm::ImagePart]) -> Option<String> {
+    (!images.is_empty()).then(|| serde_json::json!({ IMAGES_KEY: images }).to_string())
 }
 
 /// The key of a row's `provider_data` JSON object that marks the start of a replaced

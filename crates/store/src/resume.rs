@@ -17,16 +17,18 @@
 //! * a row whose `provider_data` carries [`CONTEXT_RESET_KEY`] starts the conversation afresh
 //!   (a compaction replaced the context): everything rebuilt before it is dropped;
 //! * an assistant's provider blocks (`provider_data` of its first row) come back as
-//!   [`ChatMessage::provider_data`].
+//!   [`ChatMessage::provider_data`];
+//! * a user or tool result row's images (`provider_data` key [`IMAGES_KEY`]) come back as
+//!   [`ChatMessage::images`].
 
 use std::collections::{BTreeMap, HashSet};
 
-use turnstone_llm::{ChatMessage, ProviderData, Role, ToolCall};
+use turnstone_llm::{ChatMessage, ImagePart, ProviderData, Role, ToolCall};
 use turnstone_proto::receipt::{
     EffectStatus, Interruption, NODE_STOPPED, STARTED_CONFIG_PREFIX, parse_started, receipt_text,
 };
 
-use crate::model::{CONTEXT_RESET_KEY, MessageRole, StoredMessage};
+use crate::model::{CONTEXT_RESET_KEY, IMAGES_KEY, MessageRole, StoredMessage};
 
 struct OpenGroup {
     expected: Vec<String>,
@@ -86,22 +88,29 @@ fn close(group: Option<OpenGroup>, out: &mut Vec<ChatMessage>, markers: &Markers
     }
 }
 
-/// The parsed `provider_data` column: the context-reset mark and provider blocks.
-fn row_data(row: &StoredMessage) -> (bool, Option<ProviderData>) {
-    let Some(value) = row
+/// The parsed `provider_data` column: the context-reset mark, provider blocks and images.
+fn row_data(row: &StoredMessage) -> (bool, Option<ProviderData>, Vec<ImagePart>) {
+    let Some(mut value) = row
         .provider_data
         .as_deref()
         .and_then(|d| serde_json::from_str::<serde_json::Value>(d).ok())
     else {
-        return (false, None);
+        return (false, None, Vec::new());
     };
     let reset = value[CONTEXT_RESET_KEY] == serde_json::Value::Bool(true);
+    let images = match value.get_mut(IMAGES_KEY).map(serde_json::Value::take) {
+        None => Vec::new(),
+        Some(images) => serde_json::from_value(images).unwrap_or_else(|e| {
+            tracing::warn!(id = row.id, error = %e, "dropping unreadable stored images");
+            Vec::new()
+        }),
+    };
     let data = value
         .get("provider")
         .is_some()
         .then(|| serde_json::from_value::<ProviderData>(value).ok())
         .flatten();
-    (reset, data)
+    (reset, data, images)
 }
 
 /// Rebuilds provider messages from rows in stored order; `config` is the session's stored
@@ -120,7 +129,7 @@ pub fn rebuild_messages(
             tracing::warn!(id = row.id, role = %row.role, "skipping row with unknown role");
             continue;
         };
-        let (reset, data) = row_data(row);
+        let (reset, data, images) = row_data(row);
         if reset {
             out.clear();
             group = None;
@@ -132,6 +141,7 @@ pub fn rebuild_messages(
                 out.push(ChatMessage {
                     role: Some(Role::User),
                     content: row.content.clone(),
+                    images,
                     ..ChatMessage::default()
                 });
             }
@@ -184,6 +194,7 @@ pub fn rebuild_messages(
                         role: Some(Role::Tool),
                         content: row.content.clone(),
                         tool_call_id: Some(id),
+                        images,
                         ..ChatMessage::default()
                     });
                 } else {

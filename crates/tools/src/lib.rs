@@ -69,9 +69,10 @@ pub use backends::{
 };
 pub use builtin::WatchTool;
 pub use builtin::{
-    BashTool, BuiltinOptions, DiffFileTool, EditFileTool, GitTool, ManTool, MathLimits, MathTool,
-    MemoryTool, NotifyTool, OpenPreviewTool, PreviewContent, PreviewKind, PreviewSink,
-    ReadFileTool, RecallTool, SearchTool, SkillTool, WebFetchTool, WebSearchTool, WriteFileTool,
+    BashTool, BuiltinOptions, DEFAULT_MAX_IMAGE_BYTES, DiffFileTool, EditFileTool, GitTool,
+    ManTool, MathLimits, MathTool, MemoryTool, NotifyTool, OpenPreviewTool, PreviewContent,
+    PreviewKind, PreviewSink, ReadFileTool, RecallTool, SearchTool, SkillTool, WebFetchTool,
+    WebSearchTool, WriteFileTool,
 };
 pub use child_env::ChildEnv;
 pub use error::{ArgumentError, RegistryError};

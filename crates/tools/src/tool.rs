@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use async_trait::async_trait;
 use parking_lot::Mutex;
 use serde_json::Value;
+pub use turnstone_proto::image::ImagePart;
 
 /// Turnstone metadata of a tool (seed 000): stripped before the schema is sent to a model.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -144,8 +145,13 @@ impl OutputSink for NoOutput {
 /// What a finished call returns to the model.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolOutput {
+    /// The text result. For a result with images it describes them, so a model that cannot
+    /// see images (and every client) still learns what was read.
     pub content: String,
     pub is_error: bool,
+    /// Images the call read (`read_file` of an image). The engine passes them to a model
+    /// that can see images and drops them otherwise.
+    pub images: Vec<ImagePart>,
 }
 
 impl ToolOutput {
@@ -153,13 +159,20 @@ impl ToolOutput {
         Self {
             content: content.into(),
             is_error: false,
+            images: Vec::new(),
         }
     }
     pub fn error(content: impl Into<String>) -> Self {
         Self {
             content: content.into(),
             is_error: true,
+            images: Vec::new(),
         }
+    }
+    /// The same output carrying `image`.
+    pub fn with_image(mut self, image: ImagePart) -> Self {
+        self.images.push(image);
+        self
     }
 }
 

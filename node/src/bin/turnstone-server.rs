@@ -337,6 +337,12 @@ async fn main() -> anyhow::Result<()> {
     args.tuning
         .apply_engine(&mut config)
         .map_err(anyhow::Error::msg)?;
+    // The registry's default model sees images when its entry says `vision = true`.
+    if let Some(registry) = &config.models
+        && let Ok(default) = registry.get(registry.default_alias())
+    {
+        config.vision |= default.entry.vision;
+    }
     // agent_max_turns, subagent_auto_approve_all, compaction, auto_title: flag > file.
     file.apply_engine_settings(&args.engine_flags(), &mut config)
         .map_err(anyhow::Error::msg)?;
@@ -700,6 +706,9 @@ fn builtin_options(
     Ok(turnstone_tools::BuiltinOptions {
         web,
         child_env: turnstone_tools::ChildEnv::new(t.env_passthrough.iter().cloned()),
+        max_image_bytes: t
+            .max_image_bytes
+            .unwrap_or(turnstone_tools::DEFAULT_MAX_IMAGE_BYTES),
         ..turnstone_tools::BuiltinOptions::default()
     })
 }

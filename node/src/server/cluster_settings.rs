@@ -311,7 +311,17 @@ fn entry_of(d: &ModelDefinition) -> Result<ModelEntry, String> {
     }
     entry.api_key = Some(d.api_key.clone()).filter(|k| !k.is_empty());
     entry.context_window = u32::try_from(d.context_window).ok().filter(|n| *n > 0);
+    entry.vision = capability_flag(&d.capabilities, "vision");
     Ok(entry)
+}
+
+/// A boolean of a definition's `capabilities` JSON object (`{"vision": true}`); false when
+/// absent or not a boolean.
+fn capability_flag(capabilities: &str, key: &str) -> bool {
+    serde_json::from_str::<Value>(capabilities)
+        .ok()
+        .and_then(|c| c.get(key).and_then(Value::as_bool))
+        .unwrap_or(false)
 }
 
 /// Rebuilds the registry from the baseline, the stored definitions and `model.*`; the
@@ -708,6 +718,12 @@ mod tests {
         assert_eq!(e.base_url, None);
         assert_eq!(e.api_key.as_deref(), Some("k"));
         assert_eq!(e.context_window, Some(4096));
+        assert!(!e.vision, "vision is off unless the capabilities say so");
+        let seeing = ModelDefinition {
+            capabilities: r#"{"vision": true}"#.into(),
+            ..d.clone()
+        };
+        assert!(entry_of(&seeing).unwrap().vision);
         let bad = ModelDefinition {
             provider: "gemini".into(),
             ..d

@@ -4,6 +4,7 @@
 use serde_json::{Value, json};
 use turnstone_engine::{Event, WorkstreamHandle, WsState};
 use turnstone_llm::{ChatMessage, Role};
+use turnstone_proto::image::with_markers;
 use turnstone_proto::sse;
 
 use super::state::Node;
@@ -27,6 +28,10 @@ pub fn history_entries(messages: &[ChatMessage], pending: bool) -> Vec<Value> {
     for m in messages {
         match m.role() {
             Role::System => continue,
+            Role::User if !m.images.is_empty() => entries.push(json!({
+                "role": "user",
+                "content": with_markers(m.content.as_deref().unwrap_or(""), &m.images),
+            })),
             Role::User => entries.push(json!({"role": "user", "content": m.content})),
             Role::Assistant => {
                 let mut entry = json!({"role": "assistant", "content": m.content});
@@ -42,7 +47,11 @@ pub fn history_entries(messages: &[ChatMessage], pending: bool) -> Vec<Value> {
             }
             Role::Tool => {
                 let content = m.content.clone().unwrap_or_default();
-                let mut entry = json!({"role": "tool", "content": content});
+                // Images appear as their markers, never as their bytes.
+                let mut entry = json!({
+                    "role": "tool",
+                    "content": with_markers(&content, &m.images),
+                });
                 if content.starts_with("Denied by user") || content.starts_with("Blocked") {
                     entry["denied"] = json!(true);
                     if let Some(i) = last_call_entry {

@@ -8,7 +8,9 @@
 //!   `arguments` text is parsed into the `input` object (invalid JSON → `{}`);
 //! * a `tool` message becomes a `tool_result` block in a **user** message; consecutive tool
 //!   results share one user message, and user text right after them is appended to the same
-//!   message (after the results, as the API requires);
+//!   message (after the results, as the API requires); a result with images carries them as
+//!   `image` blocks (`source.type = "base64"`) in its `content` array, after its text;
+//! * a user message's images follow its text as `image` blocks;
 //! * empty text is never sent (the API rejects empty text blocks), and a message left without
 //!   blocks is dropped.
 
@@ -18,7 +20,7 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 use serde_json::{Value, json};
 
 use super::wire::WireMessage;
-use crate::types::{ChatMessage, Role, ToolCall, ToolSpec};
+use crate::types::{ChatMessage, ImagePart, Role, ToolCall, ToolSpec};
 
 /// How many assistant turns the replay memory keeps.
 pub(crate) const REPLAY_CAPACITY: usize = 512;
@@ -95,20 +97,17 @@ pub(crate) fn convert(
                 }
             }
             Role::User => {
-                if let Some(text) = message.content.as_deref().filter(|t| !t.is_empty()) {
-                    push_blocks(
-                        &mut out.messages,
-                        "user",
-                        vec![json!({"type": "text", "text": text})],
-                    );
-                }
+                push_blocks(&mut out.messages, "user", text_and_images(message));
             }
             Role::Tool => {
                 let mut block = json!({
                     "type": "tool_result",
                     "tool_use_id": message.tool_call_id.as_deref().unwrap_or(""),
                 });
-                if let Some(text) = message.content.as_deref().filter(|t| !t.is_empty()) {
+                let text = message.content.as_deref().filter(|t| !t.is_empty());
+                if !message.images.is_empty() {
+                    block["content"] = Value::Array(text_and_images(message));
+                } else if let Some(text) = text {
                     block["content"] = Value::String(text.to_string());
                 }
                 push_blocks(&mut out.messages, "user", vec![block]);
@@ -148,6 +147,23 @@ fn push_blocks(messages: &mut Vec<WireMessage>, role: &'static str, blocks: Vec<
             content: blocks,
         }),
     }
+}
+
+/// A message's text block (when not empty) followed by one `image` block per image.
+fn text_and_images(message: &ChatMessage) -> Vec<Value> {
+    let text = message.content.as_deref().filter(|t| !t.is_empty());
+    text.map(|text| json!({"type": "text", "text": text}))
+        .into_iter()
+        .chain(message.images.iter().map(image_block))
+        .collect()
+}
+
+/// `{"type": "image", "source": {"type": "base64", "media_type": …, "data": …}}`.
+fn image_block(image: &ImagePart) -> Value {
+    json!({
+        "type": "image",
+        "source": {"type": "base64", "media_type": image.media_type, "data": image.data},
+    })
 }
 
 /// The plain blocks of an assistant turn without replay data.

@@ -290,6 +290,53 @@ fn conversion_groups_tool_results_and_maps_the_system_prompt() {
     );
 }
 
+/// Anthropic takes images inside a `tool_result`'s `content` array, as `image` blocks with a
+/// base64 `source`, after the result's text; a user message's images follow its text.
+#[test]
+fn images_go_into_tool_results_as_base64_image_blocks() {
+    let p = AnthropicProvider::new(AnthropicConfig {
+        prompt_caching: false,
+        ..AnthropicConfig::default()
+    })
+    .unwrap();
+    let png = crate::types::ImagePart {
+        media_type: "image/png".into(),
+        data: "QUFB".into(),
+    };
+    let req = ChatRequest {
+        model: "claude-x".into(),
+        messages: vec![
+            ChatMessage::user("compare").with_images(vec![png.clone()]),
+            ChatMessage::assistant(
+                None,
+                vec![call("t1", "read_file", "{}"), call("t2", "bash", "{}")],
+            ),
+            ChatMessage::tool("t1", "[image: a.png, PNG, 2x1 pixels, 70 bytes]")
+                .with_images(vec![png.clone()]),
+            ChatMessage::tool("t2", "ok"),
+        ],
+        ..ChatRequest::default()
+    };
+    let image = json!({"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "QUFB"}});
+    assert_eq!(
+        p.request_body(&req)["messages"],
+        json!([
+            {"role": "user", "content": [{"type": "text", "text": "compare"}, image]},
+            {"role": "assistant", "content": [
+                {"type": "tool_use", "id": "t1", "name": "read_file", "input": {}},
+                {"type": "tool_use", "id": "t2", "name": "bash", "input": {}},
+            ]},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "t1", "content": [
+                    {"type": "text", "text": "[image: a.png, PNG, 2x1 pixels, 70 bytes]"},
+                    image,
+                ]},
+                {"type": "tool_result", "tool_use_id": "t2", "content": "ok"},
+            ]},
+        ])
+    );
+}
+
 #[test]
 fn thinking_config_caching_and_open_loop_fallback() {
     let p = AnthropicProvider::new(AnthropicConfig {

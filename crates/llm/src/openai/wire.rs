@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::types::{ChatMessage, ChatRequest, Role, ToolCall, ToolSpec, Usage};
+use crate::types::{ChatMessage, ChatRequest, ImagePart, Role, ToolCall, ToolSpec, Usage};
 
 /// `POST /chat/completions` body.
 #[derive(Debug, Serialize)]
@@ -42,11 +42,43 @@ pub(crate) struct ChatTemplateKwargs<'a> {
 pub(crate) struct WireMessage<'a> {
     pub role: &'static str,
     /// Serialised as `null` for an assistant message that only calls tools.
-    pub content: Option<&'a str>,
+    pub content: Option<WireContent<'a>>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tool_calls: Vec<WireToolCall<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_call_id: Option<&'a str>,
+}
+
+/// A message's content: plain text, or content parts when it carries images.
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+pub(crate) enum WireContent<'a> {
+    Text(&'a str),
+    Parts(Vec<WirePart>),
+}
+
+/// One content part: `{"type": "text", "text": …}` or
+/// `{"type": "image_url", "image_url": {"url": "data:image/png;base64,…"}}`.
+#[derive(Debug, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub(crate) enum WirePart {
+    Text { text: String },
+    ImageUrl { image_url: WireImageUrl },
+}
+
+#[derive(Debug, Serialize)]
+pub(crate) struct WireImageUrl {
+    pub url: String,
+}
+
+impl WirePart {
+    fn image(image: &ImagePart) -> Self {
+        Self::ImageUrl {
+            image_url: WireImageUrl {
+                url: image.data_url(),
+            },
+        }
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -82,11 +114,7 @@ impl<'a> WireRequest<'a> {
     pub fn new(request: &'a ChatRequest, stream: bool) -> Self {
         Self {
             model: &request.model,
-            messages: request
-                .messages
-                .iter()
-                .map(WireMessage::from_message)
-                .collect(),
+            messages: wire_messages(&request.messages),
             max_completion_tokens: request.max_tokens,
             temperature: request.temperature,
             stream,
@@ -110,7 +138,41 @@ impl<'a> WireRequest<'a> {
     }
 }
 
+/// The request's messages. Images of `tool` messages cannot go into them (the API accepts
+/// only text there): a run of tool results is followed by one `user` message holding the
+/// run's images, each after a text part naming the call it came from.
+fn wire_messages(messages: &[ChatMessage]) -> Vec<WireMessage<'_>> {
+    let mut out = Vec::with_capacity(messages.len());
+    let mut pending: Vec<WirePart> = Vec::new();
+    for message in messages {
+        if message.role() != Role::Tool && !pending.is_empty() {
+            out.push(WireMessage::user_parts(std::mem::take(&mut pending)));
+        }
+        out.push(WireMessage::from_message(message));
+        if message.role() == Role::Tool && !message.images.is_empty() {
+            let call = message.tool_call_id.as_deref().unwrap_or("");
+            pending.push(WirePart::Text {
+                text: format!("Image output of tool call {call}:"),
+            });
+            pending.extend(message.images.iter().map(WirePart::image));
+        }
+    }
+    if !pending.is_empty() {
+        out.push(WireMessage::user_parts(pending));
+    }
+    out
+}
+
 impl<'a> WireMessage<'a> {
+    fn user_parts(parts: Vec<WirePart>) -> Self {
+        Self {
+            role: "user",
+            content: Some(WireContent::Parts(parts)),
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+        }
+    }
+
     fn from_message(message: &'a ChatMessage) -> Self {
         let role = match message.role() {
             Role::System => "system",
@@ -119,10 +181,22 @@ impl<'a> WireMessage<'a> {
             Role::Tool => "tool",
         };
         // `null` content is only valid next to tool calls; elsewhere send an empty string.
-        let content = match (&message.content, message.tool_calls.is_empty()) {
+        let text = match (&message.content, message.tool_calls.is_empty()) {
             (Some(text), _) => Some(text.as_str()),
             (None, true) => Some(""),
             (None, false) => None,
+        };
+        // A tool message's images follow it in a user message (`wire_messages`).
+        let content = if message.images.is_empty() || role == "tool" {
+            text.map(WireContent::Text)
+        } else {
+            let mut parts: Vec<WirePart> = text
+                .filter(|t| !t.is_empty())
+                .map(|t| WirePart::Text { text: t.to_owned() })
+                .into_iter()
+                .collect();
+            parts.extend(message.images.iter().map(WirePart::image));
+            Some(WireContent::Parts(parts))
         };
         Self {
             role,
@@ -350,6 +424,85 @@ mod tests {
                 "chat_template_kwargs": {"reasoning_effort": "high"}
             })
         );
+    }
+
+    fn png(data: &str) -> ImagePart {
+        ImagePart {
+            media_type: "image/png".into(),
+            data: data.into(),
+        }
+    }
+
+    /// OpenAI accepts images only in `user` content parts (`image_url` with a `data:` URL),
+    /// not in `tool` messages: the tool results of a batch stay text, and one user message
+    /// after the batch carries every image, each after a text part naming its call.
+    #[test]
+    fn tool_images_follow_the_batch_in_one_user_message_of_image_url_parts() {
+        let call = |id: &str| ToolCall {
+            id: id.into(),
+            name: "read_file".into(),
+            arguments: "{}".into(),
+        };
+        let request = ChatRequest {
+            model: "m".into(),
+            messages: vec![
+                ChatMessage::user("look"),
+                ChatMessage::assistant(None, vec![call("c1"), call("c2"), call("c3")]),
+                ChatMessage::tool("c1", "[image: a.png]").with_images(vec![png("QUFB")]),
+                ChatMessage::tool("c2", "text result"),
+                ChatMessage::tool("c3", "[image: b.png]").with_images(vec![png("QkJC")]),
+                ChatMessage::assistant(Some("two images".into()), vec![]),
+            ],
+            ..ChatRequest::default()
+        };
+        let body = serde_json::to_value(WireRequest::new(&request, false)).unwrap();
+        assert_eq!(
+            body["messages"],
+            json!([
+                {"role": "user", "content": "look"},
+                {"role": "assistant", "content": null, "tool_calls": [
+                    {"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": "{}"}},
+                    {"id": "c2", "type": "function", "function": {"name": "read_file", "arguments": "{}"}},
+                    {"id": "c3", "type": "function", "function": {"name": "read_file", "arguments": "{}"}}
+                ]},
+                {"role": "tool", "content": "[image: a.png]", "tool_call_id": "c1"},
+                {"role": "tool", "content": "text result", "tool_call_id": "c2"},
+                {"role": "tool", "content": "[image: b.png]", "tool_call_id": "c3"},
+                {"role": "user", "content": [
+                    {"type": "text", "text": "Image output of tool call c1:"},
+                    {"type": "image_url", "image_url": {"url": "data:image/png;base64,QUFB"}},
+                    {"type": "text", "text": "Image output of tool call c3:"},
+                    {"type": "image_url", "image_url": {"url": "data:image/png;base64,QkJC"}}
+                ]},
+                {"role": "assistant", "content": "two images"}
+            ])
+        );
+    }
+
+    #[test]
+    fn a_user_message_with_images_is_sent_as_content_parts() {
+        let request = ChatRequest {
+            model: "m".into(),
+            messages: vec![ChatMessage::user("what is this?").with_images(vec![png("QUFB")])],
+            ..ChatRequest::default()
+        };
+        let body = serde_json::to_value(WireRequest::new(&request, false)).unwrap();
+        assert_eq!(
+            body["messages"],
+            json!([{"role": "user", "content": [
+                {"type": "text", "text": "what is this?"},
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64,QUFB"}}
+            ]}])
+        );
+        // A last tool result's images still get their user message.
+        let request = ChatRequest {
+            model: "m".into(),
+            messages: vec![ChatMessage::tool("c9", "[image]").with_images(vec![png("QUFB")])],
+            ..ChatRequest::default()
+        };
+        let body = serde_json::to_value(WireRequest::new(&request, false)).unwrap();
+        assert_eq!(body["messages"].as_array().unwrap().len(), 2);
+        assert_eq!(body["messages"][1]["role"], "user");
     }
 
     #[test]

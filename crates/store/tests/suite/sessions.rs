@@ -14,6 +14,7 @@ both_backends!(
     prune_rules,
     delete_workstream_removes_everything,
     open_workstreams_lists_one_nodes_rows,
+    images_round_trip_inline_and_stay_out_of_search,
 );
 
 fn call(id: &str, name: &str, args: &str) -> ToolCall {
@@ -101,6 +102,67 @@ async fn messages_round_trip_across_restart(db: TestDb) {
     assert_eq!(resumed.messages, conversation());
     assert_eq!(resumed.workstream.node_id.as_deref(), Some("node-a"));
     assert_eq!(resumed.config, SessionConfig::default());
+    store.close().await;
+}
+
+/// An image as `read_file` attaches it: 1 MiB of bytes, base64 inline in the row.
+fn big_image() -> turnstone_llm::ImagePart {
+    turnstone_llm::ImagePart {
+        media_type: "image/png".into(),
+        data: "iVBORw0K".repeat(1024 * 1024 / 6),
+    }
+}
+
+async fn images_round_trip_inline_and_stay_out_of_search(db: TestDb) {
+    let store = db.open().await;
+    let ws = store
+        .create_workstream(NewWorkstream::default())
+        .await
+        .unwrap();
+    let image = big_image();
+    let conversation = vec![
+        ChatMessage::user("what does the diagram show").with_images(vec![image.clone()]),
+        ChatMessage::assistant(
+            None,
+            vec![call("call_1", "read_file", r#"{"path":"diagram.png"}"#)],
+        ),
+        ChatMessage::tool(
+            "call_1",
+            "[image: diagram.png, PNG, 800x600 pixels, 786432 bytes]",
+        )
+        .with_images(vec![image.clone()]),
+        ChatMessage::assistant(Some("A pipeline of three stages.".into()), vec![]),
+    ];
+    store
+        .write_batch(&rows(&ws.ws_id, &conversation))
+        .await
+        .unwrap();
+    store.close().await;
+    drop(store);
+
+    let store = db.open().await;
+    let resumed = store.resume_session(&ws.ws_id).await.unwrap();
+    assert_eq!(
+        resumed.messages, conversation,
+        "images come back byte for byte"
+    );
+    let stored = store.load_messages(&ws.ws_id).await.unwrap();
+    // One copy per image: in the row's `provider_data`, never in its searchable text.
+    let result = stored.iter().find(|r| r.role == "tool_result").unwrap();
+    assert!(
+        !result
+            .content
+            .as_deref()
+            .unwrap()
+            .contains(&image.data[..64])
+    );
+    assert!(result.provider_data.as_deref().unwrap().len() < image.data.len() + 128);
+    let hits = store.search("diagram", 10).await.unwrap();
+    assert!(!hits.is_empty());
+    for hit in hits {
+        let text = format!("{}{}", hit.snippet, hit.content.unwrap_or_default());
+        assert!(!text.contains("iVBORw0K"), "search returned image bytes");
+    }
     store.close().await;
 }
 

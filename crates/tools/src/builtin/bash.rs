@@ -252,9 +252,10 @@ impl Run<'_> {
         if text.is_empty() {
             text.push_str("(no output)");
         }
-        ToolOutput {
-            content: text,
-            is_error,
+        if is_error {
+            ToolOutput::error(text)
+        } else {
+            ToolOutput::ok(text)
         }
     }
 }

@@ -34,7 +34,7 @@ pub use math::{MathLimits, MathTool};
 pub use memory::{MemoryTool, normalise_name};
 pub use notify::NotifyTool;
 pub use open_preview::{OpenPreviewTool, PreviewContent, PreviewKind, PreviewSink};
-pub use read_file::ReadFileTool;
+pub use read_file::{DEFAULT_MAX_IMAGE_BYTES, ReadFileTool};
 pub use recall::RecallTool;
 pub use search::SearchTool;
 pub use skill::{SkillTool, rank_skills};
@@ -62,6 +62,8 @@ pub struct BuiltinOptions {
     pub search_timeout: Duration,
     /// Settings of `web_fetch`, `web_search` and `notify` (registered when `web.enabled`).
     pub web: WebOptions,
+    /// `read_file` refuses images larger than this (`tools.max_image_bytes`, default 5 MiB).
+    pub max_image_bytes: u64,
 }
 
 impl Default for BuiltinOptions {
@@ -72,6 +74,7 @@ impl Default for BuiltinOptions {
             child_env: crate::child_env::ChildEnv::default(),
             search_timeout: Duration::from_secs(30),
             web: WebOptions::default(),
+            max_image_bytes: DEFAULT_MAX_IMAGE_BYTES,
         }
     }
 }
@@ -91,7 +94,7 @@ pub(crate) fn all(options: &BuiltinOptions) -> Result<Vec<Arc<dyn Tool>>, Regist
         Arc::new(GitTool::new()?.with_child_env(options.child_env.clone())),
         Arc::new(ManTool::new()?.with_child_env(options.child_env.clone())),
         Arc::new(MathTool::new()?),
-        Arc::new(ReadFileTool::new()?),
+        Arc::new(ReadFileTool::new()?.with_max_image_bytes(options.max_image_bytes)),
         Arc::new(SearchTool::new()?.with_timeout(options.search_timeout)),
         Arc::new(WriteFileTool::new()?),
     ];

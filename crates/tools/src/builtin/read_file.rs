@@ -1,11 +1,14 @@
 //! `read_file`: a text file as numbered lines (`cat -n` style), optionally a window of it.
-//! Images (PNG, JPEG, GIF, WebP, BMP, TIFF, ICO) are recognised by their magic bytes and
-//! described as text — format, dimensions, size, and that the model cannot see them — and
-//! other binary files are refused.
+//! Images are recognised by their magic bytes, not their names: a PNG, JPEG, GIF or WebP
+//! image comes back as a text description (name, format, dimensions, size) with the image
+//! attached ([`ToolOutput::images`]) for models that can see images; BMP, TIFF and ICO are
+//! described only. An image over the size limit, cut short or corrupt, or a file named like
+//! an image that is none, is a tool error. Other binary files are refused.
 
 use std::path::Path;
 
 use async_trait::async_trait;
+use base64::Engine as _;
 use serde_json::{Value, json};
 
 use super::{finish, header, looks_binary};
@@ -13,10 +16,10 @@ use crate::arguments::Args;
 use crate::error::RegistryError;
 use crate::paths;
 use crate::schema::builtin_definition;
-use crate::tool::{OutputSink, Prepared, Tool, ToolContext, ToolDefinition, ToolOutput};
+use crate::tool::{ImagePart, OutputSink, Prepared, Tool, ToolContext, ToolDefinition, ToolOutput};
 
-/// Images above this size are refused.
-pub(crate) const MAX_IMAGE_BYTES: u64 = 4 * 1024 * 1024;
+/// Images above this size are refused unless configured otherwise (`tools.max_image_bytes`).
+pub const DEFAULT_MAX_IMAGE_BYTES: u64 = 5 * 1024 * 1024;
 /// Text files above this size are refused (use `search` or `bash` with `sed -n`).
 const MAX_TEXT_BYTES: u64 = 32 * 1024 * 1024;
 /// Characters shown of one line before it is cut.
@@ -26,13 +29,21 @@ const MAX_LINE_CHARS: usize = 2000;
 #[derive(Debug, Clone)]
 pub struct ReadFileTool {
     definition: ToolDefinition,
+    max_image_bytes: u64,
 }
 
 impl ReadFileTool {
     pub fn new() -> Result<Self, RegistryError> {
         Ok(Self {
             definition: builtin_definition("read_file")?,
+            max_image_bytes: DEFAULT_MAX_IMAGE_BYTES,
         })
+    }
+
+    /// Refuses images larger than `bytes` (a clear tool error, nothing is read).
+    pub fn with_max_image_bytes(mut self, bytes: u64) -> Self {
+        self.max_image_bytes = bytes;
+        self
     }
 }
 
@@ -89,11 +100,20 @@ impl Tool for ReadFileTool {
             .unwrap_or(1)
             .max(1);
         let limit = args.get("limit").and_then(Value::as_u64);
-        finish(read(&path, offset, limit, ctx).await, ctx)
+        finish(
+            read(&path, offset, limit, self.max_image_bytes, ctx).await,
+            ctx,
+        )
     }
 }
 
-async fn read(path: &Path, offset: u64, limit: Option<u64>, ctx: &ToolContext) -> ToolOutput {
+async fn read(
+    path: &Path,
+    offset: u64,
+    limit: Option<u64>,
+    max_image_bytes: u64,
+    ctx: &ToolContext,
+) -> ToolOutput {
     let shown = paths::display(&ctx.cwd, path);
     let meta = match tokio::fs::metadata(path).await {
         Ok(meta) => meta,
@@ -111,27 +131,17 @@ async fn read(path: &Path, offset: u64, limit: Option<u64>, ctx: &ToolContext) -
         return ToolOutput::error(format!("Error: {shown} is not a regular file"));
     }
     let size = meta.len();
-    let bytes = match read_head(path, 32).await {
+    let head = match read_head(path, 32).await {
         Ok(head) => head,
         Err(e) => return ToolOutput::error(format!("Error: cannot read {shown}: {e}")),
     };
-    if let Some(kind) = image_kind(&bytes) {
-        if size > MAX_IMAGE_BYTES {
-            return ToolOutput::error(format!(
-                "Error: {shown} is a {kind} image of {size} bytes, over the {MAX_IMAGE_BYTES}-byte limit"
-            ));
-        }
-        let bytes = match tokio::fs::read(path).await {
-            Ok(b) => b,
-            Err(e) => return ToolOutput::error(format!("Error: cannot read {shown}: {e}")),
-        };
-        paths::mark_read(ctx, path);
-        let dims = image_dimensions(kind, &bytes)
-            .map(|(w, h)| format!(", {w}x{h} pixels"))
-            .unwrap_or_default();
-        return ToolOutput::ok(format!(
-            "[image: {shown}, {kind}{dims}, {size} bytes. The model cannot see images here: \
-             only this description is available.]"
+    if let Some(kind) = image_kind(&head) {
+        return read_image(path, &shown, kind, size, max_image_bytes, ctx).await;
+    }
+    if let Some(ext) = image_extension(path) {
+        return ToolOutput::error(format!(
+            "Error: {shown} is named like an image (.{ext}) but is not a PNG, JPEG, GIF or WebP \
+             image: its first bytes match none of them"
         ));
     }
     if size > MAX_TEXT_BYTES {
@@ -152,6 +162,91 @@ async fn read(path: &Path, offset: u64, limit: Option<u64>, ctx: &ToolContext) -
     paths::mark_read(ctx, path);
     let text = String::from_utf8_lossy(&bytes);
     ToolOutput::ok(number_lines(&text, offset, limit))
+}
+
+/// An image file: a PNG, JPEG, GIF or WebP image comes back described in text and attached
+/// as an [`ImagePart`] (the engine sends it only to a model that can see images); other
+/// formats are described only. Too large, truncated or corrupt images are tool errors.
+async fn read_image(
+    path: &Path,
+    shown: &str,
+    kind: &'static str,
+    size: u64,
+    max_bytes: u64,
+    ctx: &ToolContext,
+) -> ToolOutput {
+    if size > max_bytes {
+        return ToolOutput::error(format!(
+            "Error: {shown} is a {kind} image of {size} bytes, over the {max_bytes}-byte image \
+             limit (tools.max_image_bytes)"
+        ));
+    }
+    let bytes = match tokio::fs::read(path).await {
+        Ok(b) => b,
+        Err(e) => return ToolOutput::error(format!("Error: cannot read {shown}: {e}")),
+    };
+    let dimensions = image_dimensions(kind, &bytes);
+    let Some(media_type) = media_type(kind) else {
+        paths::mark_read(ctx, path);
+        let dims = dimensions
+            .map(|(w, h)| format!(", {w}x{h} pixels"))
+            .unwrap_or_default();
+        return ToolOutput::ok(format!(
+            "[image: {shown}, {kind}{dims}, {size} bytes. {kind} is not a format models accept \
+             as an image: only this description is available.]"
+        ));
+    };
+    let (Some((w, h)), true) = (dimensions, has_trailer(kind, &bytes)) else {
+        return ToolOutput::error(format!(
+            "Error: {shown} is a truncated or corrupt {kind} image ({size} bytes): its header or \
+             its end is missing"
+        ));
+    };
+    paths::mark_read(ctx, path);
+    let image = ImagePart {
+        media_type: media_type.to_owned(),
+        data: base64::engine::general_purpose::STANDARD.encode(&bytes),
+    };
+    ToolOutput::ok(format!(
+        "[image: {shown}, {kind}, {w}x{h} pixels, {size} bytes]"
+    ))
+    .with_image(image)
+}
+
+/// The media type of the formats models accept as images.
+fn media_type(kind: &str) -> Option<&'static str> {
+    match kind {
+        "PNG" => Some("image/png"),
+        "JPEG" => Some("image/jpeg"),
+        "GIF" => Some("image/gif"),
+        "WebP" => Some("image/webp"),
+        _ => None,
+    }
+}
+
+/// The extension of a file named like an image models accept (`png`, `jpg`, …).
+fn image_extension(path: &Path) -> Option<String> {
+    let ext = path.extension()?.to_str()?.to_ascii_lowercase();
+    matches!(ext.as_str(), "png" | "jpg" | "jpeg" | "gif" | "webp").then_some(ext)
+}
+
+/// Whether the image ends the way its format ends: PNG with its `IEND` chunk, JPEG with an
+/// end-of-image marker, GIF with its trailer byte, WebP with as many bytes as its RIFF header
+/// announces. A file cut short fails this.
+fn has_trailer(kind: &str, bytes: &[u8]) -> bool {
+    match kind {
+        "PNG" => bytes.ends_with(&[b'I', b'E', b'N', b'D', 0xae, 0x42, 0x60, 0x82]),
+        "JPEG" => {
+            let tail = &bytes[bytes.len().saturating_sub(64)..];
+            tail.windows(2).any(|w| w == [0xff, 0xd9])
+        }
+        "GIF" => bytes.last() == Some(&0x3b),
+        "WebP" => bytes.get(4..8).is_some_and(|b| {
+            let riff = u64::from(u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+            riff + 8 <= bytes.len() as u64
+        }),
+        _ => true,
+    }
 }
 
 async fn read_head(path: &Path, n: usize) -> std::io::Result<Vec<u8>> {

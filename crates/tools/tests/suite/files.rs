@@ -74,33 +74,158 @@ async fn read_file_errors_are_clear() {
     );
 }
 
+/// A valid 2x1 RGB PNG (70 bytes), and its standard base64.
+const PNG_2X1: &[u8] = &[
+    0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x48, 0x44, 0x52,
+    0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00, 0x01, 0x08, 0x02, 0x00, 0x00, 0x00, 0x7b, 0x40, 0xe8,
+    0xdd, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x44, 0x41, 0x54, 0x78, 0x9c, 0x63, 0xf8, 0xcf, 0x00, 0x04,
+    0xff, 0x01, 0x07, 0x00, 0x01, 0xff, 0xe2, 0x23, 0x9e, 0x59, 0x00, 0x00, 0x00, 0x00, 0x49, 0x45,
+    0x4e, 0x44, 0xae, 0x42, 0x60, 0x82,
+];
+const PNG_2X1_BASE64: &str = "iVBORw0KGgoAAAANSUhEUgAAAAIAAAABCAIAAAB7QOjdAAAADUlEQVR4nGP4zwAE/wEHAAH/4iOeWQAAAABJRU5ErkJggg==";
+
 #[tokio::test]
-async fn read_file_describes_images_and_refuses_huge_ones() {
+async fn read_file_attaches_an_image_found_by_its_content_with_a_description() {
     let (dir, ctx) = ctx();
-    let mut png = b"\x89PNG\r\n\x1a\n\x00\x00\x00\x0dIHDR".to_vec();
-    png.extend_from_slice(&640u32.to_be_bytes());
-    png.extend_from_slice(&480u32.to_be_bytes());
-    png.extend_from_slice(&[0u8; 64]);
-    write(dir.path(), "pic.png", &png);
-    let out = run("read_file", json!({"path": "pic.png"}), &ctx).await;
+    // The name says nothing: the magic bytes decide.
+    write(dir.path(), "screenshot.dat", PNG_2X1);
+    let out = run("read_file", json!({"path": "screenshot.dat"}), &ctx).await;
     assert!(!out.is_error, "{}", out.content);
+    assert_eq!(
+        out.content,
+        "[image: screenshot.dat, PNG, 2x1 pixels, 70 bytes]"
+    );
+    assert_eq!(out.images.len(), 1);
+    assert_eq!(out.images[0].media_type, "image/png");
+    assert_eq!(out.images[0].data, PNG_2X1_BASE64);
+    let canonical = std::fs::canonicalize(dir.path().join("screenshot.dat")).unwrap();
+    assert!(ctx.read_files.lock().contains(&canonical));
+    // Text output of other files carries no image.
+    write(dir.path(), "a.txt", b"x\n");
     assert!(
-        out.content.contains("PNG") && out.content.contains("640x480"),
+        run("read_file", json!({"path": "a.txt"}), &ctx)
+            .await
+            .images
+            .is_empty()
+    );
+}
+
+#[tokio::test]
+async fn read_file_knows_jpeg_gif_and_webp_and_describes_formats_models_do_not_take() {
+    let (dir, ctx) = ctx();
+    // SOI, SOF0 (height 3, width 4), EOI.
+    let jpeg = [
+        0xff, 0xd8, 0xff, 0xc0, 0x00, 0x11, 0x08, 0x00, 0x03, 0x00, 0x04, 0x03, 0, 0, 0, 0, 0, 0,
+        0, 0, 0, 0, 0, 0, 0, 0xff, 0xd9,
+    ];
+    write(dir.path(), "p.jpg", &jpeg);
+    let out = run("read_file", json!({"path": "p.jpg"}), &ctx).await;
+    assert!(!out.is_error, "{}", out.content);
+    assert!(out.content.contains("JPEG, 4x3 pixels"), "{}", out.content);
+    assert_eq!(out.images[0].media_type, "image/jpeg");
+    let mut gif = b"GIF89a\x05\x00\x06\x00".to_vec();
+    gif.extend_from_slice(&[0u8; 8]);
+    gif.push(0x3b);
+    write(dir.path(), "p.gif", &gif);
+    let out = run("read_file", json!({"path": "p.gif"}), &ctx).await;
+    assert!(out.content.contains("GIF, 5x6 pixels"), "{}", out.content);
+    assert_eq!(out.images[0].media_type, "image/gif");
+    // VP8X: RIFF size 22 (the 30-byte file minus 8), canvas 100x50.
+    let mut webp = b"RIFF\x16\x00\x00\x00WEBPVP8X".to_vec();
+    webp.extend_from_slice(&[0u8; 8]);
+    webp.extend_from_slice(&[99, 0, 0, 49, 0, 0]);
+    write(dir.path(), "p.webp", &webp);
+    let out = run("read_file", json!({"path": "p.webp"}), &ctx).await;
+    assert!(
+        out.content.contains("WebP, 100x50 pixels"),
         "{}",
         out.content
     );
-    assert!(out.content.contains(&format!("{} bytes", png.len())));
+    assert_eq!(out.images[0].media_type, "image/webp");
+    // BMP: described, never attached.
+    let mut bmp = b"BM".to_vec();
+    bmp.extend_from_slice(&[0u8; 12]);
+    bmp.extend_from_slice(&40u32.to_le_bytes());
+    bmp.extend_from_slice(&7i32.to_le_bytes());
+    bmp.extend_from_slice(&8i32.to_le_bytes());
+    bmp.extend_from_slice(&[0u8; 16]);
+    write(dir.path(), "p.bmp", &bmp);
+    let out = run("read_file", json!({"path": "p.bmp"}), &ctx).await;
+    assert!(!out.is_error, "{}", out.content);
+    assert!(out.content.contains("BMP, 7x8 pixels"), "{}", out.content);
     assert!(
-        out.content.contains("The model cannot see images here"),
+        out.content.contains("not a format models accept"),
         "{}",
         out.content
     );
+    assert!(out.images.is_empty());
+}
+
+#[tokio::test]
+async fn read_file_refuses_fake_truncated_and_oversized_images_clearly() {
+    let (dir, ctx) = ctx();
+    write(dir.path(), "notes.png", b"just some text, not an image\n");
+    let out = run("read_file", json!({"path": "notes.png"}), &ctx).await;
+    assert!(out.is_error);
+    assert_eq!(
+        out.content,
+        "Error: notes.png is named like an image (.png) but is not a PNG, JPEG, GIF or WebP \
+         image: its first bytes match none of them"
+    );
+    // Cut inside the pixel data: the header reads, the end is gone.
+    write(dir.path(), "cut.png", &PNG_2X1[..50]);
+    let out = run("read_file", json!({"path": "cut.png"}), &ctx).await;
+    assert!(out.is_error);
+    assert_eq!(
+        out.content,
+        "Error: cut.png is a truncated or corrupt PNG image (50 bytes): its header or its end \
+         is missing"
+    );
+    assert!(out.images.is_empty());
+    // Cut inside the header: no dimensions.
+    write(dir.path(), "stub.png", &PNG_2X1[..12]);
+    let out = run("read_file", json!({"path": "stub.png"}), &ctx).await;
+    assert!(
+        out.is_error && out.content.contains("truncated"),
+        "{}",
+        out.content
+    );
+    // Over the default limit (5 MiB).
     let mut big = b"GIF89a".to_vec();
-    big.resize(5 * 1024 * 1024, 0);
+    big.resize(turnstone_tools::DEFAULT_MAX_IMAGE_BYTES as usize + 1, 0);
     write(dir.path(), "big.gif", &big);
     let out = run("read_file", json!({"path": "big.gif"}), &ctx).await;
     assert!(out.is_error);
-    assert!(out.content.contains("limit"), "{}", out.content);
+    assert_eq!(
+        out.content,
+        format!(
+            "Error: big.gif is a GIF image of {} bytes, over the {}-byte image limit \
+             (tools.max_image_bytes)",
+            big.len(),
+            turnstone_tools::DEFAULT_MAX_IMAGE_BYTES
+        )
+    );
+}
+
+#[tokio::test]
+async fn read_file_image_limit_is_configurable() {
+    let (dir, ctx) = ctx();
+    write(dir.path(), "pic.png", PNG_2X1);
+    let registry =
+        turnstone_tools::ToolRegistry::with_builtin_options(&turnstone_tools::BuiltinOptions {
+            max_image_bytes: 69,
+            ..turnstone_tools::BuiltinOptions::default()
+        })
+        .unwrap();
+    let tool = registry.get("read_file").unwrap();
+    let prepared = tool.prepare(json!({"path": "pic.png"}), &ctx).unwrap();
+    let out = tool.execute(&prepared, &ctx, &NoOutput).await;
+    assert!(out.is_error);
+    assert!(
+        out.content.contains("over the 69-byte image limit"),
+        "{}",
+        out.content
+    );
 }
 
 #[tokio::test]

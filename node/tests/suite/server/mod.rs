@@ -31,6 +31,7 @@ mod skills;
 mod store_tools;
 mod streams;
 mod users;
+mod vision;
 mod watches;
 
 use std::sync::Arc;
