@@ -194,28 +194,34 @@ pub fn env_api_key(
         _ => &["TURNSTONE_API_KEY", "OPENAI_API_KEY"],
     };
     for name in names {
-        let file_var = format!("{name}_FILE");
-        let inline = env(name).filter(|v| !v.is_empty());
-        let file = env(&file_var).filter(|v| !v.trim().is_empty());
-        match (inline, file) {
-            (Some(_), Some(_)) => {
-                return Err(NodeError::Config(turnstone_runtime::ConfigError::Env {
-                    var: file_var,
-                    message: format!("{name} is given too; give the key one way only"),
-                }));
-            }
-            (Some(key), None) => return Ok(Some(key)),
-            (None, Some(path)) => {
-                let key = turnstone_runtime::settings::read_secret_file(
-                    &file_var,
-                    std::path::Path::new(&path),
-                )?;
-                return Ok(Some(key));
-            }
-            (None, None) => {}
+        if let Some(key) = env_secret(name, env)? {
+            return Ok(Some(key));
         }
     }
     Ok(None)
+}
+
+/// A secret from the environment variable `name`, or from the file `name_FILE` names;
+/// `None` when neither is set. Giving both is an error naming them.
+pub fn env_secret(
+    name: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Option<String>, NodeError> {
+    let file_var = format!("{name}_FILE");
+    let inline = env(name).filter(|v| !v.is_empty());
+    let file = env(&file_var).filter(|v| !v.trim().is_empty());
+    match (inline, file) {
+        (Some(_), Some(_)) => Err(NodeError::Config(turnstone_runtime::ConfigError::Env {
+            var: file_var,
+            message: format!("{name} is given too; give the key one way only"),
+        })),
+        (Some(key), None) => Ok(Some(key)),
+        (None, Some(path)) => Ok(Some(turnstone_runtime::settings::read_secret_file(
+            &file_var,
+            std::path::Path::new(&path),
+        )?)),
+        (None, None) => Ok(None),
+    }
 }
 
 /// Connects to `target` and returns the backend with the model name requests carry. An

@@ -61,6 +61,16 @@
 //! redact_secrets = true         # replace detected secrets before anyone sees the result
 //! output_guard_llm = false      # ours: the judge's model also assesses flagged results
 //!
+//! [rerank]                      # optional reranker (see `rerank.rs`): POST {base_url}/rerank
+//! base_url = "http://127.0.0.1:8000"
+//! model = "qwen3-reranker"
+//! api_key_env = "RERANK_API_KEY" # or its _FILE; default TURNSTONE_RERANK_API_KEY(_FILE)
+//! timeout = 5.0                 # seconds; a slower reply keeps the native order
+//! web_search = true             # re-order web_search results
+//! bm25 = false                  # re-order memory / tool_search / skill candidates
+//! bm25_threshold = 0.0          # drop retrieval candidates scored below (0: no filter)
+//! instruction = ""              # Qwen3-style query instruction (not with a chat template)
+//!
 //! [[policies]]                  # read-only tool policies (the admin API adds stored ones)
 //! name = "no-mcp-deletes"
 //! tool_pattern = "mcp__*__delete*"
@@ -202,6 +212,8 @@ pub struct ServerFile {
     pub mcp_servers: Vec<turnstone_mcp::McpServerConfig>,
     pub tools: ToolsSection,
     pub judge: JudgeSection,
+    /// `[rerank]`, checked; `None`: no reranker.
+    pub rerank: Option<crate::rerank::RerankSection>,
     /// `[[policies]]`: read-only tool policies (see `server::policies`).
     pub policies: Vec<crate::server::policies::ConfigPolicy>,
     /// `[auth]`: `enabled`, `jwt_secret`, `[[auth.tokens]]` (the environment wins), when the
@@ -413,6 +425,13 @@ impl ServerFile {
             Some(v) => v.try_into().map_err(|e| format!("[judge]: {e}"))?,
             None => JudgeSection::default(),
         };
+        let rerank: Option<crate::rerank::RerankSection> = match section("rerank")? {
+            Some(v) => Some(v.try_into().map_err(|e| format!("[rerank]: {e}"))?),
+            None => None,
+        };
+        if let Some(r) = &rerank {
+            r.check()?;
+        }
         let models: Option<BTreeMap<String, ModelEntry>> = match section("models")? {
             Some(v) => Some(v.try_into().map_err(|e| format!("[models]: {e}"))?),
             None => None,
@@ -452,6 +471,7 @@ impl ServerFile {
             mcp_servers,
             tools,
             judge,
+            rerank,
             policies,
             auth,
         })
@@ -582,6 +602,31 @@ mod tests {
             .apply_engine_settings(&EngineFlags::default(), &mut EngineConfig::default())
             .unwrap_err();
         assert!(err.contains("tools.personas.none"), "{err}");
+    }
+
+    #[test]
+    fn the_rerank_section_is_read_and_checked_naming_the_key() {
+        let f = ServerFile::parse(
+            "[rerank]\nbase_url = \"http://127.0.0.1:9\"\nmodel = \"r\"\nbm25 = true\n",
+        )
+        .unwrap();
+        let r = f.rerank.unwrap();
+        assert_eq!((r.model.as_str(), r.bm25), ("r", Some(true)));
+        assert!(ServerFile::parse("").unwrap().rerank.is_none());
+        for (text, says) in [
+            (
+                "[rerank]\nbase_url = \"http://h\"\nmodel = \"r\"\nurl = 1\n",
+                "url",
+            ),
+            ("[rerank]\nmodel = \"r\"\n", "base_url"),
+            (
+                "[rerank]\nbase_url = \"http://h\"\nmodel = \"r\"\nbm25_threshold = 2.0\n",
+                "bm25_threshold",
+            ),
+        ] {
+            let err = ServerFile::parse(text).unwrap_err();
+            assert!(err.contains("[rerank]") && err.contains(says), "{err}");
+        }
     }
 
     #[test]

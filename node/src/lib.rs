@@ -12,6 +12,8 @@
 //! * [`mcp_search`] — `web_search` answered by an MCP tool (`search_backend =
 //!   "mcp:server:tool"`).
 //! * [`mcp_skills`] — MCP prompts mirrored into the store as read-only skills.
+//! * [`rerank`] — `[rerank]`: the optional Cohere/Jina-compatible reranker of `web_search`
+//!   results and memory/tool/skill retrieval, and `rerank-calibrate`'s probes.
 //!
 //! * [`grpc`] — the gRPC API (`turnstone.v1.NodeService`, health, reflection), served on
 //!   the HTTP port and optionally on `--grpc-port`.
@@ -29,6 +31,7 @@ pub mod mcp_skills;
 pub mod mcp_tools;
 pub mod page_answerer;
 pub mod persist;
+pub mod rerank;
 pub mod send_queue;
 pub mod server;
 pub mod store_tools;

@@ -163,6 +163,21 @@ pub const CLUSTER_SETTINGS: &[SettingSpec] = &[
         "max_tokens of the compaction summary request",
     ),
     live(
+        "tools.rerank_bm25",
+        Kind::Bool,
+        "the [rerank] endpoint also re-orders memory, tool_search and skill candidates",
+    ),
+    live(
+        "tools.rerank_bm25_threshold",
+        Kind::Float { min: 0.0, max: 1.0 },
+        "retrieval candidates the reranker scores below this are dropped (0: none)",
+    ),
+    live(
+        "tools.rerank_web_search",
+        Kind::Bool,
+        "the [rerank] endpoint re-orders web_search results",
+    ),
+    live(
         "tools.search",
         Kind::Choice(&["auto", "on", "off"]),
         "tool search (deferred tools behind tool_search): auto, on or off",

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use turnstone_llm::{ModelRegistry, Resilient};
+use turnstone_tools::Reranker;
 use turnstone_tools::toolset::{ToolIntent, ToolsetConfig};
 
 /// Per-engine settings shared by every workstream it runs.
@@ -88,6 +89,9 @@ pub struct EngineConfig {
     /// The intent judge (`judge.*`): heuristic verdicts on by default, the LLM tier off
     /// until an embedder configures it (the node does, from `[judge]`).
     pub judge: JudgeConfig,
+    /// Re-orders web search results and retrieval candidates (`turnstone_tools::rerank`);
+    /// every workstream's tools get it in their context. `None`: native order.
+    pub reranker: Option<Arc<dyn Reranker>>,
 }
 
 /// How a sub-agent's calls that need a decision are decided (`tools.subagent_approvals`).
@@ -263,6 +267,7 @@ impl Default for EngineConfig {
             models: None,
             output_guard: OutputGuard::default(),
             judge: JudgeConfig::default(),
+            reranker: None,
         }
     }
 }

@@ -80,6 +80,7 @@ impl Shared {
         let config = engine.config();
         let mut tool_ctx =
             ToolContext::new(config.cwd.clone()).for_workstream(&id, &config.node_id);
+        tool_ctx.reranker = config.reranker.clone();
         // Tools cut at the guard's raw limit; `turn.rs` cuts to the real one after the guard.
         tool_ctx.truncation_limit = config
             .output_guard

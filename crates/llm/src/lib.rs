@@ -4,7 +4,7 @@
 //! [`Provider`] trait, the OpenAI-compatible adapter ([`openai`]), the Anthropic Messages
 //! adapter ([`anthropic`]), `<think>` tag splitting ([`think`]), retry before the first byte
 //! and the circuit breaker ([`resilience`]), and the `[models.*]` registry with its fallback
-//! chain ([`registry`]).
+//! chain ([`registry`]), and the Cohere/Jina-compatible reranking client ([`rerank`]).
 //!
 //! It must not know about tools, sessions, workstreams or storage: a tool is only a
 //! [`ToolSpec`] here and a conversation only a list of [`ChatMessage`]s.
@@ -16,6 +16,7 @@ mod http;
 pub mod openai;
 pub mod provider;
 pub mod registry;
+pub mod rerank;
 pub mod resilience;
 mod sse;
 mod stream_driver;
@@ -30,5 +31,6 @@ pub use registry::{
     FallbackProvider, ModelEntry, ModelRegistry, ModelSection, ProviderKind, RegistryConfig,
     RegistryError,
 };
+pub use rerank::{RerankClient, RerankConfig, RerankError, RerankResult};
 pub use resilience::{BreakerPermit, BreakerState, CircuitBreaker, Resilient, RetryPolicy};
 pub use types::*;

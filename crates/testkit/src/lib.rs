@@ -9,6 +9,8 @@
 //! * [`FakeAnthropic`] — the same rules behind an Anthropic Messages API shaped server
 //!   (`POST /v1/messages`, streamed events, thinking with signatures, tool use, server-side
 //!   web search, `error` events) with [`AnthropicFault`]s; see [`fake_anthropic`].
+//! * [`FakeRerank`] — a Cohere/Jina-compatible `/rerank` server scoring by token overlap, in
+//!   each real service's reply shape, with injected [`RerankFault`]s; see [`fake_rerank`].
 //! * [`ScriptedProvider`] — the same rules in-process, as a zero-latency
 //!   [`turnstone_llm::Provider`] (no HTTP, no JSON) for engine tests and benchmarks.
 //! * [`route_walk`] — walk an axum router over HTTP for route-table tests.
@@ -59,6 +61,7 @@ pub mod error;
 pub mod eventually;
 pub mod fake_anthropic;
 pub mod fake_llm;
+pub mod fake_rerank;
 pub mod mcp_fixtures;
 mod openai_wire;
 pub mod process;
@@ -72,6 +75,7 @@ pub use error::TestkitError;
 pub use eventually::eventually;
 pub use fake_anthropic::{AnthropicFault, FakeAnthropic, FakeAnthropicConfig, RecordedHeaders};
 pub use fake_llm::{FakeLlm, FakeLlmConfig, Fault};
+pub use fake_rerank::{FakeRerank, RerankFault, RerankShape};
 pub use process::process_running;
 pub use script::{ScriptMessage, ScriptReply, reply_for};
 pub use scripted_provider::{ProviderFault, ScriptedProvider};

@@ -57,6 +57,7 @@ mod error;
 mod paths;
 mod process;
 mod registry;
+pub mod rerank;
 mod schema;
 pub mod toolset;
 mod truncate;
@@ -79,6 +80,7 @@ pub use error::{ArgumentError, RegistryError};
 pub use registry::{
     FunctionSpec, Provenance, RegisteredTool, RegistrySnapshot, ToolRegistry, parse_tool_arguments,
 };
+pub use rerank::{RerankUse, Reranker, rerank_items};
 pub use schema::{builtin_definitions, parse_definition};
 pub use truncate::truncate_output;
 pub use web::{

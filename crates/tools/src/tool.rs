@@ -52,6 +52,9 @@ pub struct ToolContext {
     /// the engine at the start of each turn ([`ToolContext::begin_turn`]). Tools with a
     /// per-turn budget (`notify`) key on it. Shared by clones of the context.
     pub turn: Arc<AtomicU64>,
+    /// Re-orders web search results and retrieval candidates ([`crate::rerank`]); `None`:
+    /// every tool keeps its native order.
+    pub reranker: Option<Arc<dyn crate::rerank::Reranker>>,
 }
 
 impl ToolContext {
@@ -63,6 +66,7 @@ impl ToolContext {
             ws_id: Arc::from(""),
             node_id: Arc::from("local"),
             turn: Arc::default(),
+            reranker: None,
         }
     }
 

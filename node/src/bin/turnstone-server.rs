@@ -267,6 +267,13 @@ async fn main() -> anyhow::Result<()> {
     file.apply_engine_settings(&args.engine_flags(), &mut EngineConfig::default())
         .unwrap_or_else(|e| config_error(&e));
     let tuned = args.tuning.check().unwrap_or_else(|e| config_error(&e));
+    // `[rerank]`: the optional reranker (its key read now, so --check-config fails on it).
+    let reranker = file.rerank.as_ref().map(|section| {
+        let client = section
+            .client(&|v| std::env::var(v).ok())
+            .unwrap_or_else(|e| config_error(&e));
+        turnstone_node::rerank::NodeReranker::new(client, section.settings())
+    });
     // `[server]` keys that are flags reached `args` through the settings' layers.
     let node_id = args.node_id.clone().unwrap_or_else(default_node_id);
     if settings.check {
@@ -298,6 +305,16 @@ async fn main() -> anyhow::Result<()> {
     settings.log_warnings();
     if let Some(path) = &file.path {
         tracing::info!(path = %path.display(), "config file read");
+    }
+    if let Some(r) = &reranker {
+        let s = r.settings();
+        tracing::info!(
+            endpoint = %r.endpoint(),
+            web_search = s.web_search,
+            bm25 = s.bm25,
+            bm25_threshold = s.bm25_threshold,
+            "reranker configured"
+        );
     }
     if file.auth.as_ref().is_some_and(|a| a.token.is_some()) {
         tracing::warn!(
@@ -331,6 +348,9 @@ async fn main() -> anyhow::Result<()> {
         skip_permissions: args.skip_permissions,
         approval_timeout: std::time::Duration::from_secs(args.approval_timeout.max(1)),
         cwd: resolve_cwd(args.cwd.clone())?,
+        reranker: reranker
+            .clone()
+            .map(|r| r as Arc<dyn turnstone_tools::Reranker>),
         ..EngineConfig::default()
     };
     // Instructions, sampling, context window, tool output and tool search settings.
@@ -440,6 +460,7 @@ async fn main() -> anyhow::Result<()> {
         metrics_auth: args.metrics_auth,
         sse_per_identity: args.sse_per_identity.max(1),
         header_read_timeout: std::time::Duration::from_secs(args.header_read_timeout.max(1)),
+        reranker,
         ..NodeOptions::default()
     };
     // `ts_` API tokens are looked up in the store when there is one.

@@ -277,6 +277,9 @@ pub async fn reload_settings(node: &Node) -> ConfigReloadReply {
     node.manager
         .engine()
         .reconfigure(|config| apply_live(&settings, base, config));
+    if let Some(reranker) = &node.options.reranker {
+        reranker.apply_stored(&settings);
+    }
     let restart_required = settings
         .keys()
         .filter(|k| contract::spec(k).is_some_and(|s| s.applies == Applies::Restart))

@@ -673,6 +673,28 @@ impl Metrics {
             "Tool results (and sub-agent answers) whose secrets were redacted.",
             guard.redactions,
         );
+        if let Some(reranker) = &node.options.reranker {
+            x.family(
+                "turnstone_rerank_requests_total",
+                "counter",
+                "Rerank requests that re-ordered results, by use.",
+            );
+            for (use_, n) in reranker.reranked() {
+                x.sample("turnstone_rerank_requests_total", &[("use", use_)], n);
+            }
+            x.family(
+                "turnstone_rerank_fallbacks_total",
+                "counter",
+                "Rerank requests that failed, so the native order was kept, by use and reason.",
+            );
+            for ((use_, reason), n) in reranker.fallbacks() {
+                x.sample(
+                    "turnstone_rerank_fallbacks_total",
+                    &[("use", use_), ("reason", reason)],
+                    n,
+                );
+            }
+        }
         x.gauge(
             "turnstone_workstreams_hibernated",
             "Hibernated workstreams (out of memory, rehydrated on use).",

@@ -132,6 +132,9 @@ pub struct NodeOptions {
     pub sse_per_identity: usize,
     /// Time a client has to send a request's headers (see `server::conn`).
     pub header_read_timeout: Duration,
+    /// The `[rerank]` reranker (also in the engine's config): its live settings follow the
+    /// stored `tools.rerank_*` keys, its fallbacks are counted in `/metrics`.
+    pub reranker: Option<Arc<crate::rerank::NodeReranker>>,
 }
 
 impl Default for NodeOptions {
@@ -150,6 +153,7 @@ impl Default for NodeOptions {
             metrics_auth: false,
             sse_per_identity: 32,
             header_read_timeout: super::conn::HEADER_READ_TIMEOUT,
+            reranker: None,
         }
     }
 }

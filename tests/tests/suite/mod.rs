@@ -11,6 +11,7 @@ mod otel;
 mod python_grpc;
 mod python_sdk;
 mod real_model;
+mod rerank_web_search;
 mod schemathesis;
 mod searxng_env;
 pub(crate) mod security;

@@ -8,10 +8,10 @@ use std::sync::Mutex;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::cluster::harness::NodeProc;
-use super::security::node_events::{count, create_ws, send_until};
+use super::security::node_events::call_output;
 
 /// A SearxNG stand-in on a free loopback port: every request line it received, and its URL.
-async fn fake_searxng() -> (String, Arc<Mutex<Vec<String>>>) {
+pub(super) async fn fake_searxng() -> (String, Arc<Mutex<Vec<String>>>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let seen = Arc::new(Mutex::new(Vec::new()));
@@ -61,24 +61,13 @@ async fn turnstone_searxng_url_configures_web_search() {
         vec!["--skip-permissions".into()],
     )
     .await;
-    let ws = create_ws(&node, "search").await;
-    let events = send_until(
+    let output = call_output(
         &node,
-        &ws,
-        &format!(
-            "CALL:web_search {}",
-            json!({"query": "turnstone cluster", "max_results": 2})
-        ),
-        "the web_search result",
-        |events| count(events, "tool_result") >= 1,
+        "search",
+        "web_search",
+        &json!({"query": "turnstone cluster", "max_results": 2}),
     )
     .await;
-    let output = events
-        .iter()
-        .find(|e| e["type"] == "tool_result")
-        .and_then(|e| e["output"].as_str())
-        .unwrap()
-        .to_string();
     assert!(
         output.contains("Turnstone from the fake SearxNG")
             && output.contains("https://example.org/ts"),

@@ -3,3 +3,4 @@
 mod anthropic;
 mod openai_server;
 mod registry;
+mod rerank;

@@ -19,12 +19,15 @@ use crate::backends::{
     MemoryBackend, MemoryEntry, MemoryQuery, MemoryScope, MemoryScopeRef, MemoryType, NewMemory,
 };
 use crate::error::RegistryError;
+use crate::rerank::{RerankUse, rerank_items};
 use crate::tool::{OutputSink, Prepared, Tool, ToolContext, ToolDefinition, ToolOutput};
 
 /// Longest accepted memory name (characters), as the HTTP API.
 pub const MAX_NAME_CHARS: usize = 256;
 /// Longest accepted content (characters), as the HTTP API.
 pub const MAX_CONTENT_CHARS: usize = 65_536;
+/// Full-text hits handed to a reranker (the pool it picks `limit` from).
+const RERANK_POOL: usize = 30;
 /// Results of search and list without a `limit`.
 pub const DEFAULT_LIMIT: usize = 20;
 /// Most results of one search or list.
@@ -332,7 +335,25 @@ impl Tool for MemoryTool {
                 let filter = MemoryQuery { mem_type, scopes };
                 let query = text("query");
                 let found = if action == "search" {
-                    self.backend.search(query, &filter, limit).await
+                    // With a reranker: a larger full-text pool, re-ordered, then cut.
+                    let reranker = ctx.reranker.as_deref();
+                    let pool = if reranker.is_some_and(|r| r.active(RerankUse::Memory)) {
+                        limit.max(RERANK_POOL)
+                    } else {
+                        limit
+                    };
+                    match self.backend.search(query, &filter, pool).await {
+                        Ok(rows) => {
+                            let mut rows =
+                                rerank_items(reranker, RerankUse::Memory, query, rows, |m| {
+                                    format!("{}: {}\n{}", m.name, m.description, m.content)
+                                })
+                                .await;
+                            rows.truncate(limit);
+                            Ok(rows)
+                        }
+                        Err(e) => Err(e),
+                    }
                 } else {
                     self.backend.list(&filter, limit).await
                 };

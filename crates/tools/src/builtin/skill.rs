@@ -12,11 +12,14 @@ use super::{finish, header, schema_definition};
 use crate::arguments::Args;
 use crate::backends::{SkillBackend, SkillSummary};
 use crate::error::RegistryError;
+use crate::rerank::{RerankUse, rerank_items};
 use crate::tool::{OutputSink, Prepared, Tool, ToolContext, ToolDefinition, ToolOutput};
 use crate::toolset::bm25::Bm25Index;
 
 /// Most results of one search.
 pub const MAX_RESULTS: usize = 10;
+/// BM25 hits handed to a reranker (the pool it picks [`MAX_RESULTS`] from).
+const RERANK_POOL: usize = 30;
 /// How many candidates the backend is asked for before ranking.
 const CANDIDATES: usize = 500;
 
@@ -45,8 +48,13 @@ impl SkillTool {
 /// (ties keep the backend's order), at most [`MAX_RESULTS`]. Without query words: the
 /// first [`MAX_RESULTS`] candidates.
 pub fn rank_skills(query: &str, candidates: Vec<SkillSummary>) -> Vec<SkillSummary> {
+    rank_skills_top(query, candidates, MAX_RESULTS)
+}
+
+/// [`rank_skills`] keeping at most `limit`.
+fn rank_skills_top(query: &str, candidates: Vec<SkillSummary>, limit: usize) -> Vec<SkillSummary> {
     if crate::toolset::bm25::tokenize(query).is_empty() {
-        return candidates.into_iter().take(MAX_RESULTS).collect();
+        return candidates.into_iter().take(limit).collect();
     }
     let mut index = Bm25Index::new();
     for s in &candidates {
@@ -60,10 +68,30 @@ pub fn rank_skills(query: &str, candidates: Vec<SkillSummary>) -> Vec<SkillSumma
     }
     let mut slots: Vec<Option<SkillSummary>> = candidates.into_iter().map(Some).collect();
     index
-        .search(query, MAX_RESULTS)
+        .search(query, limit)
         .into_iter()
         .filter_map(|(doc, _)| slots.get_mut(doc).and_then(Option::take))
         .collect()
+}
+
+/// [`rank_skills`], or with a reranker on for retrieval: a larger BM25 pool re-ordered by
+/// it, then cut to [`MAX_RESULTS`].
+async fn rerank_skills(
+    query: &str,
+    candidates: Vec<SkillSummary>,
+    ctx: &ToolContext,
+) -> Vec<SkillSummary> {
+    let reranker = ctx.reranker.as_deref();
+    if !reranker.is_some_and(|r| r.active(RerankUse::Skill)) {
+        return rank_skills(query, candidates);
+    }
+    let pool = rank_skills_top(query, candidates, RERANK_POOL);
+    let mut ranked = rerank_items(reranker, RerankUse::Skill, query, pool, |s| {
+        format!("{}: {} ({})", s.name, s.description, s.tags.join(", "))
+    })
+    .await;
+    ranked.truncate(MAX_RESULTS);
+    ranked
 }
 
 fn result_line(s: &SkillSummary) -> String {
@@ -162,7 +190,7 @@ impl Tool for SkillTool {
                         ToolOutput::error(format!("Error: skill search failed: {e}"))
                     }
                     Ok(candidates) => {
-                        let ranked = rank_skills(query, candidates);
+                        let ranked = rerank_skills(query, candidates, ctx).await;
                         if ranked.is_empty() {
                             ToolOutput::ok(if query.is_empty() {
                                 "No skills are available.".to_owned()

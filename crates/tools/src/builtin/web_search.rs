@@ -1,5 +1,7 @@
 //! `web_search`: a query to the configured [`SearchBackend`] (SearxNG built in, or the node's
-//! `mcp:server:tool` bridge), answered as a numbered list of title, URL and snippet.
+//! `mcp:server:tool` bridge), answered as a numbered list of title, URL and snippet. With a
+//! reranker on for web search ([`crate::rerank`]) the backend is asked for a pool of
+//! [`MAX_RESULTS`] hits, which the reranker re-orders before the top `max_results` are shown.
 
 use std::sync::Arc;
 
@@ -9,6 +11,7 @@ use serde_json::{Value, json};
 use super::{finish, header, schema_definition};
 use crate::arguments::Args;
 use crate::error::RegistryError;
+use crate::rerank::{RerankUse, rerank_items};
 use crate::tool::{OutputSink, Prepared, Tool, ToolContext, ToolDefinition, ToolOutput};
 use crate::web::WebOptions;
 use crate::web::search::{
@@ -18,6 +21,8 @@ use crate::web::search::{
 const DEFAULT_RESULTS: i64 = 5;
 const MAX_RESULTS: i64 = 20;
 const MAX_QUERY_CHARS: usize = 1000;
+/// Results asked of the backend when a reranker re-orders them (the pool it picks from).
+const RERANK_POOL: usize = MAX_RESULTS as usize;
 
 /// The `web_search` tool.
 #[derive(Clone)]
@@ -140,8 +145,25 @@ impl Tool for WebSearchTool {
             Ok(b) => b,
             Err(e) => return ToolOutput::error(format!("Error: {e}")),
         };
-        let output = match backend.search(&request).await {
-            Ok(hits) => ToolOutput::ok(render(&request, &hits)),
+        // With a reranker the backend is asked for a larger pool, re-ordered, then cut.
+        let reranker = ctx.reranker.as_deref();
+        let pool = SearchRequest {
+            max_results: if reranker.is_some_and(|r| r.active(RerankUse::WebSearch)) {
+                request.max_results.max(RERANK_POOL)
+            } else {
+                request.max_results
+            },
+            ..request.clone()
+        };
+        let output = match backend.search(&pool).await {
+            Ok(hits) => {
+                let hits =
+                    rerank_items(reranker, RerankUse::WebSearch, &request.query, hits, |h| {
+                        format!("{}\n{}", h.title, h.snippet)
+                    })
+                    .await;
+                ToolOutput::ok(render(&request, &hits))
+            }
             Err(e) => ToolOutput::error(format!("Error: web search failed: {e}")),
         };
         finish(output, ctx)

@@ -2,7 +2,8 @@
 //! tools' names and descriptions; the result holds the matches' full schemas (in the shape of
 //! a tool-array entry) so the model can call them at once, and marks them loaded so they
 //! join the tool array at the next turn boundary. It is never deferred itself, and never
-//! finds aliases (they are not in its index).
+//! finds aliases (they are not in its index). With a reranker on for retrieval
+//! (`rerank_bm25`, [`crate::rerank`]) the BM25 candidates are re-ordered by it.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -15,7 +16,11 @@ use super::TOOL_SEARCH;
 use super::bm25::Bm25Index;
 use crate::arguments::Args;
 use crate::registry::FunctionSpec;
+use crate::rerank::{RerankUse, Reranker, rerank_items};
 use crate::tool::{OutputSink, Prepared, Tool, ToolContext, ToolDefinition, ToolMeta, ToolOutput};
+
+/// BM25 candidates handed to a reranker (the pool it picks `max_results` from).
+const RERANK_POOL: usize = 20;
 
 /// Longest query accepted.
 const MAX_QUERY_CHARS: usize = 500;
@@ -124,18 +129,53 @@ impl ToolSearchTool {
 
     /// The matching tools, best first: an exact name first, then BM25 hits.
     pub fn search(&self, query: &str) -> Vec<&FunctionSpec> {
+        self.candidates(query, self.max_results)
+            .into_iter()
+            .map(|i| &self.tools[i])
+            .collect()
+    }
+
+    /// [`search`](Self::search) with a reranker on for tool search: the BM25 hits of a
+    /// larger pool re-ordered by it (an exact name stays first), then cut.
+    pub async fn search_reranked(
+        &self,
+        query: &str,
+        reranker: Option<&dyn Reranker>,
+    ) -> Vec<&FunctionSpec> {
+        if !reranker.is_some_and(|r| r.active(RerankUse::ToolSearch)) {
+            return self.search(query);
+        }
+        let mut pool = self.candidates(query, self.max_results.max(RERANK_POOL));
+        let exact = (pool
+            .first()
+            .is_some_and(|&i| self.tools[i].name == query.trim()))
+        .then(|| pool.remove(0));
+        let ranked = rerank_items(reranker, RerankUse::ToolSearch, query, pool, |&i| {
+            format!("{}: {}", self.tools[i].name, self.tools[i].description)
+        })
+        .await;
+        exact
+            .into_iter()
+            .chain(ranked)
+            .take(self.max_results)
+            .map(|i| &self.tools[i])
+            .collect()
+    }
+
+    /// Indexes of the matches, best first (an exact name, then BM25), at most `limit`.
+    fn candidates(&self, query: &str, limit: usize) -> Vec<usize> {
         let query = query.trim();
         let mut out: Vec<usize> = Vec::new();
         if let Some(i) = self.tools.iter().position(|t| t.name == query) {
             out.push(i);
         }
-        for (i, _) in self.index.search(query, self.max_results + 1) {
+        for (i, _) in self.index.search(query, limit + 1) {
             if !out.contains(&i) {
                 out.push(i);
             }
         }
-        out.truncate(self.max_results);
-        out.into_iter().map(|i| &self.tools[i]).collect()
+        out.truncate(limit);
+        out
     }
 
     /// Names of the tools this search can load.
@@ -170,11 +210,11 @@ impl Tool for ToolSearchTool {
     async fn execute(
         &self,
         prepared: &Prepared,
-        _ctx: &ToolContext,
+        ctx: &ToolContext,
         _out: &dyn OutputSink,
     ) -> ToolOutput {
         let query = prepared.args["query"].as_str().unwrap_or_default();
-        let found = self.search(query);
+        let found = self.search_reranked(query, ctx.reranker.as_deref()).await;
         if found.is_empty() {
             return ToolOutput::ok(if self.tools.is_empty() {
                 "No tools are deferred: every available tool is already in your tool list."

@@ -26,6 +26,7 @@ mod plan_mode;
 mod policies;
 mod previews;
 mod ratelimit;
+mod rerank;
 mod rounds;
 mod skills;
 mod store_tools;

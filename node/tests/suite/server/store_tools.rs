@@ -7,13 +7,13 @@ use serde_json::{Value, json};
 use turnstone_store::{MemoryFilter, MemoryType, NewMessage, SkillSpec, Store, StoreConfig};
 use turnstone_tools::{NoOutput, Tool, ToolContext, ToolOutput, ToolRegistry};
 
-struct Tools {
+pub(super) struct Tools {
     registry: ToolRegistry,
-    store: Arc<dyn Store>,
+    pub(super) store: Arc<dyn Store>,
     dir: tempfile::TempDir,
 }
 
-async fn tools() -> Tools {
+pub(super) async fn tools() -> Tools {
     let dir = tempfile::tempdir().unwrap();
     let store = turnstone_store::connect(&StoreConfig::sqlite(dir.path().join("t.db")))
         .await
@@ -28,11 +28,11 @@ async fn tools() -> Tools {
 }
 
 impl Tools {
-    fn ctx(&self, ws_id: &str) -> ToolContext {
+    pub(super) fn ctx(&self, ws_id: &str) -> ToolContext {
         ToolContext::new(self.dir.path()).for_workstream(ws_id, "node-test")
     }
 
-    fn tool(&self, name: &str) -> Arc<dyn Tool> {
+    pub(super) fn tool(&self, name: &str) -> Arc<dyn Tool> {
         self.registry.get(name).unwrap()
     }
 
@@ -46,7 +46,7 @@ impl Tools {
         }
     }
 
-    async fn ok(&self, name: &str, ws_id: &str, args: Value) -> String {
+    pub(super) async fn ok(&self, name: &str, ws_id: &str, args: Value) -> String {
         let out = self.call(name, ws_id, args.clone()).await;
         assert!(!out.is_error, "{name} {args} failed: {}", out.content);
         out.content

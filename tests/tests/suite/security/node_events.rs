@@ -46,6 +46,26 @@ pub async fn send_until(
     ws_events(node, ws).await
 }
 
+/// Calls `tool` with `args` (`CALL:<tool> <args>`) in a new workstream `ws_name` and waits
+/// for its result: the output.
+pub async fn call_output(node: &NodeProc, ws_name: &str, tool: &str, args: &Value) -> String {
+    let ws = create_ws(node, ws_name).await;
+    let events = send_until(
+        node,
+        &ws,
+        &format!("CALL:{tool} {args}"),
+        &format!("the {tool} result"),
+        |events| count(events, "tool_result") >= 1,
+    )
+    .await;
+    events
+        .iter()
+        .find(|e| e["type"] == "tool_result")
+        .and_then(|e| e["output"].as_str())
+        .unwrap()
+        .to_string()
+}
+
 /// How many of `events` have type `kind`.
 pub fn count(events: &[Value], kind: &str) -> usize {
     events.iter().filter(|e| e["type"] == kind).count()

@@ -4,7 +4,7 @@
 use serde_json::json;
 
 use super::super::cluster::harness::*;
-use super::node_events::{count, create_ws, send_until};
+use super::node_events::call_output;
 
 /// The node's environment: secrets under names a deny-list of suffixes misses, and one
 /// harmless variable.
@@ -27,21 +27,7 @@ async fn bash_env(node_id: &str, args: Vec<String>) -> String {
     let mut args = args;
     args.push("--skip-permissions".into());
     let node = NodeProc::start_full(node_id, env, args).await;
-    let ws = create_ws(&node, "env").await;
-    let events = send_until(
-        &node,
-        &ws,
-        &format!("CALL:bash {}", json!({"command": "env"})),
-        "the env listing",
-        |events| count(events, "tool_result") >= 1,
-    )
-    .await;
-    events
-        .iter()
-        .find(|e| e["type"] == "tool_result")
-        .and_then(|e| e["output"].as_str())
-        .unwrap()
-        .to_string()
+    call_output(&node, "env", "bash", &json!({"command": "env"})).await
 }
 
 #[tokio::test]
