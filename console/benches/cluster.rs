@@ -17,7 +17,8 @@
 //!    dashboard, how many events a dashboard did not get, and the resyncs the console
 //!    announced (with its `sse_dropped` / `sse_resyncs` counters).
 //!
-//! Without `--bench` (`cargo test --benches`) it runs tiny sizes so it never rots. Needs
+//! Without `--bench` (`cargo test --benches`) it runs tiny sizes so it never rots;
+//! `--samples N` sets the requests per measured route (2,000 with `--bench`). Needs
 //! Redis on 127.0.0.1:6379. Results are recorded in `docs/console.md` (Benchmarks).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -587,6 +588,14 @@ fn main() {
         .and_then(|v| v.parse().ok())
     {
         sizes.nodes = n;
+    }
+    if let Some(n) = args
+        .iter()
+        .position(|a| a == "--samples")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+    {
+        sizes.samples = n;
     }
     rt.block_on(run(sizes));
 }

@@ -200,7 +200,11 @@ impl NodeRecord {
 
     /// Changes one workstream row (if the node has it) and refreshes the summary.
     fn change_ws(&mut self, ws_id: &str, f: impl FnOnce(&mut Map<String, Value>)) {
-        if let Some(ws) = self.workstreams.get_mut(ws_id).and_then(Value::as_object_mut) {
+        if let Some(ws) = self
+            .workstreams
+            .get_mut(ws_id)
+            .and_then(Value::as_object_mut)
+        {
             f(ws);
             self.summary = WsSummary::of(&self.workstreams);
         }
@@ -967,14 +971,32 @@ mod tests {
         assert!(n.zombie_reason().unwrap().contains("progress stalled"));
         // Progress clears it.
         let moved = json!({"workstreams": {"thinking": 1}, "events": {"node_seq": 8}});
-        n.apply_poll(dash.clone(), moved, 0.0, t0 + Duration::from_secs(110), &rules);
+        n.apply_poll(
+            dash.clone(),
+            moved,
+            0.0,
+            t0 + Duration::from_secs(110),
+            &rules,
+        );
         assert!(n.zombie_reason().is_none());
         // Idle nodes never stall; a lagging loop does.
         let idle = json!({"workstreams": {"idle": 1}, "events": {"node_seq": 8}});
-        n.apply_poll(dash.clone(), idle, 0.0, t0 + Duration::from_secs(500), &rules);
+        n.apply_poll(
+            dash.clone(),
+            idle,
+            0.0,
+            t0 + Duration::from_secs(500),
+            &rules,
+        );
         assert!(n.zombie_reason().is_none());
         let lag = json!({"event_loop_lag_ms": 5000.0});
-        n.apply_poll(dash.clone(), lag, 0.0, t0 + Duration::from_secs(501), &rules);
+        n.apply_poll(
+            dash.clone(),
+            lag,
+            0.0,
+            t0 + Duration::from_secs(501),
+            &rules,
+        );
         assert!(n.zombie_reason().unwrap().contains("lag"));
     }
 
@@ -1014,7 +1036,10 @@ mod tests {
         assert_eq!(c.overview()["states"]["running"], 1);
         // The node listing's counts follow the events (the node's summary is refreshed).
         let row = |c: &Cluster| c.nodes_page(NodeSort::Name, 10, 0)["nodes"][0].clone();
-        assert_eq!((row(&c)["ws_running"].clone(), row(&c)["ws_idle"].clone()), (json!(1), json!(1)));
+        assert_eq!(
+            (row(&c)["ws_running"].clone(), row(&c)["ws_idle"].clone()),
+            (json!(1), json!(1))
+        );
         // A reader's model does not change under it; the writer copies what it changes.
         let before = Arc::new(c.clone());
         c.apply_event(&json!({"type": "ws_closed", "ws_id": "x"}));

@@ -184,13 +184,7 @@ async fn a_queue_client_runs_turns_on_simulated_nodes() {
         .filter(|t| *t != "ack")
         .collect();
     assert_eq!(turn_events.first(), Some(&"state_change"), "{seen:?}");
-    let tail: Vec<&str> = turn_events
-        .iter()
-        .copied()
-        .rev()
-        .take(4)
-        .rev()
-        .collect();
+    let tail: Vec<&str> = turn_events.iter().copied().rev().take(4).rev().collect();
     assert_eq!(
         tail,
         ["stream_end", "status", "state_change", "turn_complete"],
@@ -779,8 +773,7 @@ async fn every_dashboard_gets_every_event_or_a_visible_resync() {
     assert_eq!(last["workstreams"], NODES, "{last}");
 
     let (go, stalled_go) = tokio::sync::watch::channel(false);
-    let views: Vec<Arc<parking_lot::Mutex<View>>> =
-        (0..=READERS).map(|_| Arc::default()).collect();
+    let views: Vec<Arc<parking_lot::Mutex<View>>> = (0..=READERS).map(|_| Arc::default()).collect();
     let tasks: Vec<_> = views
         .iter()
         .enumerate()
@@ -852,7 +845,10 @@ async fn every_dashboard_gets_every_event_or_a_visible_resync() {
             v.pads
         );
         assert!(v.pads < PADS, "{v:?}");
-        assert_eq!(v.workstreams, truth, "the stalled dashboard after its resync");
+        assert_eq!(
+            v.workstreams, truth,
+            "the stalled dashboard after its resync"
+        );
     }
     let metrics = http
         .get(format!("{url}/metrics"))
