@@ -581,21 +581,14 @@ fn main() {
             fanout_events: 10,
         }
     };
-    if let Some(n) = args
-        .iter()
-        .position(|a| a == "--nodes")
-        .and_then(|i| args.get(i + 1))
-        .and_then(|v| v.parse().ok())
-    {
-        sizes.nodes = n;
-    }
-    if let Some(n) = args
-        .iter()
-        .position(|a| a == "--samples")
-        .and_then(|i| args.get(i + 1))
-        .and_then(|v| v.parse().ok())
-    {
-        sizes.samples = n;
-    }
+    // `--name N`, when given and a number.
+    let number = |name: &str| {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+            .and_then(|v| v.parse::<usize>().ok())
+    };
+    sizes.nodes = number("--nodes").unwrap_or(sizes.nodes);
+    sizes.samples = number("--samples").unwrap_or(sizes.samples);
     rt.block_on(run(sizes));
 }
