@@ -11,11 +11,14 @@
 //! 3. proxy overhead: a plain `GET` direct to a node vs through `/node/{id}/…` (p50/p99),
 //!    and SSE delivery latency (frame written by the node → frame read by the client)
 //!    direct vs through the proxy;
-//! 4. fan-out: 100 dashboards on `/v1/api/cluster/events`, one event published on the
+//! 4. fan-out: 100 dashboards connect to `/v1/api/cluster/events` at once; how long each
+//!    takes to read its snapshot (megabytes at 1,000 nodes); then one event published on the
 //!    cluster channel every 10 ms; delivery latency (publish → read, p50/p99) over every
-//!    dashboard, and how many events a dashboard did not get.
+//!    dashboard, how many events a dashboard did not get, and the resyncs the console
+//!    announced (with its `sse_dropped` / `sse_resyncs` counters).
 //!
-//! Without `--bench` (`cargo test --benches`) it runs tiny sizes so it never rots. Needs
+//! Without `--bench` (`cargo test --benches`) it runs tiny sizes so it never rots;
+//! `--samples N` sets the requests per measured route (2,000 with `--bench`). Needs
 //! Redis on 127.0.0.1:6379. Results are recorded in `docs/console.md` (Benchmarks).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -388,8 +391,26 @@ async fn run(sizes: Sizes) {
     let _ = kid.kill().await;
 }
 
-/// `sizes.dashboards` clients on the console's cluster event stream; an event carrying its
-/// publish time goes to the cluster channel every 10 ms; every dashboard's delivery latency.
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+/// What one dashboard saw.
+#[derive(Default)]
+struct Seen {
+    /// Connect → its first snapshot frame fully read.
+    snapshot: Option<Duration>,
+    snapshot_bytes: usize,
+    /// Publish → read, per tick event.
+    latencies: Vec<Duration>,
+    /// Snapshot frames marked `"resync": true` (the console's word that it skipped events).
+    resyncs: usize,
+}
+
+/// `sizes.dashboards` clients on the console's cluster event stream, all connected at once;
+/// once every one has read its snapshot (the time each took is reported), an event
+/// carrying its publish time goes to the cluster channel every 10 ms; every dashboard's
+/// delivery latency, the events it did not get, and the resyncs it was told about.
 async fn fanout(
     http: &reqwest::Client,
     base: &str,
@@ -398,24 +419,24 @@ async fn fanout(
     sizes: &Sizes,
 ) {
     let expected = sizes.fanout_events;
+    let (snapshot_tx, mut snapshot_rx) = tokio::sync::mpsc::channel::<()>(sizes.dashboards);
+    let published = std::sync::Arc::new(tokio::sync::Notify::new());
     let mut readers = Vec::new();
     for _ in 0..sizes.dashboards {
-        let resp = http
-            .get(format!("{base}/v1/api/cluster/events"))
-            .bearer_auth(TOKEN)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(resp.status(), 200);
+        let (http, url) = (http.clone(), format!("{base}/v1/api/cluster/events"));
+        let (snapshot_tx, published) = (snapshot_tx.clone(), published.clone());
         readers.push(tokio::spawn(async move {
+            let connect = Instant::now();
+            let resp = http.get(url).bearer_auth(TOKEN).send().await.unwrap();
+            assert_eq!(resp.status(), 200);
             let mut stream = resp.bytes_stream();
             // Bytes read and not yet framed; the snapshot frame alone is megabytes at 1,000
             // nodes, so each chunk is searched only where no frame end was looked for yet.
             let mut buf: Vec<u8> = Vec::new();
             let mut searched = 0;
-            let mut out = Vec::with_capacity(expected);
+            let mut seen = Seen::default();
             let reading = async {
-                while out.len() < expected {
+                while seen.latencies.len() < expected {
                     let Some(Ok(chunk)) = stream.next().await else {
                         break;
                     };
@@ -424,13 +445,24 @@ async fn fanout(
                     while let Some(at) = buf[searched..].windows(4).position(|w| w == b"\r\n\r\n") {
                         let frame: Vec<u8> = buf.drain(..searched + at + 4).collect();
                         searched = 0;
+                        // Tick frames are small; only a large one can be a snapshot.
+                        if frame.len() > 200 && contains(&frame, b"\"type\":\"snapshot\"") {
+                            if seen.snapshot.is_none() {
+                                seen.snapshot = Some(connect.elapsed());
+                                seen.snapshot_bytes = frame.len();
+                                let _ = snapshot_tx.send(()).await;
+                            } else if contains(&frame, b"\"resync\":true") {
+                                seen.resyncs += 1;
+                            }
+                            continue;
+                        }
                         let frame = String::from_utf8_lossy(&frame);
                         if let Some(t) = frame.split("\"bench_t\":").nth(1).and_then(|r| {
                             r.trim_end_matches(|c: char| !c.is_ascii_digit())
                                 .parse::<u128>()
                                 .ok()
                         }) {
-                            out.push(Duration::from_nanos(
+                            seen.latencies.push(Duration::from_nanos(
                                 u64::try_from(now.saturating_sub(t)).unwrap_or(0),
                             ));
                         }
@@ -438,18 +470,29 @@ async fn fanout(
                     searched = buf.len().saturating_sub(3);
                 }
             };
-            // Events still missing 5 s after the last one was published were dropped.
-            let _ = tokio::time::timeout(
-                Duration::from_millis(10) * u32::try_from(expected).unwrap_or(u32::MAX)
-                    + Duration::from_secs(5),
-                reading,
-            )
-            .await;
-            out
+            // Events still missing 5 s after the last one was published are counted missing.
+            let grace = async {
+                published.notified().await;
+                tokio::time::sleep(Duration::from_secs(5)).await;
+            };
+            tokio::select! {
+                () = reading => {}
+                () = grace => {}
+            }
+            seen
         }));
     }
-    // Every dashboard has its snapshot before the first event.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    drop(snapshot_tx);
+    // Every dashboard has read its snapshot before the first event (or 120 s passed).
+    let waited = Instant::now();
+    let mut with_snapshot = 0;
+    while with_snapshot < sizes.dashboards {
+        match tokio::time::timeout(Duration::from_secs(120), snapshot_rx.recv()).await {
+            Ok(Some(())) => with_snapshot += 1,
+            _ => break,
+        }
+    }
+    let all_snapshots = waited.elapsed();
     let channel = format!("{prefix}:events:cluster");
     let mut tick = tokio::time::interval(Duration::from_millis(10));
     for _ in 0..expected {
@@ -462,19 +505,50 @@ async fn fanout(
             .await
             .unwrap();
     }
+    published.notify_waiters();
     let mut all = Vec::new();
-    let mut short = 0;
+    let mut snapshots = Vec::new();
+    let (mut short, mut resyncs, mut snapshot_bytes) = (0, 0, 0);
     for r in readers {
-        let got = r.await.unwrap();
-        short += expected - got.len();
-        all.extend(got);
+        let seen = r.await.unwrap();
+        short += expected - seen.latencies.len();
+        resyncs += seen.resyncs;
+        snapshots.extend(seen.snapshot);
+        snapshot_bytes = snapshot_bytes.max(seen.snapshot_bytes);
+        all.extend(seen.latencies);
     }
+    let metrics = http
+        .get(format!("{base}/metrics"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let counter = |name: &str| {
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(name)?.trim().parse::<u64>().ok())
+            .map_or_else(|| "absent".to_string(), |v| v.to_string())
+    };
     println!(
         "== fan-out: {} dashboards × {expected} events on the cluster channel",
         sizes.dashboards
     );
+    println!(
+        "snapshots read: {with_snapshot} of {} ({:.1} kB each), all within {}",
+        sizes.dashboards,
+        snapshot_bytes as f64 / 1000.0,
+        ms(all_snapshots)
+    );
+    report("snapshot, connect → read (each dashboard)", snapshots);
     report("cluster event, publish → every dashboard", all);
-    println!("events not delivered: {short}");
+    println!(
+        "events not delivered: {short}; resyncs seen by dashboards: {resyncs}; console sse_dropped {} sse_resyncs {}",
+        counter("turnstone_console_sse_dropped_total"),
+        counter("turnstone_console_sse_resyncs_total")
+    );
 }
 
 fn main() {
@@ -507,13 +581,14 @@ fn main() {
             fanout_events: 10,
         }
     };
-    if let Some(n) = args
-        .iter()
-        .position(|a| a == "--nodes")
-        .and_then(|i| args.get(i + 1))
-        .and_then(|v| v.parse().ok())
-    {
-        sizes.nodes = n;
-    }
+    // `--name N`, when given and a number.
+    let number = |name: &str| {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+            .and_then(|v| v.parse::<usize>().ok())
+    };
+    sizes.nodes = number("--nodes").unwrap_or(sizes.nodes);
+    sizes.samples = number("--samples").unwrap_or(sizes.samples);
     rt.block_on(run(sizes));
 }

@@ -10,8 +10,13 @@
 //! * **events** — `SUBSCRIBE {p}:events:cluster`, applied to the model and fanned out
 //!   unchanged (unknown types and nodes included), reconnecting with backoff.
 //!
-//! Listeners register atomically with the snapshot they start from, under the one lock that
-//! also guards the model, so no event falls between the snapshot and the stream.
+//! The model is published as an `Arc<Cluster>`: a query takes the current one under the
+//! lock (a pointer copy) and runs without it, so 1,000 polls a second and the listings do
+//! not wait for each other (see [`crate::model`] for the copy-on-write). Every event goes
+//! into one broadcast ring of `sse_queue` events that each listener reads at its own pace.
+//! A listener takes the model and its place in the ring under the same lock, so no event
+//! falls between its snapshot and its stream; one that falls a whole ring behind is told
+//! so and starts again from a fresh snapshot ([`crate::events`]).
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
@@ -22,7 +27,7 @@ use std::time::{Duration, SystemTime};
 use futures::StreamExt;
 use parking_lot::Mutex;
 use serde_json::{Value, json};
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::{Notify, broadcast};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use turnstone_proto::ids::now_timestamp;
@@ -45,14 +50,18 @@ pub struct CollectorStats {
     pub discovery_errors: AtomicU64,
     pub events_received: AtomicU64,
     pub events_invalid: AtomicU64,
-    /// Events not delivered to an SSE listener whose queue was full.
+    /// Events an SSE listener missed because it fell `sse_queue` events behind.
     pub sse_dropped: AtomicU64,
+    /// Listeners that fell behind and were sent a fresh snapshot (`"resync": true`).
+    pub sse_resyncs: AtomicU64,
     pub redis_reconnects: AtomicU64,
 }
 
 struct Inner {
-    cluster: Cluster,
-    listeners: Vec<mpsc::Sender<Arc<Value>>>,
+    /// The current model; replaced (copy-on-write) by every change.
+    cluster: Arc<Cluster>,
+    /// Every fanned-out event, in order.
+    events: broadcast::Sender<Arc<Value>>,
 }
 
 /// The shared collector state. Cheap to clone behind an `Arc`.
@@ -92,8 +101,8 @@ impl Collector {
             .build()?;
         Ok(Arc::new(Self {
             inner: Mutex::new(Inner {
-                cluster: Cluster::default(),
-                listeners: Vec::new(),
+                cluster: Arc::new(Cluster::default()),
+                events: broadcast::channel(config.sse_queue.max(1)).0,
             }),
             keys: Keys::new(config.prefix.clone()),
             leases: Leases::new(Keys::new(config.prefix.clone())),
@@ -114,44 +123,37 @@ impl Collector {
         }
     }
 
-    /// Runs `f` on the model under the lock (queries).
+    /// The model as it is now; it does not change under the caller.
+    pub fn model(&self) -> Arc<Cluster> {
+        self.inner.lock().cluster.clone()
+    }
+
+    /// Runs `f` on the model as it is now (queries), without holding the lock.
     pub fn read<T>(&self, f: impl FnOnce(&Cluster) -> T) -> T {
-        f(&self.inner.lock().cluster)
+        f(&self.model())
     }
 
     /// Changes the model and fans out `events` under one lock acquisition.
     fn update(&self, f: impl FnOnce(&mut Cluster) -> Vec<Value>) {
         let mut inner = self.inner.lock();
-        let events = f(&mut inner.cluster);
+        let events = f(Arc::make_mut(&mut inner.cluster));
         for e in events {
-            Self::fan_out_locked(&mut inner, &self.stats, Arc::new(e));
+            // No listener: nobody to tell.
+            let _ = inner.events.send(Arc::new(e));
         }
     }
 
-    fn fan_out_locked(inner: &mut Inner, stats: &CollectorStats, event: Arc<Value>) {
-        inner
-            .listeners
-            .retain(|tx| match tx.try_send(event.clone()) {
-                Ok(()) => true,
-                Err(mpsc::error::TrySendError::Full(_)) => {
-                    stats.sse_dropped.fetch_add(1, Ordering::Relaxed);
-                    true
-                }
-                Err(mpsc::error::TrySendError::Closed(_)) => false,
-            });
+    /// Registers a listener: the model to build its snapshot from and the stream of every
+    /// later event, taken atomically.
+    pub fn subscribe(&self) -> (Arc<Cluster>, broadcast::Receiver<Arc<Value>>) {
+        let inner = self.inner.lock();
+        (inner.cluster.clone(), inner.events.subscribe())
     }
 
-    /// Registers an SSE listener: returns the snapshot (with `"type": "snapshot"`) and the
-    /// queue of every later event, atomically.
-    pub fn subscribe(&self) -> (Value, mpsc::Receiver<Arc<Value>>) {
-        let (tx, rx) = mpsc::channel(self.config.sse_queue.max(1));
-        let mut inner = self.inner.lock();
-        let mut snapshot = inner.cluster.snapshot(now_timestamp());
-        if let Some(o) = snapshot.as_object_mut() {
-            o.insert("type".into(), json!("snapshot"));
-        }
-        inner.listeners.push(tx);
-        (snapshot, rx)
+    /// Counts a listener that fell `missed` events behind and is resynced.
+    pub fn count_resync(&self, missed: u64) {
+        self.stats.sse_dropped.fetch_add(missed, Ordering::Relaxed);
+        self.stats.sse_resyncs.fetch_add(1, Ordering::Relaxed);
     }
 
     /// The ids of nodes that join from now on (a bounded channel: a receiver that falls
@@ -162,7 +164,7 @@ impl Collector {
 
     /// Live SSE listeners.
     pub fn listener_count(&self) -> usize {
-        self.inner.lock().listeners.len()
+        self.inner.lock().events.receiver_count()
     }
 
     /// A new multiplexed Redis connection (commands, not pub/sub).
@@ -270,17 +272,25 @@ impl Collector {
                 {
                     tracing::warn!(node_id = %id, server_url = %url, reason = %why, "node heartbeat not trusted: no credentials are sent to it");
                 }
-                match cluster.nodes.get_mut(id) {
-                    Some(n) => {
-                        n.server_url = url.to_string();
-                        n.max_ws = hb.max_ws;
-                        n.started = hb.started;
-                        n.untrusted = untrusted.clone();
+                match cluster.nodes.get(id) {
+                    // Unchanged: the node is left as it is (not copied).
+                    Some(n)
+                        if n.server_url == url
+                            && n.max_ws == hb.max_ws
+                            && n.started == hb.started
+                            && n.untrusted == *untrusted => {}
+                    Some(_) => {
+                        if let Some(n) = cluster.node_mut(id) {
+                            n.server_url = url.to_string();
+                            n.max_ws = hb.max_ws;
+                            n.started = hb.started;
+                            n.untrusted = untrusted.clone();
+                        }
                     }
                     None => {
                         let mut record = NodeRecord::new(id, url, hb.started, hb.max_ws);
                         record.untrusted = untrusted.clone();
-                        cluster.nodes.insert(id.clone(), record);
+                        cluster.insert_node(record);
                         tracing::info!(node_id = %id, server_url = %url, "node joined");
                         events.push(json!({"type": "node_joined", "node_id": id}));
                         joined.push(id.clone());
@@ -389,9 +399,9 @@ impl Collector {
             Ok(dash) => {
                 self.stats.polls_ok.fetch_add(1, Ordering::Relaxed);
                 let now = Instant::now();
-                self.update(|c| match c.nodes.get_mut(node_id) {
+                self.update(|c| match c.node_mut(node_id) {
                     // The node may have been lost while we polled.
-                    Some(n) => n.apply_poll(&dash, health, now_timestamp(), now, &rules),
+                    Some(n) => n.apply_poll(dash, health, now_timestamp(), now, &rules),
                     None => Vec::new(),
                 });
             }
@@ -403,7 +413,7 @@ impl Collector {
                     tracing::debug!(node_id, %error, "poll failed");
                 }
                 self.update(|c| {
-                    if let Some(n) = c.nodes.get_mut(node_id) {
+                    if let Some(n) = c.node_mut(node_id) {
                         n.apply_poll_failure(error, auth_failed);
                         // A node that answers /health is still worth showing as such.
                         if health.as_object().is_some_and(|o| !o.is_empty()) {

@@ -3,6 +3,11 @@
 //! `ws_created`, `ws_closed`, `ws_rename`, `cluster_state`, and anything else the bridges
 //! publish), one `data: <json>` frame each, with a `: ping - <UTC time>` comment every few
 //! seconds. Lines end in CRLF, as sse-starlette writes them.
+//!
+//! A client that reads too slowly to keep within the last `sse_queue` events is never
+//! silently skipped ahead: it is sent a fresh snapshot with `"resync": true` and `"missed":
+//! <events>` (counted in `turnstone_console_sse_dropped_total` and
+//! `turnstone_console_sse_resyncs_total`), and the stream goes on from there.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -12,13 +17,20 @@ use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
-use serde_json::Value;
+use serde_json::{Value, json};
+use tokio::sync::broadcast::error::RecvError;
+use turnstone_proto::ids::now_timestamp;
 
+use crate::model::Cluster;
 use crate::state::Console;
 
 /// One `data:` frame.
 pub fn data_frame(v: &Value) -> Bytes {
-    Bytes::from(format!("data: {v}\r\n\r\n"))
+    let mut out = b"data: ".to_vec();
+    // Writing a `Value` into a `Vec` cannot fail.
+    let _ = serde_json::to_writer(&mut out, v);
+    out.extend_from_slice(b"\r\n\r\n");
+    Bytes::from(out)
 }
 
 /// One keep-alive comment.
@@ -77,17 +89,23 @@ pub async fn cluster_events(State(console): State<Arc<Console>>) -> Response {
 
 /// The cluster stream (SSE and gRPC `WatchCluster` alike): the snapshot, then every
 /// fanned-out event, each made into a `T` by `frame`; with `ping`, a keep-alive every
-/// `sse_ping`. When the console stops, a last `stream_closing` event, then the end.
+/// `sse_ping`. A client that falls `sse_queue` events behind gets a fresh snapshot marked
+/// `"resync": true` instead of the events it missed. When the console stops, a last
+/// `stream_closing` event, then the end.
 pub fn cluster_stream<T: Send + 'static>(
     console: &Console,
     frame: fn(&Value) -> T,
     ping: Option<fn() -> T>,
 ) -> impl futures::Stream<Item = Result<T, Infallible>> + Send + 'static {
-    let (snapshot, mut rx) = console.collector.subscribe();
-    let ping_every = console.collector.config.sse_ping;
+    let collector = console.collector.clone();
+    // Registered now (the model and the events after it), built in the stream's task.
+    let (model, mut rx) = collector.subscribe();
+    let ping_every = collector.config.sse_ping;
     let shutdown = console.shutdown.clone();
     async_stream(move |tx| async move {
-        if tx.send(frame(&snapshot)).await.is_err() {
+        let first = frame(&snapshot_event(&model, None));
+        drop(model);
+        if tx.send(first).await.is_err() {
             return;
         }
         let mut tick =
@@ -95,8 +113,14 @@ pub fn cluster_stream<T: Send + 'static>(
         loop {
             let next = tokio::select! {
                 ev = rx.recv() => match ev {
-                    Some(ev) => frame(&ev),
-                    None => return,
+                    Ok(ev) => frame(&ev),
+                    Err(RecvError::Lagged(missed)) => {
+                        collector.count_resync(missed);
+                        let (model, fresh) = collector.subscribe();
+                        rx = fresh;
+                        frame(&snapshot_event(&model, Some(missed)))
+                    }
+                    Err(RecvError::Closed) => return,
                 },
                 _ = tick.tick(), if ping.is_some() => match ping {
                     Some(ping) => ping(),
@@ -116,9 +140,23 @@ pub fn cluster_stream<T: Send + 'static>(
     })
 }
 
+/// The snapshot frame: `{"type": "snapshot", nodes, overview, timestamp}`, plus
+/// `"resync": true, "missed": n` when it replaces `n` events the client fell behind on.
+pub fn snapshot_event(model: &Cluster, missed: Option<u64>) -> Value {
+    let mut snapshot = model.snapshot(now_timestamp());
+    if let Some(o) = snapshot.as_object_mut() {
+        o.insert("type".into(), json!("snapshot"));
+        if let Some(missed) = missed {
+            o.insert("resync".into(), json!(true));
+            o.insert("missed".into(), json!(missed));
+        }
+    }
+    snapshot
+}
+
 /// The final event of a cluster stream when the console shuts down.
 pub fn stream_closing() -> Value {
-    serde_json::json!({"type": "stream_closing", "reason": "console_shutdown"})
+    json!({"type": "stream_closing", "reason": "console_shutdown"})
 }
 
 /// A byte stream fed by a task; the task ends when the receiver (the response body) is

@@ -150,8 +150,14 @@ pub fn render(console: &Console) -> String {
     counter(
         &mut x,
         "turnstone_console_sse_dropped_total",
-        "Events not delivered to a cluster SSE client whose queue was full.",
+        "Events a cluster SSE client fell too far behind to get (it was resynced instead).",
         &s.sse_dropped,
+    );
+    counter(
+        &mut x,
+        "turnstone_console_sse_resyncs_total",
+        "Cluster SSE clients sent a fresh snapshot (resync) after falling behind.",
+        &s.sse_resyncs,
     );
     counter(
         &mut x,

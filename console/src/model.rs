@@ -2,10 +2,14 @@
 //! their health, dashboard aggregate and workstreams; overview, node list, workstream list,
 //! node detail and snapshot; version drift and zombie detection; placement.
 //!
-//! Pure data: no I/O, no locks. The collector owns one [`Cluster`] behind a mutex and feeds
-//! it heartbeats, polls and cluster events; handlers read it through the query methods.
+//! Pure data: no I/O, no locks. The collector owns the current [`Cluster`] as an `Arc` and
+//! feeds it heartbeats, polls and cluster events; handlers take the `Arc` of the moment
+//! and run the query methods on it without any lock. Nodes sit behind `Arc`s too, so a
+//! change copies the node map (pointers) only while a reader still holds an older version,
+//! and copies the one node it changes only while that node is shared.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Map, Value, json};
@@ -63,7 +67,11 @@ pub struct NodeRecord {
     /// Workstreams by id, in dashboard order. Rows stay JSON objects: they are relayed
     /// whole and come from two sources with different keys (a poll's dashboard row plus
     /// `node`/`server_url`, or the fields a cluster event gives; cluster spec §6.2).
-    pub workstreams: Map<String, Value>,
+    /// Changed only through methods that also refresh `summary`.
+    workstreams: Map<String, Value>,
+    /// Counts over `workstreams`, refreshed whenever they change: the listings sort and
+    /// count by them on every request.
+    summary: WsSummary,
     /// Why the last poll failed.
     pub last_error: Option<String>,
     /// The node refused the console's credentials (401/403) on the last poll.
@@ -76,6 +84,29 @@ pub struct NodeRecord {
     /// gets no credentials: never polled, proxied to or part of a fan-out.
     pub untrusted: Option<String>,
     progress: Progress,
+}
+
+/// What the listings need from a node's workstreams, computed when they change.
+#[derive(Debug, Clone, Default)]
+struct WsSummary {
+    /// Workstreams by their `state` as given (`""` included).
+    states: BTreeMap<String, u64>,
+    /// The sum of their `tokens`.
+    tokens: u64,
+}
+
+impl WsSummary {
+    fn of(workstreams: &Map<String, Value>) -> Self {
+        let mut summary = Self::default();
+        for w in workstreams.values() {
+            *summary
+                .states
+                .entry(text(w.get("state")).to_string())
+                .or_default() += 1;
+            summary.tokens += num(w.get("tokens"));
+        }
+        summary
+    }
 }
 
 #[derive(Debug, Clone, Default)]
@@ -98,6 +129,7 @@ impl NodeRecord {
             reading: Health::default(),
             aggregate: json!({}),
             workstreams: Map::new(),
+            summary: WsSummary::default(),
             last_error: None,
             auth_failed: false,
             failures: 0,
@@ -161,16 +193,45 @@ impl NodeRecord {
         self.workstreams.len() as u64
     }
 
+    /// The node's workstreams by id, in dashboard order.
+    pub fn workstreams(&self) -> &Map<String, Value> {
+        &self.workstreams
+    }
+
+    /// Changes one workstream row (if the node has it) and refreshes the summary.
+    fn change_ws(&mut self, ws_id: &str, f: impl FnOnce(&mut Map<String, Value>)) {
+        if let Some(ws) = self
+            .workstreams
+            .get_mut(ws_id)
+            .and_then(Value::as_object_mut)
+        {
+            f(ws);
+            self.summary = WsSummary::of(&self.workstreams);
+        }
+    }
+
+    /// Adds a workstream row (an existing id is kept as it is).
+    fn add_ws(&mut self, ws_id: &str, row: Value) {
+        if !self.workstreams.contains_key(ws_id) {
+            self.workstreams.insert(ws_id.to_string(), row);
+            self.summary = WsSummary::of(&self.workstreams);
+        }
+    }
+
+    /// Removes a workstream row.
+    fn remove_ws(&mut self, ws_id: &str) {
+        if self.workstreams.shift_remove(ws_id).is_some() {
+            self.summary = WsSummary::of(&self.workstreams);
+        }
+    }
+
     /// `max_ws - ws_total` (may be negative: the node evicts idle workstreams).
     pub fn free_capacity(&self) -> i64 {
         i64::try_from(self.max_ws).unwrap_or(i64::MAX) - self.workstreams.len() as i64
     }
 
     fn count_state(&self, state: &str) -> u64 {
-        self.workstreams
-            .values()
-            .filter(|w| w.get("state").and_then(Value::as_str) == Some(state))
-            .count() as u64
+        self.summary.states.get(state).copied().unwrap_or(0)
     }
 
     /// The aggregate's `total_tokens`, or the sum of workstream tokens when that is 0.
@@ -179,17 +240,14 @@ impl NodeRecord {
         if agg > 0 {
             return agg;
         }
-        self.workstreams
-            .values()
-            .map(|w| num(w.get("tokens")))
-            .sum()
+        self.summary.tokens
     }
 
     /// Records a successful poll; returns the synthetic `ws_created`/`ws_closed` events for
     /// workstreams that appeared or disappeared (sorted by id, as the original).
     pub fn apply_poll(
         &mut self,
-        dashboard: &Value,
+        mut dashboard: Value,
         health: Value,
         now_epoch: f64,
         now: Instant,
@@ -202,19 +260,21 @@ impl NodeRecord {
         self.last_seen = Some(now_epoch);
         self.set_health(health);
         self.stalled = stall_reason(&mut self.progress, &self.reading, now, rules);
-        self.aggregate = dashboard.get("aggregate").cloned().unwrap_or(json!({}));
+        self.aggregate = dashboard
+            .get_mut("aggregate")
+            .map(Value::take)
+            .unwrap_or(json!({}));
         let mut fresh = Map::new();
-        if let Some(list) = dashboard.get("workstreams").and_then(Value::as_array) {
-            for ws in list {
-                let Some(id) = ws.get("id").and_then(Value::as_str) else {
+        if let Some(Value::Array(list)) = dashboard.get_mut("workstreams").map(Value::take) {
+            for mut ws in list {
+                let Some(id) = ws.get("id").and_then(Value::as_str).map(str::to_string) else {
                     continue;
                 };
-                let mut ws = ws.clone();
                 if let Some(o) = ws.as_object_mut() {
                     o.insert("node".into(), json!(self.node_id));
                     o.insert("server_url".into(), json!(self.server_url));
                 }
-                fresh.insert(id.to_string(), ws);
+                fresh.insert(id, ws);
             }
         }
         let mut created: Vec<(&String, &Value)> = fresh
@@ -245,6 +305,7 @@ impl NodeRecord {
                 .map(|id| json!({"type": "ws_closed", "ws_id": id})),
         );
         self.workstreams = fresh;
+        self.summary = WsSummary::of(&self.workstreams);
         events
     }
 
@@ -366,14 +427,33 @@ pub struct Placement {
     pub node_id: String,
 }
 
-/// The whole cluster.
-#[derive(Debug, Default)]
+/// The whole cluster. Cloning it copies the node map's pointers, not the nodes.
+#[derive(Debug, Default, Clone)]
 pub struct Cluster {
-    /// By node id (so every listing without a sort is ordered by id).
-    pub nodes: BTreeMap<String, NodeRecord>,
+    /// By node id (so every listing without a sort is ordered by id). Changed through
+    /// [`Self::node_mut`] and [`Self::insert_node`].
+    pub nodes: BTreeMap<String, Arc<NodeRecord>>,
 }
 
 impl Cluster {
+    /// The node to change (copied first if a reader still holds it).
+    pub fn node_mut(&mut self, node_id: &str) -> Option<&mut NodeRecord> {
+        self.nodes.get_mut(node_id).map(Arc::make_mut)
+    }
+
+    /// Adds or replaces a node.
+    pub fn insert_node(&mut self, node: NodeRecord) {
+        self.nodes.insert(node.node_id.clone(), Arc::new(node));
+    }
+
+    /// Every node that has `ws_id`, to change (normally one).
+    fn nodes_with_ws<'a>(&'a mut self, ws_id: &'a str) -> impl Iterator<Item = &'a mut NodeRecord> {
+        self.nodes
+            .values_mut()
+            .filter(move |n| n.workstreams.contains_key(ws_id))
+            .map(Arc::make_mut)
+    }
+
     /// The version most nodes report; ties go to the console's own version, then to the
     /// highest version. `None` when no node reported one.
     pub fn majority_version(&self) -> Option<String> {
@@ -402,7 +482,7 @@ impl Cluster {
         let mut v: Vec<String> = self
             .nodes
             .values()
-            .map(NodeRecord::version)
+            .map(|n| n.version())
             .filter(|v| !v.is_empty())
             .collect();
         v.sort();
@@ -417,7 +497,7 @@ impl Cluster {
 
     /// Nodes ordered as `sort` says.
     pub fn sorted_nodes(&self, sort: NodeSort) -> Vec<&NodeRecord> {
-        let mut nodes: Vec<&NodeRecord> = self.nodes.values().collect();
+        let mut nodes: Vec<&NodeRecord> = self.nodes.values().map(|n| &**n).collect();
         match sort {
             NodeSort::Name => {}
             NodeSort::Activity => nodes.sort_by(|a, b| {
@@ -447,12 +527,11 @@ impl Cluster {
         let mut drifted = Vec::new();
         let mut zombies = Vec::new();
         for n in self.nodes.values() {
-            for ws in n.workstreams.values() {
-                workstreams += 1;
-                let state = text(ws.get("state"));
+            for (state, count) in &n.summary.states {
+                workstreams += count;
                 let state = if state.is_empty() { "idle" } else { state };
                 let entry = states.entry(state.to_string()).or_insert(json!(0));
-                *entry = json!(entry.as_u64().unwrap_or(0) + 1);
+                *entry = json!(entry.as_u64().unwrap_or(0) + count);
             }
             tokens += num(n.aggregate.get("total_tokens"));
             calls += num(n.aggregate.get("total_tool_calls"));
@@ -583,16 +662,25 @@ impl Cluster {
                 })
             })
             .collect();
+        // Each row's key is read once (a comparison reading it from the JSON row, n log n
+        // times, was most of this query's cost at 10,000 rows); the sorts are stable.
         match q.sort {
-            WsSort::State => rows.sort_by_key(|w| {
+            WsSort::State => rows.sort_by_cached_key(|w| {
                 let s = text(w.get("state"));
                 STATE_ORDER
                     .iter()
                     .position(|x| *x == s)
                     .unwrap_or(STATE_ORDER.len())
             }),
-            WsSort::Tokens => rows.sort_by_key(|w| std::cmp::Reverse(num(w.get("tokens")))),
-            WsSort::Name => rows.sort_by(|a, b| text(a.get("name")).cmp(text(b.get("name")))),
+            WsSort::Tokens => {
+                rows.sort_by_cached_key(|w| std::cmp::Reverse(num(w.get("tokens"))));
+            }
+            WsSort::Name => {
+                let mut named: Vec<(&str, &Value)> =
+                    rows.iter().map(|w| (text(w.get("name")), *w)).collect();
+                named.sort_by(|a, b| a.0.cmp(b.0));
+                rows = named.into_iter().map(|(_, w)| w).collect();
+            }
         }
         let total = rows.len() as u64;
         let per_page = q.per_page.max(1);
@@ -700,36 +788,45 @@ impl Cluster {
         let node_id = text(event.get("node_id"));
         match kind {
             "cluster_state" => {
-                let Some(ws) = self
+                if !self
                     .nodes
-                    .get_mut(node_id)
-                    .and_then(|n| n.workstreams.get_mut(ws_id))
-                    .and_then(Value::as_object_mut)
-                else {
+                    .get(node_id)
+                    .is_some_and(|n| n.workstreams.contains_key(ws_id))
+                {
+                    return;
+                }
+                let Some(n) = self.node_mut(node_id) else {
                     return;
                 };
-                let state = match event.get("state").and_then(Value::as_str) {
-                    Some(s) if !s.is_empty() => s.to_string(),
-                    _ => ws
-                        .get("state")
-                        .and_then(Value::as_str)
-                        .unwrap_or("idle")
-                        .to_string(),
-                };
-                ws.insert("state".into(), json!(state));
-                for key in ["tokens", "context_ratio", "activity", "activity_state"] {
-                    if let Some(v) = event.get(key) {
-                        ws.insert(key.into(), v.clone());
+                n.change_ws(ws_id, |ws| {
+                    let state = match event.get("state").and_then(Value::as_str) {
+                        Some(s) if !s.is_empty() => s.to_string(),
+                        _ => ws
+                            .get("state")
+                            .and_then(Value::as_str)
+                            .unwrap_or("idle")
+                            .to_string(),
+                    };
+                    ws.insert("state".into(), json!(state));
+                    for key in ["tokens", "context_ratio", "activity", "activity_state"] {
+                        if let Some(v) = event.get(key) {
+                            ws.insert(key.into(), v.clone());
+                        }
                     }
-                }
+                });
             }
             "ws_created" => {
-                let Some(n) = self.nodes.get_mut(node_id) else {
-                    return;
-                };
-                if ws_id.is_empty() || n.workstreams.contains_key(ws_id) {
+                if ws_id.is_empty()
+                    || self
+                        .nodes
+                        .get(node_id)
+                        .is_none_or(|n| n.workstreams.contains_key(ws_id))
+                {
                     return;
                 }
+                let Some(n) = self.node_mut(node_id) else {
+                    return;
+                };
                 let ws = json!({
                     "id": ws_id,
                     "name": text(event.get("name")),
@@ -743,19 +840,19 @@ impl Cluster {
                     "activity_state": "",
                     "tool_calls": 0,
                 });
-                n.workstreams.insert(ws_id.to_string(), ws);
+                n.add_ws(ws_id, ws);
             }
             "ws_closed" => {
-                for n in self.nodes.values_mut() {
-                    n.workstreams.shift_remove(ws_id);
+                for n in self.nodes_with_ws(ws_id) {
+                    n.remove_ws(ws_id);
                 }
             }
             "ws_rename" => {
-                let name = text(event.get("name")).to_string();
-                for n in self.nodes.values_mut() {
-                    if let Some(ws) = n.workstreams.get_mut(ws_id).and_then(Value::as_object_mut) {
+                let name = text(event.get("name"));
+                for n in self.nodes_with_ws(ws_id) {
+                    n.change_ws(ws_id, |ws| {
                         ws.insert("name".into(), json!(name));
-                    }
+                    });
                 }
             }
             _ => {}
@@ -783,7 +880,7 @@ mod tests {
             .map(|i| json!({"id": format!("{id}-w{i}"), "name": format!("w{i}"), "state": "idle", "tokens": 1}))
             .collect();
         n.apply_poll(
-            &json!({"workstreams": list, "aggregate": {"total_tokens": 5, "total_tool_calls": 2}}),
+            json!({"workstreams": list, "aggregate": {"total_tokens": 5, "total_tool_calls": 2}}),
             json!({"version": version, "status": "ok"}),
             2.0,
             Instant::now(),
@@ -794,7 +891,10 @@ mod tests {
 
     fn cluster(nodes: Vec<NodeRecord>) -> Cluster {
         Cluster {
-            nodes: nodes.into_iter().map(|n| (n.node_id.clone(), n)).collect(),
+            nodes: nodes
+                .into_iter()
+                .map(|n| (n.node_id.clone(), Arc::new(n)))
+                .collect(),
         }
     }
 
@@ -826,8 +926,7 @@ mod tests {
             node("c", "1.0.0", 10, 0),
             node("d", "9.0.0", 50, 0),
         ]);
-        c.nodes
-            .get_mut("c")
+        c.node_mut("c")
             .unwrap()
             .apply_poll_failure("connection refused".into(), false);
         assert_eq!(c.place_auto().unwrap().node_id, "b");
@@ -838,8 +937,8 @@ mod tests {
         let cz = &nodes["nodes"][2];
         assert_eq!(cz["zombie"], true);
         assert_eq!(cz["status"], "zombie");
-        c.nodes.get_mut("a").unwrap().reachable = false;
-        c.nodes.get_mut("b").unwrap().reachable = false;
+        c.node_mut("a").unwrap().reachable = false;
+        c.node_mut("b").unwrap().reachable = false;
         assert_eq!(c.place_auto(), None);
     }
 
@@ -853,9 +952,9 @@ mod tests {
         let t0 = Instant::now();
         let busy = json!({"workstreams": {"thinking": 1}, "events": {"node_seq": 7}});
         let dash = json!({"workstreams": []});
-        n.apply_poll(&dash, busy.clone(), 0.0, t0, &rules);
+        n.apply_poll(dash.clone(), busy.clone(), 0.0, t0, &rules);
         n.apply_poll(
-            &dash,
+            dash.clone(),
             busy.clone(),
             0.0,
             t0 + Duration::from_secs(30),
@@ -863,7 +962,7 @@ mod tests {
         );
         assert!(n.zombie_reason().is_none());
         n.apply_poll(
-            &dash,
+            dash.clone(),
             busy.clone(),
             0.0,
             t0 + Duration::from_secs(100),
@@ -872,14 +971,32 @@ mod tests {
         assert!(n.zombie_reason().unwrap().contains("progress stalled"));
         // Progress clears it.
         let moved = json!({"workstreams": {"thinking": 1}, "events": {"node_seq": 8}});
-        n.apply_poll(&dash, moved, 0.0, t0 + Duration::from_secs(110), &rules);
+        n.apply_poll(
+            dash.clone(),
+            moved,
+            0.0,
+            t0 + Duration::from_secs(110),
+            &rules,
+        );
         assert!(n.zombie_reason().is_none());
         // Idle nodes never stall; a lagging loop does.
         let idle = json!({"workstreams": {"idle": 1}, "events": {"node_seq": 8}});
-        n.apply_poll(&dash, idle, 0.0, t0 + Duration::from_secs(500), &rules);
+        n.apply_poll(
+            dash.clone(),
+            idle,
+            0.0,
+            t0 + Duration::from_secs(500),
+            &rules,
+        );
         assert!(n.zombie_reason().is_none());
         let lag = json!({"event_loop_lag_ms": 5000.0});
-        n.apply_poll(&dash, lag, 0.0, t0 + Duration::from_secs(501), &rules);
+        n.apply_poll(
+            dash.clone(),
+            lag,
+            0.0,
+            t0 + Duration::from_secs(501),
+            &rules,
+        );
         assert!(n.zombie_reason().unwrap().contains("lag"));
     }
 
@@ -887,7 +1004,7 @@ mod tests {
     fn polls_diff_workstreams_and_failures_keep_them() {
         let mut n = node("a", "1", 10, 2);
         let events = n.apply_poll(
-            &json!({"workstreams": [{"id": "a-w1", "name": "w1", "state": "idle"}, {"id": "new", "name": "n", "state": "running"}]}),
+            json!({"workstreams": [{"id": "a-w1", "name": "w1", "state": "idle"}, {"id": "new", "name": "n", "state": "running"}]}),
             json!({}),
             3.0,
             Instant::now(),
@@ -917,8 +1034,20 @@ mod tests {
         assert_eq!(ws["tokens"], 42);
         assert_eq!(ws["name"], "renamed");
         assert_eq!(c.overview()["states"]["running"], 1);
+        // The node listing's counts follow the events (the node's summary is refreshed).
+        let row = |c: &Cluster| c.nodes_page(NodeSort::Name, 10, 0)["nodes"][0].clone();
+        assert_eq!(
+            (row(&c)["ws_running"].clone(), row(&c)["ws_idle"].clone()),
+            (json!(1), json!(1))
+        );
+        // A reader's model does not change under it; the writer copies what it changes.
+        let before = Arc::new(c.clone());
         c.apply_event(&json!({"type": "ws_closed", "ws_id": "x"}));
         assert_eq!(c.nodes["a"].ws_count(), 1);
+        assert_eq!(row(&c)["ws_running"], 0);
+        assert_eq!(before.nodes["a"].ws_count(), 2);
+        assert_eq!(row(&before)["ws_running"], 1);
+        assert!(!Arc::ptr_eq(&before.nodes["a"], &c.nodes["a"]));
     }
 
     #[test]
@@ -958,8 +1087,7 @@ mod tests {
     fn mcp_sums_appear_only_when_there_are_servers() {
         let mut c = cluster(vec![node("a", "1", 10, 0)]);
         assert!(c.overview().get("mcp_servers").is_none());
-        c.nodes
-            .get_mut("a")
+        c.node_mut("a")
             .unwrap()
             .set_health(json!({"mcp": {"servers": 2, "resources": 3, "prompts": 4}}));
         let o = c.overview();

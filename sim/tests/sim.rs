@@ -373,6 +373,57 @@ fn workspace_binary(name: &str) -> PathBuf {
     path
 }
 
+/// A real console process under `prefix` (signed heartbeats with `secret`, `token` for the
+/// test's requests), logging into `dir`; returns it and its URL.
+async fn start_console(
+    dir: &Path,
+    prefix: &str,
+    secret: &str,
+    token: &str,
+    extra: &[&str],
+) -> (tokio::process::Child, String) {
+    let log = dir.join("console.log");
+    let mut console = Command::new(workspace_binary("turnstone-console"))
+        .args([
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "0",
+            "--redis-url",
+            REDIS_URL,
+            "--prefix",
+            prefix,
+            "--auth-token",
+            token,
+        ])
+        .args(extra)
+        .env("TURNSTONE_JWT_SECRET", secret)
+        .env("HOME", dir)
+        .env_remove("TURNSTONE_CONFIG")
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(console.stdout.take().unwrap()).lines();
+    let url = tokio::time::timeout(Duration::from_secs(15), async {
+        while let Ok(Some(line)) = lines.next_line().await {
+            if let Some((_, url)) = line.split_once("listening on ") {
+                return url.trim().to_string();
+            }
+        }
+        panic!(
+            "console exited: {}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+    })
+    .await
+    .expect("console did not start");
+    (console, url)
+}
+
 async fn overview(http: &reqwest::Client, url: &str, token: &str) -> Value {
     http.get(format!("{url}/v1/api/cluster/overview"))
         .bearer_auth(token)
@@ -469,50 +520,14 @@ async fn a_console_process_follows_a_thousand_simulated_nodes_for_a_hundred_dash
         .unwrap();
     let started = Instant::now();
 
-    let log = dir.path().join("console.log");
-    let mut console = Command::new(workspace_binary("turnstone-console"))
-        .args([
-            "--host",
-            "127.0.0.1",
-            "--port",
-            "0",
-            "--redis-url",
-            REDIS_URL,
-            "--prefix",
-            &p,
-        ])
-        .args([
-            "--discovery-interval",
-            "0.5",
-            "--poll-interval",
-            "1",
-            "--auth-token",
-            TOKEN,
-        ])
-        .env("TURNSTONE_JWT_SECRET", SECRET)
-        .env("HOME", dir.path())
-        .env_remove("TURNSTONE_CONFIG")
-        .current_dir(dir.path())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(console.stdout.take().unwrap()).lines();
-    let url = tokio::time::timeout(Duration::from_secs(15), async {
-        while let Ok(Some(line)) = lines.next_line().await {
-            if let Some((_, url)) = line.split_once("listening on ") {
-                return url.trim().to_string();
-            }
-        }
-        panic!(
-            "console exited: {}",
-            std::fs::read_to_string(&log).unwrap_or_default()
-        );
-    })
-    .await
-    .expect("console did not start");
+    let (mut console, url) = start_console(
+        dir.path(),
+        &p,
+        SECRET,
+        TOKEN,
+        &["--discovery-interval", "0.5", "--poll-interval", "1"],
+    )
+    .await;
 
     let http = reqwest::Client::new();
     let last = overview_until(&http, &url, TOKEN, Duration::from_secs(30), |o| {
@@ -603,6 +618,257 @@ async fn a_console_process_follows_a_thousand_simulated_nodes_for_a_hundred_dash
     eprintln!("{NODES} simulated nodes discovered in {discovered:?}");
     for d in dashboards {
         d.abort();
+    }
+    cluster.stop();
+    let _ = console.start_kill();
+    cleanup(&p).await;
+}
+
+/// What one dashboard on the cluster event stream knows: the workstreams of its last
+/// snapshot patched by the events since, the padding events it read, and the snapshots
+/// (first and resyncs) it was sent.
+#[derive(Debug, Default)]
+struct View {
+    snapshots: usize,
+    resyncs: usize,
+    workstreams: std::collections::HashSet<String>,
+    pads: usize,
+}
+
+/// A dashboard that keeps a [`View`]. After its first snapshot it reads on only once `go`
+/// holds: until then it is a client that has stopped reading.
+fn viewing_dashboard(
+    http: reqwest::Client,
+    url: String,
+    token: &'static str,
+    view: Arc<parking_lot::Mutex<View>>,
+    mut go: tokio::sync::watch::Receiver<bool>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let resp = http
+            .get(format!("{url}/v1/api/cluster/events"))
+            .bearer_auth(token)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200);
+        let mut body = resp.bytes_stream();
+        let mut buf: Vec<u8> = Vec::new();
+        while let Some(chunk) = futures::StreamExt::next(&mut body).await {
+            buf.extend_from_slice(&chunk.unwrap());
+            let mut hold = false;
+            while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                let frame: Vec<u8> = buf.drain(..end + 4).collect();
+                let frame = String::from_utf8_lossy(&frame);
+                let Some(data) = frame.lines().find_map(|l| l.strip_prefix("data: ")) else {
+                    continue;
+                };
+                let event: Value = serde_json::from_str(data).unwrap();
+                let mut v = view.lock();
+                match event["type"].as_str() {
+                    Some("snapshot") => {
+                        hold = v.snapshots == 0;
+                        v.snapshots += 1;
+                        if event["resync"] == true {
+                            v.resyncs += 1;
+                        }
+                        v.workstreams = event["nodes"]
+                            .as_array()
+                            .unwrap()
+                            .iter()
+                            .flat_map(|n| n["workstreams"].as_array().unwrap())
+                            .map(|w| w["id"].as_str().unwrap().to_string())
+                            .collect();
+                    }
+                    Some("ws_created") => {
+                        v.workstreams
+                            .insert(event["ws_id"].as_str().unwrap().to_string());
+                    }
+                    Some("ws_closed") => {
+                        v.workstreams.remove(event["ws_id"].as_str().unwrap());
+                    }
+                    Some("load_test_pad") => v.pads += 1,
+                    _ => {}
+                }
+            }
+            if hold {
+                while !*go.borrow() {
+                    if go.changed().await.is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+    })
+}
+
+/// Waits until every view satisfies `done` (or `limit` passes).
+async fn views_until(
+    views: &[Arc<parking_lot::Mutex<View>>],
+    limit: Duration,
+    done: impl Fn(&View) -> bool,
+) {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline && !views.iter().all(|v| done(&v.lock())) {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The console's fan-out never loses an event silently (the short form of the 1,000-node
+/// fan-out bench, whose dashboards missed reads): simulated nodes, a console whose ring
+/// holds 64 events, four dashboards that read and one that stops reading after its
+/// snapshot. A burst of large events plus workstreams made and closed on the simulated
+/// nodes pass while it is stalled. Every reading dashboard gets every event (or is told of
+/// a resync) and ends with the cluster's workstreams; the stalled one, once it reads again,
+/// is sent a snapshot marked `resync` (counted on `/metrics`) and ends with them too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_dashboard_gets_every_event_or_a_visible_resync() {
+    const NODES: usize = 20;
+    const READERS: usize = 4;
+    const PADS: usize = 300;
+    const SECRET: &str = "sim-console-test-secret-0123456789abcdef";
+    const TOKEN: &str = "sim-console-test-token";
+    let p = prefix();
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(&p, &["--nodes", "20", "--heartbeat-ttl", "30"]);
+    cfg.jwt_secret = Some(SECRET.into());
+    let cluster = Cluster::start(cfg, Arc::new(Metrics::default()))
+        .await
+        .unwrap();
+    let (mut console, url) = start_console(
+        dir.path(),
+        &p,
+        SECRET,
+        TOKEN,
+        &[
+            "--discovery-interval",
+            "0.5",
+            "--poll-interval",
+            "1",
+            "--sse-queue",
+            "64",
+        ],
+    )
+    .await;
+    let http = reqwest::Client::new();
+    let last = overview_until(&http, &url, TOKEN, Duration::from_secs(30), |o| {
+        o["nodes"] == NODES
+    })
+    .await;
+    assert_eq!(last["nodes"], NODES, "{last}");
+
+    // One workstream per node before the dashboards attach: their snapshots hold them.
+    let create_one_per_node = || {
+        futures::future::join_all((0..NODES).map(|node| {
+            let cluster = cluster.clone();
+            async move { cluster.create(node, "", "c0ffee000000").await.unwrap() }
+        }))
+    };
+    let mut truth: std::collections::HashSet<String> =
+        create_one_per_node().await.into_iter().collect();
+    let last = overview_until(&http, &url, TOKEN, Duration::from_secs(20), |o| {
+        o["workstreams"] == NODES
+    })
+    .await;
+    assert_eq!(last["workstreams"], NODES, "{last}");
+
+    let (go, stalled_go) = tokio::sync::watch::channel(false);
+    let views: Vec<Arc<parking_lot::Mutex<View>>> = (0..=READERS).map(|_| Arc::default()).collect();
+    let tasks: Vec<_> = views
+        .iter()
+        .enumerate()
+        .map(|(i, view)| {
+            let gate = if i == READERS {
+                stalled_go.clone()
+            } else {
+                tokio::sync::watch::channel(true).1
+            };
+            viewing_dashboard(http.clone(), url.clone(), TOKEN, view.clone(), gate)
+        })
+        .collect();
+    views_until(&views, Duration::from_secs(20), |v| v.snapshots > 0).await;
+    for (i, v) in views.iter().enumerate() {
+        let v = v.lock();
+        assert_eq!(v.snapshots, 1, "dashboard {i} has no snapshot");
+        assert_eq!(v.workstreams, truth, "dashboard {i}'s snapshot");
+    }
+
+    // A burst far beyond what the stalled client's buffers and the 64-event ring hold
+    // (300 × 64 KiB), then workstreams made and closed on the simulated nodes.
+    let mut conn = redis().await;
+    let pad = "x".repeat(64 * 1024);
+    for i in 0..PADS {
+        let event = serde_json::json!({"type": "load_test_pad", "i": i, "pad": pad});
+        let _: i64 = redis::cmd("PUBLISH")
+            .arg(format!("{p}:events:cluster"))
+            .arg(event.to_string())
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+    }
+    truth.extend(create_one_per_node().await);
+    let closed: Vec<String> = truth.iter().take(5).cloned().collect();
+    for ws_id in &closed {
+        assert!(cluster.close(ws_id).await, "{ws_id}");
+        truth.remove(ws_id);
+    }
+    let last = overview_until(&http, &url, TOKEN, Duration::from_secs(20), |o| {
+        o["workstreams"] == truth.len()
+    })
+    .await;
+    assert_eq!(last["workstreams"], truth.len(), "{last}");
+
+    let readers = &views[..READERS];
+    views_until(readers, Duration::from_secs(60), |v| v.workstreams == truth).await;
+    for (i, v) in readers.iter().enumerate() {
+        let v = v.lock();
+        assert_eq!(v.workstreams, truth, "reading dashboard {i}: {v:?}");
+        assert!(
+            v.pads == PADS || v.resyncs > 0,
+            "reading dashboard {i} read {} of {PADS} events and was told of no resync",
+            v.pads
+        );
+    }
+
+    // The stalled client reads again: it is told it missed events and catches up.
+    go.send(true).unwrap();
+    let stalled = &views[READERS..];
+    views_until(stalled, Duration::from_secs(60), |v| {
+        v.resyncs > 0 && v.workstreams == truth
+    })
+    .await;
+    {
+        let v = stalled[0].lock();
+        assert!(
+            v.resyncs > 0,
+            "the stalled dashboard read {} of {PADS} events and no resync",
+            v.pads
+        );
+        assert!(v.pads < PADS, "{v:?}");
+        assert_eq!(
+            v.workstreams, truth,
+            "the stalled dashboard after its resync"
+        );
+    }
+    let metrics = http
+        .get(format!("{url}/metrics"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let counter = |name: &str| -> u64 {
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(name)?.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in /metrics:\n{metrics}"))
+    };
+    assert!(counter("turnstone_console_sse_resyncs_total") >= 1);
+    assert!(counter("turnstone_console_sse_dropped_total") >= 1);
+    for t in tasks {
+        t.abort();
     }
     cluster.stop();
     let _ = console.start_kill();

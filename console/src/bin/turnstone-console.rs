@@ -65,6 +65,10 @@ struct Args {
     /// Event-loop lag (ms) above which a node counts as a zombie.
     #[arg(long, default_value_t = 2000)]
     max_event_loop_lag_ms: u64,
+    /// Cluster events a dashboard may fall behind by before it is resynced with a fresh
+    /// snapshot (`"resync": true`) instead of the events it missed.
+    #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    sse_queue: u32,
     /// Most node calls of one admin fan-out in flight at once (`cluster.node_fan_out_limit`).
     #[arg(long, default_value_t = 200)]
     node_fan_out_limit: usize,
@@ -142,6 +146,7 @@ fn prepare(settings: &Settings<Args>) -> anyhow::Result<Prepared> {
         stall_after: seconds("stall-after", args.stall_after)?,
         max_event_loop_lag: Duration::from_millis(args.max_event_loop_lag_ms),
         node_fan_out_limit: args.node_fan_out_limit.max(1),
+        sse_queue: args.sse_queue as usize,
         fan_out_timeout: seconds("fan-out-timeout", args.fan_out_timeout)?,
         heartbeat_max_age: seconds("heartbeat-max-age", args.heartbeat_max_age)?,
         node_url_allow: args
