@@ -563,49 +563,43 @@ async fn turn_completes(mq: &mut Mq) -> HashMap<String, usize> {
 /// Correlation ids whose turn began on this node, from its database (`queued_sends` rows
 /// that are no longer waiting or removed).
 async fn started_turns(node: &NodeProc) -> Vec<String> {
-    let url = format!(
-        "sqlite://{}?mode=ro",
-        node.dir.path().join("node.db").display()
-    );
-    let mut conn = <sqlx::SqliteConnection as sqlx::Connection>::connect(&url)
-        .await
-        .unwrap();
-    let rows: Vec<(String,)> = sqlx::query_as(
+    correlation_ids(
+        node,
         "SELECT correlation_id FROM queued_sends WHERE state NOT IN ('queued', 'removed')",
     )
-    .fetch_all(&mut conn)
     .await
-    .unwrap();
-    rows.into_iter().map(|(c,)| c).collect()
 }
 
 /// Correlation ids whose turn `node` ended as interrupted (it died while the turn ran).
 async fn interrupted_turns(node: &NodeProc) -> Vec<String> {
+    correlation_ids(
+        node,
+        "SELECT correlation_id FROM queued_sends WHERE outcome LIKE '%\"state\":\"error\"%'",
+    )
+    .await
+}
+
+/// The correlation ids a query of `node`'s database selects.
+async fn correlation_ids(node: &NodeProc, sql: &'static str) -> Vec<String> {
+    let mut conn = node_db(node).await;
+    let rows: Vec<(String,)> = sqlx::query_as(sql).fetch_all(&mut conn).await.unwrap();
+    rows.into_iter().map(|(c,)| c).collect()
+}
+
+/// A read-only connection to `node`'s SQLite database.
+async fn node_db(node: &NodeProc) -> sqlx::SqliteConnection {
     let url = format!(
         "sqlite://{}?mode=ro",
         node.dir.path().join("node.db").display()
     );
-    let mut conn = <sqlx::SqliteConnection as sqlx::Connection>::connect(&url)
+    <sqlx::SqliteConnection as sqlx::Connection>::connect(&url)
         .await
-        .unwrap();
-    let rows: Vec<(String,)> = sqlx::query_as(
-        "SELECT correlation_id FROM queued_sends WHERE outcome LIKE '%\"state\":\"error\"%'",
-    )
-    .fetch_all(&mut conn)
-    .await
-    .unwrap();
-    rows.into_iter().map(|(c,)| c).collect()
+        .unwrap()
 }
 
 /// Every approval record on `node`: request id and state (`pending`, `approved`, …).
 async fn approval_rows(node: &NodeProc) -> Vec<(String, String)> {
-    let url = format!(
-        "sqlite://{}?mode=ro",
-        node.dir.path().join("node.db").display()
-    );
-    let mut conn = <sqlx::SqliteConnection as sqlx::Connection>::connect(&url)
-        .await
-        .unwrap();
+    let mut conn = node_db(node).await;
     sqlx::query_as("SELECT request_id, state FROM approvals")
         .fetch_all(&mut conn)
         .await
@@ -614,13 +608,7 @@ async fn approval_rows(node: &NodeProc) -> Vec<(String, String)> {
 
 /// The `queued_sends` rows of `cid` on `node` (diagnostics of a failing run).
 async fn send_rows(node: &NodeProc, cid: &str) -> Vec<String> {
-    let url = format!(
-        "sqlite://{}?mode=ro",
-        node.dir.path().join("node.db").display()
-    );
-    let mut conn = <sqlx::SqliteConnection as sqlx::Connection>::connect(&url)
-        .await
-        .unwrap();
+    let mut conn = node_db(node).await;
     let rows: Vec<(String, String, String, String, String)> = sqlx::query_as(
         "SELECT ws_id, state, created, updated, outcome FROM queued_sends WHERE correlation_id = ?",
     )

@@ -5,6 +5,8 @@
 //! turns), the console's skill is listed by each node, both survive a node restart, and a
 //! delete in the console removes both everywhere.
 
+use std::time::Duration;
+
 use serde_json::json;
 
 use super::super::security::console_proc::ConsoleProc;
@@ -29,6 +31,17 @@ async fn skill_names(node: &NodeProc) -> Vec<String> {
 /// The output of a `bash` call on a new workstream of `node_id`, through the queue (with no
 /// policy it would ask: `queued_turn` fails on an approval request).
 async fn bash_output(mq: &mut Mq, node_id: &str, cid: &str) -> Vec<String> {
+    // A create directed at a node its bridge has not announced yet (just started or
+    // restarted) is refused as "not alive": wait for the heartbeat first.
+    eventually(
+        &format!("{node_id}'s heartbeat"),
+        Duration::from_secs(30),
+        || {
+            let mut mq = mq.clone();
+            async move { mq.alive(node_id).await }
+        },
+    )
+    .await;
     let ws = mq.create_ws(node_id, json!({"auto_approve": false})).await;
     outputs(&queued_turn(mq, &ws, "TOOL: echo governed", cid).await)
 }
@@ -230,7 +243,7 @@ async fn console_judge_settings_reach_the_nodes_judge() {
             .requests()
             .iter()
             .any(|r| r["model"] == "console-judge-model"),
-        timeout = std::time::Duration::from_secs(60),
+        timeout = Duration::from_secs(60),
         "the console's judge endpoint was never asked with the console's judge model"
     );
     mq.cleanup().await;
