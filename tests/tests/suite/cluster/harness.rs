@@ -480,8 +480,8 @@ impl Mq {
         let client = redis::Client::open(url).unwrap();
         // The client's default response timeout (half a second) is too short for a test's
         // reads on a loaded two-core machine.
-        let config = redis::AsyncConnectionConfig::new()
-            .set_response_timeout(Some(Duration::from_secs(10)));
+        let config =
+            redis::AsyncConnectionConfig::new().set_response_timeout(Some(Duration::from_secs(10)));
         let conn = client
             .get_multiplexed_async_connection_with_config(&config)
             .await
