@@ -375,6 +375,20 @@ fn workspace_binary(name: &str) -> PathBuf {
 
 /// A real console process under `prefix` (signed heartbeats with `secret`, `token` for the
 /// test's requests), logging into `dir`; returns it and its URL.
+/// The cluster secret and token the console tests share with their simulated nodes.
+const SECRET: &str = "sim-console-test-secret-0123456789abcdef";
+const TOKEN: &str = "sim-console-test-token";
+
+/// `nodes` simulated nodes whose heartbeats are signed with [`SECRET`] (what a console
+/// with that secret trusts), slow to expire.
+async fn signed_cluster(prefix: &str, nodes: &str) -> Arc<Cluster> {
+    let mut cfg = config(prefix, &["--nodes", nodes, "--heartbeat-ttl", "30"]);
+    cfg.jwt_secret = Some(SECRET.into());
+    Cluster::start(cfg, Arc::new(Metrics::default()))
+        .await
+        .unwrap()
+}
+
 async fn start_console(
     dir: &Path,
     prefix: &str,
@@ -509,15 +523,9 @@ fn dashboard(
 async fn a_console_process_follows_a_thousand_simulated_nodes_for_a_hundred_dashboards() {
     const NODES: usize = 1000;
     const DASHBOARDS: usize = 100;
-    const SECRET: &str = "sim-console-test-secret-0123456789abcdef";
-    const TOKEN: &str = "sim-console-test-token";
     let p = prefix();
     let dir = tempfile::tempdir().unwrap();
-    let mut cfg = config(&p, &["--nodes", "1000", "--heartbeat-ttl", "30"]);
-    cfg.jwt_secret = Some(SECRET.into());
-    let cluster = Cluster::start(cfg, Arc::new(Metrics::default()))
-        .await
-        .unwrap();
+    let cluster = signed_cluster(&p, "1000").await;
     let started = Instant::now();
 
     let (mut console, url) = start_console(
@@ -726,15 +734,9 @@ async fn every_dashboard_gets_every_event_or_a_visible_resync() {
     const NODES: usize = 20;
     const READERS: usize = 4;
     const PADS: usize = 300;
-    const SECRET: &str = "sim-console-test-secret-0123456789abcdef";
-    const TOKEN: &str = "sim-console-test-token";
     let p = prefix();
     let dir = tempfile::tempdir().unwrap();
-    let mut cfg = config(&p, &["--nodes", "20", "--heartbeat-ttl", "30"]);
-    cfg.jwt_secret = Some(SECRET.into());
-    let cluster = Cluster::start(cfg, Arc::new(Metrics::default()))
-        .await
-        .unwrap();
+    let cluster = signed_cluster(&p, "20").await;
     let (mut console, url) = start_console(
         dir.path(),
         &p,
