@@ -11,6 +11,13 @@
 //! the message generator alone; `Store::write_batch` called directly with the writer's batch
 //! size (no queue, no task); `recent_messages(20)` (an index scan through the same store
 //! plumbing, no full-text work); `SELECT count(*)` over the table.
+//!
+//! PostgreSQL indexes search in the background (`search_indexer.rs`), so its part also
+//! reports the indexer: the backlog when the writes end, one search over that backlog, and
+//! how long the indexer takes to catch up (searches are timed after it has). Its physical
+//! bounds: server-side `INSERT … SELECT` of the first `baseline` messages into a copy of the
+//! table without search columns, with a generated `to_tsvector` column, and with that
+//! column's GIN index as well.
 
 use std::error::Error;
 use std::path::Path;
@@ -432,6 +439,84 @@ async fn writer_run(
     })
 }
 
+struct IndexReport {
+    /// Messages committed but not yet indexed when the writer finished.
+    backlog: i64,
+    /// One needle search right then (it stems the whole backlog on the fly).
+    backlog_search: Duration,
+    /// Still pending after that search; the catch-up is timed from here.
+    backlog_after_search: i64,
+    /// From the end of that search until nothing is pending (nothing else running).
+    catch_up: Duration,
+}
+
+/// PostgreSQL: the search indexer's backlog at the end of the writes, one search over it,
+/// and the indexer's catch-up from there.
+async fn index_catch_up(target: &Target, store: &Arc<dyn Store>) -> BenchResult<IndexReport> {
+    const BACKLOG_SQL: &str = "SELECT count(*) FROM conversation_search_pending";
+    let (backlog, _) = target.admin_query(BACKLOG_SQL).await?;
+    let search_start = Instant::now();
+    let hits = store.search(&needle_word(0), SEARCH_LIMIT).await?;
+    let backlog_search = search_start.elapsed();
+    if hits.len() != 1 {
+        return Err(format!("needle 0 during the backlog: {} hits", hits.len()).into());
+    }
+    let start = Instant::now();
+    let (backlog_after_search, _) = target.admin_query(BACKLOG_SQL).await?;
+    loop {
+        let (left, _) = target.admin_query(BACKLOG_SQL).await?;
+        if left.unwrap_or(0) == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Ok(IndexReport {
+        backlog: backlog.unwrap_or(0),
+        backlog_search,
+        backlog_after_search: backlog_after_search.unwrap_or(0),
+        catch_up: start.elapsed(),
+    })
+}
+
+/// PostgreSQL's physical bounds: server-side `INSERT … SELECT` of the first `rows` messages
+/// into copies of the table without search columns, with a generated `to_tsvector` column,
+/// and with its GIN index too (the pre-0014 write path).
+async fn insert_bounds(target: &Target, rows: usize) -> BenchResult<Vec<(&'static str, Duration)>> {
+    const TSV: &str = ", content_tsv TSVECTOR GENERATED ALWAYS AS \
+                       (to_tsvector('english', COALESCE(content, ''))) STORED";
+    const COLUMNS: &str =
+        "ws_id, timestamp, role, content, tool_name, tool_args, tool_call_id, provider_data";
+    let copies = [
+        ("no search columns", "bound_plain", "", ""),
+        ("+ generated tsvector column", "bound_tsv", TSV, ""),
+        (
+            "+ its GIN index (the write path before 0014)",
+            "bound_gin",
+            TSV,
+            "CREATE INDEX ON bound_gin USING GIN (content_tsv)",
+        ),
+    ];
+    let mut out = Vec::new();
+    for (name, table, extra_column, index) in copies {
+        target
+            .admin_query(&format!(
+                "CREATE TABLE {table} (LIKE conversations INCLUDING ALL{extra_column})"
+            ))
+            .await?;
+        if !index.is_empty() {
+            target.admin_query(index).await?;
+        }
+        let (_, took) = target
+            .admin_query(&format!(
+                "INSERT INTO {table} ({COLUMNS}) \
+                 SELECT {COLUMNS} FROM conversations ORDER BY id LIMIT {rows}"
+            ))
+            .await?;
+        out.push((name, took));
+    }
+    Ok(out)
+}
+
 struct QueryClass {
     name: &'static str,
     queries: Vec<String>,
@@ -525,6 +610,11 @@ async fn bench_main(kind: Kind, sizes: Sizes, target: &Target, direct: f64) -> B
     if w.failed > 0 {
         return Err(format!("{} writes failed or dropped", w.failed).into());
     }
+    let indexing = if kind == Kind::Postgres {
+        Some(index_catch_up(target, &store).await?)
+    } else {
+        None
+    };
     let analyze = if kind == Kind::Postgres {
         let (_, took) = target.admin_query("ANALYZE").await?;
         Some(took)
@@ -574,6 +664,11 @@ async fn bench_main(kind: Kind, sizes: Sizes, target: &Target, direct: f64) -> B
         .await?;
     let size = target.size_bytes().await?;
     store.close().await;
+    let bounds = if kind == Kind::Postgres {
+        Some(insert_bounds(target, first_n).await?)
+    } else {
+        None
+    };
 
     // --- report ---
     println!("\n| writes | messages/s | vs direct |");
@@ -598,6 +693,34 @@ async fn bench_main(kind: Kind, sizes: Sizes, target: &Target, direct: f64) -> B
         w.rate_all,
         w.rate_all / direct
     );
+    if let Some(ix) = &indexing {
+        println!(
+            "\nsearch indexer: backlog {} rows when the writes ended ({:.1} % of the messages); \
+             a needle search over it took {}; then {} rows left, indexed in {:.1} s \
+             ({:.0} rows/s, nothing else running)",
+            ix.backlog,
+            ix.backlog as f64 * 100.0 / sizes.messages as f64,
+            ms(ix.backlog_search),
+            ix.backlog_after_search,
+            ix.catch_up.as_secs_f64(),
+            rate(
+                usize::try_from(ix.backlog_after_search).unwrap_or(0),
+                ix.catch_up
+            ),
+        );
+    }
+    if let Some(bounds) = &bounds {
+        let plain = bounds.first().map_or(Duration::ZERO, |b| b.1);
+        println!("\n| server-side `INSERT … SELECT` of {first_n} rows | rows/s | vs plain |");
+        println!("|---|---|---|");
+        for (name, took) in bounds {
+            println!(
+                "| {name} | {:.0} | {:.2} |",
+                rate(first_n, *took),
+                plain.as_secs_f64() / took.as_secs_f64().max(1e-9)
+            );
+        }
+    }
     if let Some(took) = analyze {
         println!("\nANALYZE took {}", ms(took));
     }

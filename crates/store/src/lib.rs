@@ -52,9 +52,12 @@
 //! Column names follow the Python original (`spec/node-api.md` §6) where it has the table.
 //! Timestamps are fixed-width ISO-8601 UTC text, so text order is time order. Search differs
 //! per backend by design: SQLite has an FTS5 external-content table `conversations_fts`
-//! kept in sync by triggers; PostgreSQL has a generated `content_tsv` column
-//! (`to_tsvector('english', content)`) with a GIN index. Those two are the only schema
-//! differences.
+//! kept in sync by triggers (in the write transaction); PostgreSQL has `conversation_search`
+//! (`id`, `tsv` = `to_tsvector('english', content)`, GIN index) filled in the background from
+//! `conversation_search_pending` (ids queued by a statement trigger on insert), so stemming
+//! and the GIN insertion stay out of the write path; search also matches the pending rows, so
+//! a committed message is always found (migration 0014, `search_indexer.rs`). Those search
+//! tables are the only schema differences.
 //!
 //! # Durability: the crash window
 //! Writes through the [`Writer`] are committed in batches: when `max_batch` ops are queued or
@@ -80,6 +83,7 @@ pub mod queued;
 mod resume;
 pub mod roles;
 pub mod schedules;
+mod search_indexer;
 pub mod skills;
 mod sql_common;
 mod sqlite;
@@ -110,6 +114,7 @@ pub use queued::{QueuedSend, QueuedSendStore, QueuedState};
 pub use resume::rebuild_messages;
 pub use roles::{NewRole, Role, RoleStore, RoleUpdate, UserUpdate};
 pub use schedules::{NewTaskRun, ScheduleStore, ScheduledTask, TaskRun};
+pub use search_indexer::{SearchIndexerConfig, SearchIndexerCounters};
 pub use skills::{Skill, SkillSpec, SkillStore};
 pub use sqlite::{BUSY_TIMEOUT, SqliteStore};
 pub use store::{

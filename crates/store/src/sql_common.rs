@@ -4,7 +4,9 @@
 //! `LIKE ... ESCAPE`, so everything but search and schema introspection is written once here
 //! and expanded for each backend by [`impl_store!`] (a macro rather than a generic over
 //! `sqlx::Database`, whose bounds would drown the logic). Backend types provide
-//! `fts_search` and `schema_impl` as inherent methods.
+//! `fts_search` and `schema_impl` as inherent methods, and two hooks: `messages_committed`
+//! (called after a `write_batch` that stored messages commits) and `stop_background_tasks`
+//! (awaited by `close` before the pool closes).
 
 macro_rules! ws_columns {
     () => {
@@ -469,6 +471,9 @@ macro_rules! impl_store {
                     .await?;
                 }
                 tx.commit().await?;
+                if !messages.is_empty() {
+                    self.messages_committed();
+                }
                 Ok(())
             }
 
@@ -859,6 +864,7 @@ macro_rules! impl_store {
             }
 
             async fn close(&self) {
+                self.stop_background_tasks().await;
                 self.pool.close().await;
             }
         }

@@ -73,6 +73,12 @@ impl SqliteStore {
         rows.iter().map(|r| Self::hit_from_row(r, true)).collect()
     }
 
+    /// FTS5 triggers index in the write transaction: nothing to do after it.
+    fn messages_committed(&self) {}
+
+    /// No background tasks on SQLite.
+    async fn stop_background_tasks(&self) {}
+
     async fn schema_impl(&self) -> Result<SchemaDescription> {
         let tables: Vec<String> = sqlx::query_scalar(
             "SELECT name FROM sqlite_master WHERE type = 'table' \

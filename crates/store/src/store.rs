@@ -248,7 +248,9 @@ pub trait Store:
 
     /// Application tables and their columns, as the database reports them.
     async fn describe_schema(&self) -> Result<SchemaDescription>;
-    /// Closes the connection pool (waits for checked-out connections).
+    /// Stops the store's background tasks (PostgreSQL's search indexer finishes its batch;
+    /// rows still pending are indexed by the next store to open the database), then closes
+    /// the connection pool (waits for checked-out connections).
     async fn close(&self);
 }
 

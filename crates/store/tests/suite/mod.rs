@@ -8,6 +8,7 @@ mod queued;
 mod roles_schedules;
 mod schema;
 mod search;
+mod search_index;
 mod sessions;
 mod skills;
 mod watches;

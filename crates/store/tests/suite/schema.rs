@@ -4,10 +4,9 @@ use crate::support::{Backend, TestDb};
 
 /// Backend-specific search machinery, the only allowed differences.
 fn normalise(mut schema: turnstone_store::SchemaDescription) -> turnstone_store::SchemaDescription {
-    schema.retain(|table, _| !table.starts_with("conversations_fts"));
-    if let Some(cols) = schema.get_mut("conversations") {
-        cols.remove("content_tsv");
-    }
+    schema.retain(|table, _| {
+        !table.starts_with("conversations_fts") && !table.starts_with("conversation_search")
+    });
     schema
 }
 
@@ -22,7 +21,16 @@ async fn sqlite_and_postgres_schemas_match() {
 
     // The search machinery exists where expected.
     assert!(sqlite_schema.contains_key("conversations_fts"));
-    assert!(pg_schema["conversations"].contains("content_tsv"));
+    assert_eq!(
+        pg_schema["conversation_search"]
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+        ["id", "tsv"]
+    );
+    assert!(pg_schema.contains_key("conversation_search_pending"));
+    // The search vector left the write path (migration 0014).
+    assert!(!pg_schema["conversations"].contains("content_tsv"));
 
     let sqlite_schema = normalise(sqlite_schema);
     let pg_schema = normalise(pg_schema);

@@ -45,6 +45,16 @@ impl TestDb {
         }
     }
 
+    /// The PostgreSQL database's URL (panics on SQLite: PostgreSQL-only tests call it).
+    pub fn pg_url(&self) -> &str {
+        match &self.config.backend {
+            turnstone_store::StoreBackend::Postgres { url, .. } => url,
+            turnstone_store::StoreBackend::Sqlite { .. } => {
+                panic!("pg_url() on a SQLite test database")
+            }
+        }
+    }
+
     /// Connects (running migrations), as a fresh process would.
     pub async fn open(&self) -> Arc<dyn Store> {
         turnstone_store::connect(&self.config)
