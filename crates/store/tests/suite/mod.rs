@@ -10,5 +10,6 @@ mod schema;
 mod search;
 mod sessions;
 mod skills;
+mod usage;
 mod watches;
 mod writer;
