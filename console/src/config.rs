@@ -50,7 +50,13 @@ pub struct ConsoleConfig {
     pub node_url_allow: Option<crate::trust::NodeUrlAllow>,
     /// How often the scheduler looks for due tasks (cluster spec §6.8: 15 s).
     pub scheduler_tick: Duration,
+    /// Days `usage_events` rows are kept (`--usage-retention-days`, default
+    /// [`DEFAULT_USAGE_RETENTION_DAYS`]); the scheduler prunes older ones. 0: kept forever.
+    pub usage_retention_days: u32,
 }
+
+/// Days model usage rows are kept unless configured otherwise.
+pub const DEFAULT_USAGE_RETENTION_DAYS: u32 = 90;
 
 impl Default for ConsoleConfig {
     fn default() -> Self {
@@ -72,6 +78,7 @@ impl Default for ConsoleConfig {
             heartbeat_max_age: Duration::from_secs(120),
             node_url_allow: None,
             scheduler_tick: Duration::from_secs(15),
+            usage_retention_days: DEFAULT_USAGE_RETENTION_DAYS,
         }
     }
 }

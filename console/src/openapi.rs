@@ -220,6 +220,7 @@ pub const ROUTES: &[ApiRoute] = &[
         .params(&AUDIT)
         .json::<Value>()
         .errors(&[400, 503]),
+    turnstone_accounts::usage::USAGE_API_ROUTE,
     ApiRoute::get("/v1/api/admin/settings", "settings")
         .summary("Stored cluster settings and the accepted keys with their types")
         .json::<Value>()

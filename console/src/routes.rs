@@ -40,6 +40,7 @@ const ADMIN_AUDIT: Needs = Needs::Permission(Scope::Approve, "admin.audit");
 const ADMIN_POLICIES: Needs = Needs::Permission(Scope::Approve, "admin.policies");
 const ADMIN_SKILLS: Needs = Needs::Permission(Scope::Approve, "admin.skills");
 const ADMIN_MEMORIES: Needs = Needs::Permission(Scope::Approve, "admin.memories");
+const ADMIN_USAGE: Needs = Needs::Permission(Scope::Approve, "admin.usage");
 
 /// The template of the console's reverse proxy to a node.
 pub const NODE_PROXY_ROUTE: &str = "/node/{node_id}/{*tail}";
@@ -100,7 +101,8 @@ pub const CONSOLE_ROUTES: &RouteTable<Needs> = &[
     // Memories, read on every node.
     ("GET", "/v1/api/admin/memories", ADMIN_MEMORIES),
     ("DELETE", "/v1/api/admin/memories/{name}", ADMIN_MEMORIES),
-    // Users, API tokens and roles in the console's store (`turnstone_accounts::ADMIN_ROUTES`).
+    // Users, API tokens, roles and the usage report on the console's store
+    // (`turnstone_accounts::ADMIN_ROUTES`).
     ("GET", "/v1/api/admin/users", ADMIN_USERS),
     ("POST", "/v1/api/admin/users", ADMIN_USERS),
     ("PUT", "/v1/api/admin/users/{user_id}", ADMIN_USERS),
@@ -113,6 +115,7 @@ pub const CONSOLE_ROUTES: &RouteTable<Needs> = &[
     ("POST", "/v1/api/admin/roles", ADMIN_ROLES),
     ("PUT", "/v1/api/admin/roles/{role_id}", ADMIN_ROLES),
     ("DELETE", "/v1/api/admin/roles/{role_id}", ADMIN_ROLES),
+    ("GET", "/v1/api/admin/usage", ADMIN_USAGE),
     // The scheduler's tasks.
     ("GET", "/v1/api/admin/schedules", ADMIN_SCHEDULES),
     ("POST", "/v1/api/admin/schedules", ADMIN_SCHEDULES),

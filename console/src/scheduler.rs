@@ -15,7 +15,9 @@
 //! passed fires once, and its next run is the first occurrence after that firing — missed
 //! occurrences are not fired one by one ("catch up once", docs/console.md).
 //!
-//! Every [`PRUNE_EVERY`] ticks each task's run history is cut to its newest [`KEEP_RUNS`].
+//! Every [`PRUNE_EVERY`] ticks (the first tick included) each task's run history is cut to
+//! its newest [`KEEP_RUNS`], and model usage rows older than the console's
+//! `usage_retention_days` are deleted (none with 0).
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -123,16 +125,29 @@ impl Scheduler {
             .ticks
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         if n.is_multiple_of(PRUNE_EVERY) {
-            match self.store.prune_runs(KEEP_RUNS).await {
-                Ok(0) => {}
-                Ok(pruned) => tracing::info!(pruned, "task run history pruned"),
-                Err(e) => tracing::warn!(error = %e, "cannot prune task runs"),
-            }
+            self.prune().await;
         }
         if let Err(e) = self.release(&token).await {
             tracing::warn!(error = %e, "cannot release the scheduler lock (it expires)");
         }
         report
+    }
+
+    /// Cuts the run history and drops usage rows past their retention.
+    async fn prune(&self) {
+        match self.store.prune_runs(KEEP_RUNS).await {
+            Ok(0) => {}
+            Ok(pruned) => tracing::info!(pruned, "task run history pruned"),
+            Err(e) => tracing::warn!(error = %e, "cannot prune task runs"),
+        }
+        let days = self.console.collector.config.usage_retention_days;
+        if days > 0 {
+            match self.store.prune_usage(days).await {
+                Ok(0) => {}
+                Ok(pruned) => tracing::info!(pruned, days, "usage rows pruned"),
+                Err(e) => tracing::warn!(error = %e, "cannot prune usage rows"),
+            }
+        }
     }
 
     async fn acquire(&self, token: &str) -> redis::RedisResult<bool> {

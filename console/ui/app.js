@@ -537,10 +537,10 @@
       $("admin-" + t).hidden = !selected;
     }
     ({ users: loadUsers, schedules: loadSchedules, settings: loadSettings, models: loadModels, tokens: loadTokens,
-      policies: loadPolicies, skills: loadSkills, memories: loadMemories })[tab]();
+      policies: loadPolicies, skills: loadSkills, memories: loadMemories, roles: loadRoles, usage: loadUsage })[tab]();
   }
 
-  const ADMIN_TABS = ["users", "schedules", "settings", "models", "tokens", "policies", "skills", "memories"];
+  const ADMIN_TABS = ["users", "schedules", "settings", "models", "tokens", "policies", "skills", "memories", "roles", "usage"];
 
   // A node-by-node summary of a change's reload: "node-a ok, node-b: unreachable".
   function reloadSummary(reload) {
@@ -965,6 +965,79 @@
     loadMemories();
   }
 
+  async function loadRoles() {
+    try {
+      const r = await api("/v1/api/admin/roles");
+      const rows = (r.roles || []).map((x) => el("tr", { dataset: { name: x.name } },
+        el("td", {}, x.name), el("td", {}, x.display_name || ""),
+        el("td", { class: "permission-list" }, (x.permissions || "").split(",").join(", ")),
+        el("td", {}, x.builtin ? el("span", { class: "muted" }, "built-in") : el("button", { type: "button", class: "link-btn",
+          "aria-label": "Delete role " + x.name, onclick: () => deleteRole(x) }, "Delete"))));
+      $("roles-body").replaceChildren(...rows);
+      // The permission checkboxes, built once from the service's vocabulary.
+      const set = $("role-permissions");
+      if (!set.querySelector("input")) {
+        for (const p of r.permissions || []) {
+          const id = "role-perm-" + p.replace(/\./g, "-");
+          set.append(el("label", { for: id }, el("input", { type: "checkbox", id, value: p }), p));
+        }
+      }
+      $("role-error").textContent = "";
+    } catch (err) { adminError("role-error", err); }
+  }
+
+  async function deleteRole(x) {
+    if (!confirm("Delete role " + x.name + "?")) return;
+    try { await api("/v1/api/admin/roles/" + encodeURIComponent(x.role_id), undefined, "DELETE"); toast("Role " + x.name + " deleted", "ok"); }
+    catch (err) { toast(err.message, "error"); }
+    loadRoles();
+  }
+
+  async function submitRole(e) {
+    e.preventDefault();
+    const permissions = [...$("role-permissions").querySelectorAll("input:checked")].map((i) => i.value);
+    if (!permissions.length) {
+      $("role-error").textContent = "Choose at least one permission.";
+      return;
+    }
+    $("role-submit").disabled = true;
+    const body = { name: $("role-name").value.trim(), display_name: $("role-display").value.trim(), permissions: permissions.join(",") };
+    try {
+      await api("/v1/api/admin/roles", body);
+      $("role-form").reset();
+      toast("Role " + body.name + " created", "ok");
+      loadRoles();
+    } catch (err) { adminError("role-error", err); }
+    finally { $("role-submit").disabled = false; }
+  }
+
+  const USAGE_KEYS = { day: "Day", user: "User", model: "Model", node: "Node", ws: "Workstream" };
+
+  function fmtInt(n) {
+    return (Number(n) || 0).toLocaleString("en-US");
+  }
+
+  async function loadUsage() {
+    const group = $("usage-group").value || "day";
+    const q = new URLSearchParams({ group_by: group });
+    if ($("usage-since").value) q.set("since", $("usage-since").value);
+    if ($("usage-until").value) q.set("until", $("usage-until").value);
+    try {
+      const r = await api("/v1/api/admin/usage?" + q);
+      const counts = (c) => [c.prompt_tokens, c.completion_tokens, c.tool_calls, c.calls].map((n) => el("td", {}, fmtInt(n)));
+      const rows = (r.rows || []).map((x) => el("tr", { dataset: { key: x.key } },
+        el("th", { scope: "row" }, x.key ? (group === "ws" ? el("code", {}, x.key) : x.key) : el("span", { class: "muted" }, "(none)")),
+        counts(x)));
+      $("usage-key-head").textContent = USAGE_KEYS[group] || group;
+      const range = (q.get("since") ? " from " + q.get("since") : "") + (q.get("until") ? " to " + q.get("until") : "");
+      $("usage-caption").textContent = "Model usage by " + (USAGE_KEYS[group] || group).toLowerCase() + range;
+      $("usage-body").replaceChildren(...rows);
+      $("usage-totals").replaceChildren(el("th", { scope: "row" }, "Total"), ...counts(r.totals || {}));
+      $("usage-empty").hidden = rows.length > 0;
+      $("usage-error").textContent = "";
+    } catch (err) { adminError("usage-error", err); }
+  }
+
   function bindAdmin() {
     $("admin-btn").addEventListener("click", () => toggleAdmin());
     ADMIN_TABS.forEach((t, i) => {
@@ -983,6 +1056,9 @@
     $("token-form").addEventListener("submit", submitToken);
     $("policy-form").addEventListener("submit", submitPolicy);
     $("skill-form").addEventListener("submit", submitSkill);
+    $("role-form").addEventListener("submit", submitRole);
+    $("usage-form").addEventListener("submit", (e) => { e.preventDefault(); loadUsage(); });
+    $("usage-group").addEventListener("change", loadUsage);
     $("schedule-type").addEventListener("change", scheduleKind);
   }
 

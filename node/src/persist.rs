@@ -1,5 +1,6 @@
-//! The node's persistence: conversations go to the store through its batching writer (the
-//! engine's [`Journal`] seam, so a slow disk never stalls a turn); approvals are recorded
+//! The node's persistence: conversations and each model call's usage (`usage_events`) go to
+//! the store through its batching writer (the engine's [`Journal`] seam, so a slow disk
+//! never stalls a turn); approvals are recorded
 //! durably by a task that follows the node-wide event log, so a decision survives a restart
 //! and a late second decision can be told the recorded verdict.
 
@@ -9,8 +10,8 @@ use std::sync::Arc;
 use turnstone_engine::{Envelope, Event, EventLog, Item, Journal, PlanDecision};
 use turnstone_llm::ChatMessage;
 use turnstone_store::{
-    ApprovalDecision, ApprovalRecord, ApprovalState, NewIntentVerdict, NewMessage, NewWorkstream,
-    Store, StoreConfig, WriteOp, Writer, WriterConfig,
+    ApprovalDecision, ApprovalRecord, ApprovalState, NewIntentVerdict, NewMessage, NewUsageEvent,
+    NewWorkstream, Store, StoreConfig, WriteOp, Writer, WriterConfig,
 };
 
 use crate::error::NodeError;
@@ -23,6 +24,8 @@ pub struct Persistence {
     pub node_id: String,
     /// Workstream state changes to store, in order (`record_state`).
     states: tokio::sync::mpsc::UnboundedSender<(String, &'static str)>,
+    /// The user each open workstream's model usage is accounted to (`record_owner`).
+    owners: parking_lot::Mutex<HashMap<String, String>>,
 }
 
 impl std::fmt::Debug for Persistence {
@@ -54,13 +57,32 @@ impl Persistence {
             writer,
             node_id: node_id.to_string(),
             states,
+            owners: parking_lot::Mutex::default(),
         }))
     }
 
     /// Stores a workstream's lifecycle state (`hibernated`, `idle` when rehydrated,
     /// `closed`) in the background; changes are applied in the order they are recorded.
     pub fn record_state(&self, ws_id: &str, state: &'static str) {
+        if state == "closed" {
+            self.owners.lock().remove(ws_id);
+        }
         let _ = self.states.send((ws_id.to_string(), state));
+    }
+
+    /// Accounts `ws_id`'s model usage to `user_id` from now on (empty: to no user).
+    pub fn record_owner(&self, ws_id: &str, user_id: &str) {
+        let mut owners = self.owners.lock();
+        if user_id.is_empty() {
+            owners.remove(ws_id);
+        } else {
+            owners.insert(ws_id.to_string(), user_id.to_string());
+        }
+    }
+
+    /// The user `ws_id`'s usage is accounted to (empty when unknown).
+    fn owner(&self, ws_id: &str) -> String {
+        self.owners.lock().get(ws_id).cloned().unwrap_or_default()
     }
 
     /// Records a new live workstream (ignored when the row exists: a resumed one).
@@ -433,6 +455,26 @@ impl Journal for StoreJournal {
                 tracing::error!(error = %e, "turn records not confirmed durable");
             }
         })
+    }
+
+    /// A `usage_events` row, queued on the writer like the history (never awaited).
+    fn model_called(&self, ws_id: &str, call: &turnstone_engine::ModelCall) {
+        let count = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+        let op = WriteOp::Usage(NewUsageEvent {
+            timestamp: String::new(),
+            user_id: self.0.owner(ws_id),
+            ws_id: ws_id.to_string(),
+            node_id: self.0.node_id.clone(),
+            model: call.model.clone(),
+            prompt_tokens: count(call.usage.prompt_tokens),
+            completion_tokens: count(call.usage.completion_tokens),
+            tool_calls_count: count(call.tool_calls),
+            cache_creation_tokens: count(call.usage.cache_creation_tokens),
+            cache_read_tokens: count(call.usage.cache_read_tokens),
+        });
+        if let Err(e) = self.0.writer.try_write(op) {
+            tracing::error!(error = %e, %ws_id, "usage write dropped");
+        }
     }
 
     fn config_changed(&self, ws_id: &str, key: &str, value: Option<&str>) {

@@ -232,6 +232,11 @@ pub const NODE_ROUTES: &RouteTable<Needs> = &[
     ),
     (
         "GET",
+        "/v1/api/admin/usage",
+        Permission(Scope::Approve, "admin.usage"),
+    ),
+    (
+        "GET",
         "/v1/api/admin/tokens",
         Permission(Scope::Approve, "admin.users"),
     ),

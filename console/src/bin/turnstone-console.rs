@@ -49,6 +49,10 @@ struct Args {
     /// Seconds between two looks of the scheduler for due tasks.
     #[arg(long, default_value_t = 15.0)]
     scheduler_tick: f64,
+    /// Days model usage rows are kept; older ones are pruned by the scheduler (0: kept
+    /// forever).
+    #[arg(long, env = "TURNSTONE_USAGE_RETENTION_DAYS", default_value_t = 90)]
+    usage_retention_days: u32,
     /// Seconds between scans of the heartbeat keys.
     #[arg(long, default_value_t = 15.0)]
     discovery_interval: f64,
@@ -140,6 +144,7 @@ fn prepare(settings: &Settings<Args>) -> anyhow::Result<Prepared> {
         prefix: args.redis.prefix.clone(),
         poll_interval: seconds("poll-interval", args.poll_interval)?,
         scheduler_tick: seconds("scheduler-tick", args.scheduler_tick)?,
+        usage_retention_days: args.usage_retention_days,
         discovery_interval: seconds("discovery-interval", args.discovery_interval)?,
         poll_timeout: seconds("poll-timeout", args.poll_timeout)?,
         poll_concurrency: args.poll_concurrency.max(1),

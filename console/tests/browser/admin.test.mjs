@@ -2,10 +2,12 @@
 // as the new user by password, whose viewer role is refused the admin routes), scheduled
 // tasks (create a cron task, see its next run, disable it, delete it), cluster settings
 // (save, refuse an out-of-range value, reset) and model aliases (add with a key that is never
-// shown again, refuse a duplicate, delete), roles (assign one to a user), API tokens (the
-// secret shown once, revoke), tool policies (add, refuse an empty pattern, change the
-// action), skills (add, refuse a duplicate, disable, delete) and memories (read from a node,
-// delete there), with the keyboard on the tabs. Run by console/tests/suite/browser.rs with a console that has storage; it passes
+// shown again, refuse a duplicate, delete), roles (assign one to a user; create one with
+// permission checkboxes, refuse one without any, delete another), API tokens (the secret
+// shown once, revoke), tool policies (add, refuse an empty pattern, change the action),
+// skills (add, refuse a duplicate, disable, delete), memories (read from a node, delete
+// there) and usage (the seeded calls by day and by model, totals, an empty range), with the
+// keyboard on the tabs. Run by console/tests/suite/browser.rs with a console that has storage; it passes
 // CONSOLE_URL, TURNSTONE_TOKEN, TURNSTONE_CHROMIUM, TURNSTONE_ARTIFACTS, TURNSTONE_PROFILE.
 // Prints "admin browser test: all steps passed" and exits 0; on failure saves
 // admin-failure.png and exits 1.
@@ -252,6 +254,63 @@ try {
     await row.getByRole("button", { name: "Delete memory ui-memo" }).click();
     await row.waitFor({ state: "detached" });
     await page.locator("#memories-empty").waitFor({ state: "visible" });
+  });
+
+  await step("the roles tab creates a role from permission checkboxes and deletes one", async () => {
+    await page.locator("#tab-roles").click();
+    await page.locator("#admin-roles").waitFor({ state: "visible" });
+    await page.locator('#roles-body tr[data-name="admin"]').waitFor();
+    assert((await page.locator('#roles-body tr[data-name="admin"]').textContent()).includes("built-in"), "built-in roles are read-only");
+    // No permission ticked: refused before any request.
+    await page.locator("#role-name").fill("ui-empty");
+    await page.locator("#role-submit").click();
+    await page.waitForFunction(() => document.getElementById("role-error").textContent.includes("at least one permission"));
+    await page.locator("#role-name").fill("ui-auditor");
+    await page.getByLabel("Shown as").fill("UI auditor");
+    await page.getByLabel("admin.usage", { exact: true }).check();
+    await page.getByLabel("read", { exact: true }).check();
+    await page.locator("#role-submit").click();
+    const row = page.locator('#roles-body tr[data-name="ui-auditor"]');
+    await row.waitFor();
+    assert((await row.locator("td").nth(2).textContent()) === "admin.usage, read", "the permissions are shown");
+    assert(!(await page.getByLabel("read", { exact: true }).isChecked()), "the form is reset");
+    // A second role, deleted again.
+    await page.locator("#role-name").fill("ui-temp");
+    await page.getByLabel("workstreams.create", { exact: true }).check();
+    await page.locator("#role-submit").click();
+    const temp = page.locator('#roles-body tr[data-name="ui-temp"]');
+    await temp.waitFor();
+    await shot("admin-roles");
+    await temp.getByRole("button", { name: "Delete role ui-temp" }).click();
+    await temp.waitFor({ state: "detached" });
+  });
+
+  await step("the usage tab (by keyboard) shows the calls by day and by model with totals", async () => {
+    await page.locator("#tab-roles").focus();
+    await page.keyboard.press("ArrowRight");
+    await page.locator("#admin-usage").waitFor({ state: "visible" });
+    assert((await page.locator("#tab-usage").getAttribute("aria-selected")) === "true", "tab selected");
+    const today = new Date().toISOString().slice(0, 10);
+    const day = page.locator(`#usage-body tr[data-key="${today}"]`);
+    await day.waitFor();
+    const cells = async (loc) => (await loc.locator("td").allTextContents());
+    assert(JSON.stringify(await cells(day)) === JSON.stringify(["1,500", "150", "3", "3"]), "today's calls: " + (await cells(day)));
+    assert(JSON.stringify(await cells(page.locator("#usage-totals"))) === JSON.stringify(["1,500", "150", "3", "3"]), "the totals");
+    assert((await page.locator("#usage-caption").textContent()) === "Model usage by day", "the caption says the grouping");
+    await page.getByLabel("Group by").selectOption("model");
+    const big = page.locator('#usage-body tr[data-key="ui-big"]');
+    await big.waitFor();
+    assert(JSON.stringify(await cells(big)) === JSON.stringify(["1,200", "100", "1", "1"]), "ui-big: " + (await cells(big)));
+    assert((await page.locator("#usage-body tr").first().getAttribute("data-key")) === "ui-big", "the biggest model first");
+    assert((await page.locator("#usage-key-head").textContent()) === "Model", "the key column is named");
+    await shot("admin-usage");
+    // A range with no calls.
+    await page.locator("#usage-since").fill("2001-01-01");
+    await page.locator("#usage-until").fill("2001-01-31");
+    await page.locator("#usage-submit").click();
+    await page.locator("#usage-empty").waitFor({ state: "visible" });
+    assert(JSON.stringify(await cells(page.locator("#usage-totals"))) === JSON.stringify(["0", "0", "0", "0"]), "no totals");
+    assert((await page.locator("#usage-caption").textContent()).includes("from 2001-01-01 to 2001-01-31"), "the caption says the range");
   });
 
   await step("the new user signs in by password and is refused the admin routes", async () => {

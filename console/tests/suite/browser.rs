@@ -128,6 +128,26 @@ async fn the_admin_area_manages_users_and_schedules_in_chromium() {
         "scope": "global", "scope_id": "", "content": "remember the browser",
     })];
     heartbeat(&p, "node-m", &node.url, 10).await;
+    // Three model calls today, for the usage tab: ui-big once, ui-small twice.
+    for (model, prompt, completion, tools) in [
+        ("ui-big", 1200, 100, 1),
+        ("ui-small", 200, 30, 2),
+        ("ui-small", 100, 20, 0),
+    ] {
+        db.store
+            .record_usage(turnstone_store::NewUsageEvent {
+                user_id: "ui-user".into(),
+                ws_id: "ws-ui".into(),
+                node_id: "node-m".into(),
+                model: model.into(),
+                prompt_tokens: prompt,
+                completion_tokens: completion,
+                tool_calls_count: tools,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+    }
     let console = TestConsole::start_with_store(&p, db.store.clone()).await;
     console.wait_for_nodes(&["node-m"]).await;
     let artifacts = artifacts_dir("console-admin");
@@ -150,6 +170,8 @@ async fn the_admin_area_manages_users_and_schedules_in_chromium() {
         "admin-policies.png",
         "admin-skills.png",
         "admin-memories.png",
+        "admin-roles.png",
+        "admin-usage.png",
         "admin-viewer.png",
     ] {
         assert!(artifacts.join(shot).exists(), "screenshot {shot}");
@@ -187,6 +209,20 @@ async fn the_admin_area_manages_users_and_schedules_in_chromium() {
     );
     assert!(db.store.list_skills(false).await.unwrap().is_empty());
     assert!(node.state.memories.lock().unwrap().is_empty());
+    // The role made with checkboxes is stored; the second one is gone.
+    let roles = db.store.list_roles().await.unwrap();
+    let made: Vec<(&str, &str, &str)> = roles
+        .iter()
+        .filter(|r| !r.builtin)
+        .map(|r| {
+            (
+                r.name.as_str(),
+                r.display_name.as_str(),
+                r.permissions.as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(made, [("ui-auditor", "UI auditor", "admin.usage,read")]);
 }
 
 #[tokio::test]

@@ -17,6 +17,7 @@ mod python_sdk;
 mod routes;
 mod scheduler;
 mod settings_admin;
+mod usage_admin;
 mod zombie;
 
 use std::time::Duration;

@@ -16,6 +16,8 @@
 //! * [`skills`] — the skill admin operations and their checks, and the push of manual
 //!   skills to a node's own store;
 //! * [`audit`] — who changed what, from where: the admin handlers' audit rows;
+//! * [`usage`] — the model usage report (`GET /v1/api/admin/usage`) over the service's
+//!   store, served by both;
 //! * [`db`] — the `--db-*` storage flags;
 //! * [`body`], [`error`] — request bodies and the `{"error": ...}` failures of these routes.
 //!
@@ -35,6 +37,7 @@ pub mod roles;
 pub mod routes;
 pub mod session;
 pub mod skills;
+pub mod usage;
 pub mod users;
 
 pub use error::AccountsError;

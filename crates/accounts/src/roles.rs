@@ -92,6 +92,9 @@ impl From<Role> for RoleView {
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct RoleList {
     pub roles: Vec<RoleView>,
+    /// Every permission a role may hold ([`PERMISSIONS`]), for a role editor.
+    #[serde(default)]
+    pub permissions: Vec<String>,
 }
 
 /// `POST /v1/api/admin/roles` (every field) and `PUT /v1/api/admin/roles/{role_id}`
@@ -114,6 +117,7 @@ pub async fn list_roles<S: AccountsHost>(
         .map_err(AccountsError::storage)?;
     Ok(Json(RoleList {
         roles: roles.into_iter().map(RoleView::from).collect(),
+        permissions: PERMISSIONS.iter().map(|p| p.to_string()).collect(),
     }))
 }
 

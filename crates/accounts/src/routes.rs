@@ -1,6 +1,7 @@
-//! The admin routes of users, API tokens and roles, relative to `/v1` (both services nest
-//! them there). What each needs (scope approve and `admin.users` / `admin.roles`) is in the
-//! services' route tables, checked by their auth layers before a handler runs.
+//! The admin routes both services serve the same way — users, API tokens, roles and the
+//! usage report — relative to `/v1` (both services nest them there). What each needs (scope
+//! approve and `admin.users` / `admin.roles` / `admin.usage`) is in the services' route
+//! tables, checked by their auth layers before a handler runs.
 
 use std::sync::Arc;
 
@@ -8,12 +9,13 @@ use axum::Router;
 use axum::routing::{get, put};
 
 use crate::roles::{create_role, delete_role, list_roles, update_role};
+use crate::usage::usage_report;
 use crate::users::{
     AccountsHost, create_token, create_user, delete_token, delete_user, list_tokens, list_users,
     set_user_roles, update_user,
 };
 
-/// Method and path (relative to `/v1`) of every account admin route, and the permission it
+/// Method and path (relative to `/v1`) of every shared admin route, and the permission it
 /// needs (with scope approve).
 pub const ADMIN_ROUTES: &[(&str, &str, &str)] = &[
     ("GET", "/api/admin/users", "admin.users"),
@@ -28,6 +30,7 @@ pub const ADMIN_ROUTES: &[(&str, &str, &str)] = &[
     ("POST", "/api/admin/roles", "admin.roles"),
     ("PUT", "/api/admin/roles/{role_id}", "admin.roles"),
     ("DELETE", "/api/admin/roles/{role_id}", "admin.roles"),
+    ("GET", "/api/admin/usage", "admin.usage"),
 ];
 
 /// The routes (relative to `/v1`).
@@ -58,4 +61,5 @@ pub fn admin_routes<S: AccountsHost>() -> Router<Arc<S>> {
             "/api/admin/roles/{role_id}",
             put(update_role::<S>).delete(delete_role::<S>),
         )
+        .route("/api/admin/usage", get(usage_report::<S>))
 }

@@ -84,9 +84,9 @@ pub use models::{MODEL_CONFIG_KEY, ModelError};
 pub use plan::{MAX_REFINEMENTS, PLAN_AGENT, PlanAgentTool, register_plan_agent};
 pub use rounds::RoundRef;
 pub use state::{
-    ActiveSkill, ApproveOutcome, Decision, EventHook, Journal, ModelChoice, POSTURE_CONFIG_KEY,
-    PlanDecision, PlanOutcome, PlanVerdict, PreparedTools, RequestOverrides, SendOutcome,
-    TOOL_LOADED_CONFIG_KEY, TitleHook, Verdict,
+    ActiveSkill, ApproveOutcome, Decision, EventHook, Journal, ModelCall, ModelChoice,
+    POSTURE_CONFIG_KEY, PlanDecision, PlanOutcome, PlanVerdict, PreparedTools, RequestOverrides,
+    SendOutcome, TOOL_LOADED_CONFIG_KEY, TitleHook, Verdict,
 };
 pub use subagent::{AgentModel, TaskAgentTool, register_subagent, register_subagent_with};
 pub use turnstone_proto::receipt::{EffectStatus, Receipt};

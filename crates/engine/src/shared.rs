@@ -313,6 +313,13 @@ impl Shared {
         }
     }
 
+    /// Hands one model call's usage to the journal.
+    pub(crate) fn model_called(&self, call: &crate::state::ModelCall) {
+        if let Some(journal) = &self.journal {
+            journal.model_called(&self.id, call);
+        }
+    }
+
     /// Waits until the journal has made everything so far durable (at once without one).
     pub(crate) async fn journal_committed(&self) {
         if let Some(journal) = &self.journal {
@@ -343,6 +350,16 @@ impl Settings {
         match self.current_model() {
             Some(choice) => choice.provider.clone(),
             None => engine.provider().clone(),
+        }
+    }
+
+    /// The name usage is accounted under: the alias of the workstream's model choice, else
+    /// the engine's alias, else its model name.
+    pub fn model_label(&self, engine: &Engine) -> String {
+        match self.current_model() {
+            Some(choice) => choice.alias.clone(),
+            None if !engine.config().model_alias.is_empty() => engine.config().model_alias.clone(),
+            None => engine.config().model.clone(),
         }
     }
 

@@ -58,6 +58,21 @@ pub trait Journal: Send + Sync + 'static {
     fn committed(&self) -> futures::future::BoxFuture<'static, ()> {
         Box::pin(std::future::ready(()))
     }
+    /// A model call of `ws_id` reported its usage (the server's counts, or the estimate of
+    /// a server that gave none). Default: ignored. The node queues it as a `usage_events`
+    /// row; it must not block the turn.
+    fn model_called(&self, _ws_id: &str, _call: &ModelCall) {}
+}
+
+/// One model call's accounting, as [`Journal::model_called`] receives it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelCall {
+    /// The model alias the call used (the model name where it has no alias).
+    pub model: String,
+    /// This call's counts (not the workstream's high-water usage).
+    pub usage: Usage,
+    /// Tool calls the response asked for (a truncated response's discarded ones excluded).
+    pub tool_calls: u64,
 }
 
 /// The session setting holding the deferred tools `tool_search` loaded (a JSON list).

@@ -29,7 +29,7 @@ use crate::judge::{JudgeItem, JudgeJob};
 use crate::receipt::{CANCELLED, Outcome};
 use crate::rounds::{PendingRound, RoundRef};
 use crate::shared::Shared;
-use crate::state::{Decision, PreparedTools, TurnEnd, Verdict, human_duration};
+use crate::state::{Decision, ModelCall, PreparedTools, TurnEnd, Verdict, human_duration};
 
 /// Cap on the accumulated visible text of one turn (`turn_complete.content`).
 const TURN_CONTENT_CAP: usize = 256 * 1024;
@@ -193,7 +193,7 @@ impl Turn<'_> {
         self.shared.set_state(WsState::Thinking);
         self.emit(Event::ThinkingStart);
         self.activity("Thinking\u{2026}", "thinking");
-        let (request, provider) = self.build_request();
+        let (request, provider, model) = self.build_request();
         let shared = self.shared;
         let mut on_retry = |notice: &turnstone_llm::RetryNotice| {
             shared.emit(Event::info(format!(
@@ -223,6 +223,7 @@ impl Turn<'_> {
         let mut provider_data = None;
         let mut first_delta = true;
         let mut failure: Option<LlmError> = None;
+        let mut usage = None;
         loop {
             let item = tokio::select! {
                 biased;
@@ -254,7 +255,10 @@ impl Turn<'_> {
                 Ok(StreamEvent::Notice(n)) => self.emit(Event::Info {
                     message: n.trim_end().to_string(),
                 }),
-                Ok(StreamEvent::Usage(u)) => self.record_usage(u),
+                Ok(StreamEvent::Usage(u)) => {
+                    self.record_usage(u);
+                    usage = Some(u);
+                }
                 Ok(StreamEvent::Finish(f)) => finish = Some(f),
                 Err(e) => {
                     failure = Some(e);
@@ -294,6 +298,13 @@ impl Turn<'_> {
             }
             _ => {}
         }
+        if let Some(usage) = usage {
+            self.shared.model_called(&ModelCall {
+                model,
+                usage,
+                tool_calls: calls.len() as u64,
+            });
+        }
         let content = (!text.is_empty()).then_some(text);
         let mut message = ChatMessage::assistant(content, calls.clone());
         message.provider_data = provider_data;
@@ -314,9 +325,10 @@ impl Turn<'_> {
         }
     }
 
-    /// The next request and the client it goes to, from one snapshot of the settings (taken
-    /// now: a skill or model chosen mid-turn applies from this request on).
-    fn build_request(&mut self) -> (ChatRequest, Resilient) {
+    /// The next request, the client it goes to and the model name its usage is accounted
+    /// under, from one snapshot of the settings (taken now: a skill or model chosen mid-turn
+    /// applies from this request on).
+    fn build_request(&mut self) -> (ChatRequest, Resilient, String) {
         let config = self.engine.config();
         let settings = self.shared.settings();
         let mut messages = Vec::new();
@@ -350,7 +362,11 @@ impl Turn<'_> {
             max_tokens: settings.max_tokens(self.engine),
             reasoning_effort: Some(settings.reasoning_effort(self.engine)),
         };
-        (request, settings.provider(self.engine))
+        (
+            request,
+            settings.provider(self.engine),
+            settings.model_label(self.engine),
+        )
     }
 
     fn record_usage(&self, u: Usage) {

@@ -48,6 +48,8 @@
 //!   per-node rows, JSON values) and model aliases ([`SettingsStore`],
 //!   `cluster_settings.rs`); `audit_events` — who changed what, when, from where
 //!   ([`AuditStore`], `audit.rs`).
+//! * `usage_events` — one row per model call: who, where, which model, token and tool-call
+//!   counts; summed by time range and group, pruned by age ([`UsageStore`], `usage.rs`).
 //!
 //! Column names follow the Python original (`spec/node-api.md` §6) where it has the table.
 //! Timestamps are fixed-width ISO-8601 UTC text, so text order is time order. Search differs
@@ -89,6 +91,7 @@ mod sql_common;
 mod sqlite;
 mod store;
 pub mod timestamp;
+pub mod usage;
 pub mod verdicts;
 mod watches;
 mod writer;
@@ -119,6 +122,9 @@ pub use skills::{Skill, SkillSpec, SkillStore};
 pub use sqlite::{BUSY_TIMEOUT, SqliteStore};
 pub use store::{
     DEFAULT_POOL_SIZE, DEFAULT_SQLITE_PATH, Store, StoreBackend, StoreConfig, connect,
+};
+pub use usage::{
+    NewUsageEvent, UsageGroup, UsageQuery, UsageReport, UsageRow, UsageStore, UsageTotals,
 };
 pub use verdicts::{IntentVerdictRecord, NewIntentVerdict, VerdictFilter, VerdictStore};
 pub use watches::{NewWatch, Watch, WatchPoll, WatchStore};

@@ -213,6 +213,8 @@ pub enum WriteOp {
         correlation_id: String,
         outcome: String,
     },
+    /// Record one model call's usage (`usage_events`).
+    Usage(crate::usage::NewUsageEvent),
 }
 
 /// A workstream (= persistent session since the original's migration 006).

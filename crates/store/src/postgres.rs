@@ -209,3 +209,4 @@ crate::verdicts::impl_verdict_store!(PostgresStore, sqlx::Postgres);
 crate::assessments::impl_assessment_store!(PostgresStore, sqlx::Postgres);
 crate::cluster_settings::impl_settings_store!(PostgresStore, sqlx::Postgres);
 crate::audit::impl_audit_store!(PostgresStore, sqlx::Postgres);
+crate::usage::impl_usage_store!(PostgresStore, sqlx::Postgres);

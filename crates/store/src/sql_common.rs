@@ -432,6 +432,9 @@ macro_rules! impl_store {
                 for op in ops {
                     match op {
                         WriteOp::Message(_) => {}
+                        WriteOp::Usage(event) => {
+                            $crate::usage::insert_usage!(&mut *tx, event);
+                        }
                         WriteOp::QueueSend(_)
                         | WriteOp::QueueState { .. }
                         | WriteOp::QueueOutcome { .. } => {

@@ -114,3 +114,4 @@ crate::verdicts::impl_verdict_store!(SqliteStore, sqlx::Sqlite);
 crate::assessments::impl_assessment_store!(SqliteStore, sqlx::Sqlite);
 crate::cluster_settings::impl_settings_store!(SqliteStore, sqlx::Sqlite);
 crate::audit::impl_audit_store!(SqliteStore, sqlx::Sqlite);
+crate::usage::impl_usage_store!(SqliteStore, sqlx::Sqlite);

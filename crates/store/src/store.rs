@@ -99,6 +99,7 @@ pub trait Store:
     + crate::assessments::AssessmentStore
     + crate::cluster_settings::SettingsStore
     + crate::audit::AuditStore
+    + crate::usage::UsageStore
     + Send
     + Sync
 {

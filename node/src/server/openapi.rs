@@ -540,8 +540,9 @@ pub const UNDOCUMENTED: &[(&str, &str)] = &[
     // SSO is not supported yet: both answer as an original without OIDC settings.
     ("get", "/v1/api/auth/oidc/authorize"),
     ("get", "/v1/api/auth/oidc/callback"),
-    // User and token administration (approve scope; the original had no node admin routes,
-    // its OpenAPI document none either): documented in docs/api.md.
+    // User, token and role administration and the usage report (approve scope; the original
+    // had no node admin routes, its OpenAPI document none either; the shared handlers of
+    // `turnstone_accounts`): documented in docs/api.md.
     ("get", "/v1/api/admin/users"),
     ("post", "/v1/api/admin/users"),
     ("put", "/v1/api/admin/users/{user_id}"),
@@ -554,6 +555,7 @@ pub const UNDOCUMENTED: &[(&str, &str)] = &[
     ("post", "/v1/api/admin/roles"),
     ("put", "/v1/api/admin/roles/{role_id}"),
     ("delete", "/v1/api/admin/roles/{role_id}"),
+    ("get", "/v1/api/admin/usage"),
 ];
 
 static DOCUMENT: LazyLock<String> = LazyLock::new(|| {

@@ -155,8 +155,14 @@ pub async fn create_or_replay(
 ) -> Result<(Value, bool), ApiError> {
     super::auth::check_approvals_off(identity, body.auto_approve, &body.auto_approve_tools)?;
     let posture = super::posture::requested(identity, &body.posture)?;
+    // The owner usage is accounted to: the user a bridge or the console creates for, else
+    // the caller.
+    let owner = match body.user_id.trim() {
+        "" => identity.map_or("", |i| i.user_id.as_str()),
+        user_id => user_id,
+    };
     let Some(key) = key else {
-        return Ok((create_now(node, body, posture).await?, false));
+        return Ok((create_now(node, body, posture, owner).await?, false));
     };
     let mut memo = node.create_memo.lock().await;
     let now = SystemTime::now();
@@ -167,7 +173,7 @@ pub async fn create_or_replay(
     }
     let (reply, replayed) = match created_by_send(node, &key).await {
         Some(reply) => (reply, true),
-        None => (create_now(node, body, posture).await?, false),
+        None => (create_now(node, body, posture, owner).await?, false),
     };
     if memo.len() < node.options.idempotency_capacity {
         memo.insert(key, (reply.clone(), now));
@@ -197,6 +203,7 @@ async fn create_now(
     node: &Node,
     body: &CreateWorkstreamBody,
     posture: Option<turnstone_governance::Posture>,
+    owner: &str,
 ) -> Result<Value, ApiError> {
     // An unknown persona creates nothing.
     let persona = body.persona.trim();
@@ -209,6 +216,9 @@ async fn create_now(
         ));
     }
     let reply = create_inner(node, body).await?;
+    if let (Some(p), Some(ws_id)) = (&node.persistence, reply["ws_id"].as_str()) {
+        p.record_owner(ws_id, owner);
+    }
     if !persona.is_empty()
         && let Some(ws) = reply["ws_id"].as_str().and_then(|id| node.workstream(id))
     {

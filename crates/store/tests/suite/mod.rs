@@ -11,5 +11,6 @@ mod search;
 mod search_index;
 mod sessions;
 mod skills;
+mod usage;
 mod watches;
 mod writer;

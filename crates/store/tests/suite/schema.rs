@@ -54,6 +54,7 @@ async fn sqlite_and_postgres_schemas_match() {
             "structured_memories",
             "system_settings",
             "tool_policies",
+            "usage_events",
             "user_roles",
             "users",
             "watches",

@@ -31,6 +31,7 @@ mod rounds;
 mod skills;
 mod store_tools;
 mod streams;
+mod usage;
 mod users;
 mod vision;
 mod watches;
