@@ -20,7 +20,12 @@
 //!    so load from other processes hits all of them alike;
 //! 4. throughput, closed loop over many workstreams (a busy workstream refuses a second
 //!    send): direct HTTP, one bridge, and four nodes with four bridges (shared queue, then
-//!    each owner's directed queue).
+//!    each owner's directed queue);
+//! 5. the CPU time each process (load generator, Redis, node, bridge) used per send in the
+//!    direct and the one-bridge closed loops, read from `/proc/<pid>/stat`: on a machine
+//!    where the processes share the cores, throughput is bound by their sum, and a
+//!    process's own bound is the rate one core of its own would sustain (1 / its CPU per
+//!    send).
 //!
 //! Method and results are recorded in `docs/benchmarks.md`.
 
@@ -41,6 +46,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use turnstone_runtime::auth::{JwtSecret, NewClaims, mint};
+use turnstone_testkit::cpu_seconds;
 
 /// Shared HS256 secret: nodes verify, bridges and this client mint.
 const SECRET: &str = "queue-hop-bench-secret-0123456789abcdef0123456789";
@@ -133,7 +139,13 @@ fn free_port() -> Result<u16> {
 
 /// A child process, SIGKILLed when dropped.
 struct Proc {
-    _child: Child,
+    child: Child,
+}
+
+impl Proc {
+    fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
 }
 
 fn spawn(cmd: &mut Command) -> Result<Proc> {
@@ -143,7 +155,7 @@ fn spawn(cmd: &mut Command) -> Result<Proc> {
         .stderr(Stdio::inherit())
         .kill_on_drop(true)
         .spawn()?;
-    Ok(Proc { _child: child })
+    Ok(Proc { child })
 }
 
 /// Polls `check` every 20 ms for up to `limit`.
@@ -163,7 +175,7 @@ where
 }
 
 struct RedisProc {
-    _proc: Proc,
+    proc: Proc,
     url: String,
     client: redis::Client,
 }
@@ -190,15 +202,11 @@ async fn start_redis(dir: &Path) -> Result<RedisProc> {
         }
     })
     .await?;
-    Ok(RedisProc {
-        _proc: proc,
-        url,
-        client,
-    })
+    Ok(RedisProc { proc, url, client })
 }
 
 struct NodeProc {
-    _proc: Proc,
+    proc: Proc,
     id: String,
     url: String,
     _dir: tempfile::TempDir,
@@ -228,7 +236,7 @@ async fn start_node(id: &str, http: &Http, full: bool) -> Result<NodeProc> {
     })
     .await?;
     Ok(NodeProc {
-        _proc: proc,
+        proc,
         id: id.to_string(),
         url,
         _dir: dir,
@@ -236,7 +244,7 @@ async fn start_node(id: &str, http: &Http, full: bool) -> Result<NodeProc> {
 }
 
 struct BridgeProc {
-    _proc: Proc,
+    proc: Proc,
     metrics_url: String,
 }
 
@@ -272,7 +280,7 @@ async fn start_bridge(
     )
     .await?;
     Ok(BridgeProc {
-        _proc: proc,
+        proc,
         metrics_url: format!("http://127.0.0.1:{metrics_port}/metrics"),
     })
 }
@@ -848,6 +856,52 @@ async fn redis_version(conn: &MultiplexedConnection) -> String {
         .to_string()
 }
 
+/// The processes whose CPU a throughput run is charged for: the load generator (this
+/// process), Redis, node n0 and its bridge.
+#[derive(Clone, Copy)]
+struct Pids {
+    redis: Option<u32>,
+    node: Option<u32>,
+    bridge: Option<u32>,
+}
+
+/// CPU seconds used by each process during a run, in the order load generator, Redis,
+/// node, bridge.
+#[derive(Clone, Copy, Default)]
+struct CpuUse([f64; 4]);
+
+impl CpuUse {
+    const NAMES: [&'static str; 4] = [
+        "load generator",
+        "redis-server",
+        "turnstone-server",
+        "turnstone-bridge",
+    ];
+
+    fn now(p: Pids) -> Self {
+        let read = |pid| cpu_seconds(pid).unwrap_or(f64::NAN);
+        Self([read(None), read(p.redis), read(p.node), read(p.bridge)])
+    }
+
+    fn since(self, before: Self) -> Self {
+        let mut d = [0.0; 4];
+        for (i, v) in d.iter_mut().enumerate() {
+            *v = self.0[i] - before.0[i];
+        }
+        Self(d)
+    }
+}
+
+/// A closed loop with the CPU each process used for it.
+async fn measured_loop(
+    pids: Pids,
+    run: impl std::future::Future<Output = Result<LoopResult>>,
+) -> Result<(LoopResult, CpuUse)> {
+    let before = CpuUse::now(pids);
+    let result = run.await?;
+    Ok((result, CpuUse::now(pids).since(before)))
+}
+
 async fn bridge_counter(http: &Http, bridges: &[BridgeProc], name: &str) -> f64 {
     let mut sum = 0.0;
     for b in bridges {
@@ -917,8 +971,15 @@ async fn run(sizes: Sizes, full: bool) -> Result<()> {
         mq_waiters.clone(),
     )
     .await?;
-    let http_loop = closed_loop(&http, &direct, &nodes, &one_ws, t1).await?;
-    let one_loop = closed_loop(&http, &queued, &nodes, &one_ws, t1).await?;
+    let pids = Pids {
+        redis: redis.proc.pid(),
+        node: node0.proc.pid(),
+        bridge: bridges[0].proc.pid(),
+    };
+    let (http_loop, http_cpu) =
+        measured_loop(pids, closed_loop(&http, &direct, &nodes, &one_ws, t1)).await?;
+    let (one_loop, one_cpu) =
+        measured_loop(pids, closed_loop(&http, &queued, &nodes, &one_ws, t1)).await?;
     node_follower.abort();
     mq_follower.abort();
 
@@ -954,6 +1015,7 @@ async fn run(sizes: Sizes, full: bool) -> Result<()> {
     let mut cc = conn.clone();
     let dead: u64 = cc.llen(format!("{PREFIX}:dead")).await?;
     let load_end = loadavg();
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
 
     // --- Report.
     let (b_acc, b_done, c_acc, c_done) = (accepted(&b), complete(&b), accepted(&c), complete(&c));
@@ -1044,6 +1106,32 @@ async fn run(sizes: Sizes, full: bool) -> Result<()> {
         &format!("four bridges, directed queues, {w4} ws"),
         &four_directed,
     );
+    // CPU per send: what each process would need of a core of its own.
+    println!();
+    println!(
+        "| CPU per send (ms, {w1} ws × {t1} turns) | direct HTTP | one bridge | sends/s one core sustains (bridge run) |"
+    );
+    println!("|---|---|---|---|");
+    let per_send =
+        |cpu: &CpuUse, r: &LoopResult, i: usize| cpu.0[i] * 1_000.0 / r.samples.len().max(1) as f64;
+    for (i, name) in CpuUse::NAMES.iter().enumerate() {
+        let bridged = per_send(&one_cpu, &one_loop, i);
+        println!(
+            "| {name} | {:.3} | {:.3} | {:.0} |",
+            per_send(&http_cpu, &http_loop, i),
+            bridged,
+            1_000.0 / bridged
+        );
+    }
+    let total = |cpu: &CpuUse, r: &LoopResult| (0..4).map(|i| per_send(cpu, r, i)).sum::<f64>();
+    println!(
+        "| all four | {:.3} | {:.3} | {:.0} per core; {cores} cores: {:.0} |",
+        total(&http_cpu, &http_loop),
+        total(&one_cpu, &one_loop),
+        1_000.0 / total(&one_cpu, &one_loop),
+        cores as f64 * 1_000.0 / total(&one_cpu, &one_loop),
+    );
+    println!();
     println!(
         "forwarded between bridges in the shared-queue run: {forwarded:.0} of {} sends; busy refusals retried: {}; dead letters: {dead}; wall {:.1} s",
         four_shared.samples.len(),

@@ -43,7 +43,7 @@ use turnstone_engine::{Engine, EngineConfig, Event, Item, ManagerConfig};
 use turnstone_llm::{CircuitBreaker, Resilient, RetryPolicy};
 use turnstone_node::server::{self, Node, NodeOptions};
 use turnstone_runtime::auth::{AUDIENCE_SERVER, Authenticator, ConfigToken, TokenRole};
-use turnstone_testkit::ScriptedProvider;
+use turnstone_testkit::{ScriptedProvider, cpu_seconds};
 use turnstone_tools::ToolRegistry;
 
 #[path = "support/grpc.rs"]
@@ -456,10 +456,22 @@ async fn latency(
     Ok(all)
 }
 
+/// A closed loop's rate and what one turn cost this process (node and client) in CPU.
+struct Throughput {
+    turns_per_sec: f64,
+    cpu_per_turn: Duration,
+}
+
 /// Aggregate turns/s of `workstreams` workstreams each running `turns` turns at once.
-async fn throughput(client: &Client, node: &Node, workstreams: usize, turns: usize) -> Result<f64> {
+async fn throughput(
+    client: &Client,
+    node: &Node,
+    workstreams: usize,
+    turns: usize,
+) -> Result<Throughput> {
     let ids = client.create_many(workstreams, 64).await?;
     let streams = client.subscribe_many(&ids, 64).await?;
+    let cpu_before = cpu_seconds(None).unwrap_or(f64::NAN);
     let started = Instant::now();
     let tasks: Vec<_> = ids
         .iter()
@@ -483,8 +495,13 @@ async fn throughput(client: &Client, node: &Node, workstreams: usize, turns: usi
         t.await??;
     }
     let rate = (workstreams * turns) as f64 / started.elapsed().as_secs_f64();
+    let cpu = cpu_seconds(None).unwrap_or(f64::NAN) - cpu_before;
     close_all(node, &ids);
-    Ok(rate)
+    Ok(Throughput {
+        turns_per_sec: rate,
+        cpu_per_turn: Duration::try_from_secs_f64(cpu / (workstreams * turns) as f64)
+            .unwrap_or_default(),
+    })
 }
 
 /// Closing a workstream ends its SSE streams server-side, so phases do not overlap.
@@ -658,7 +675,7 @@ async fn run(sizes: Sizes, full: bool) -> Result<()> {
     }
 
     // (3) turns/s.
-    let turns_per_sec = throughput(
+    let closed = throughput(
         &client,
         &node,
         sizes.throughput_workstreams,
@@ -723,9 +740,22 @@ async fn run(sizes: Sizes, full: bool) -> Result<()> {
             ms(samples.last().copied().unwrap_or_default()),
         );
     }
+    let turns_per_sec = closed.turns_per_sec;
     println!(
         "| turns/s per node, {} workstreams × {} turns | | | **{:.0} turns/s** |",
         sizes.throughput_workstreams, sizes.throughput_turns, turns_per_sec
+    );
+    // The physical bound of "all sending": in a closed loop of N workstreams on C cores a
+    // turn takes, on average, N × (CPU per turn) / C from send to turn_complete once the
+    // cores are saturated (Little's law), whatever the scheduling.
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let per_turn = closed.cpu_per_turn;
+    println!(
+        "| CPU per turn, node + in-process client ({} turns) | | | {:.1} µs; bound on mean send → turn_complete with 100 all sending on {cores} cores: {:.2} ms (≤ 2 ms would need ≤ {:.1} µs per turn) |",
+        sizes.throughput_workstreams * sizes.throughput_turns,
+        per_turn.as_secs_f64() * 1e6,
+        100.0 * per_turn.as_secs_f64() * 1e3 / cores as f64,
+        2_000.0 * cores as f64 / 100.0,
     );
     println!(
         "| SSE fan-out to {} subscribers (send → each one's first content) | {:.3} ms | {:.3} ms | last {:.3} ms, first {:.3} ms; opening took {:.2} s |",
@@ -808,7 +838,8 @@ async fn durability_cost(sizes: &Sizes) -> Result<()> {
             sizes.throughput_workstreams,
             sizes.throughput_turns,
         )
-        .await?;
+        .await?
+        .turns_per_sec;
         let store = match served.node.persistence.as_ref() {
             Some(p) => {
                 let c = p.writer.counters();

@@ -76,7 +76,7 @@ pub use eventually::eventually;
 pub use fake_anthropic::{AnthropicFault, FakeAnthropic, FakeAnthropicConfig, RecordedHeaders};
 pub use fake_llm::{FakeLlm, FakeLlmConfig, Fault};
 pub use fake_rerank::{FakeRerank, RerankFault, RerankShape};
-pub use process::process_running;
+pub use process::{cpu_seconds, process_running};
 pub use script::{ScriptMessage, ScriptReply, reply_for};
 pub use scripted_provider::{ProviderFault, ScriptedProvider};
 
