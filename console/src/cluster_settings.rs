@@ -10,9 +10,15 @@
 //!   node; `DELETE /v1/api/admin/settings/{key}[?node_id=]` removes it (the node falls back
 //!   to its flags and file).
 //! * `POST /v1/api/admin/models`, `PUT`/`DELETE /v1/api/admin/models/{definition_id}` —
-//!   model definitions (alias, model, provider, base URL, API key, context window, enabled;
-//!   permission `admin.models`). The API key is stored, never returned (`has_api_key`) and
+//!   model definitions (alias, model, provider, base URL, API key, context window,
+//!   capabilities, enabled; permission `admin.models`). The API key is stored, never returned (`has_api_key`) and
 //!   never logged. `POST /v1/api/admin/models/reload` reloads every node's registry.
+//! * **Model roles** are settings: `model.default`, `model.fallback` and `model.reranker`
+//!   (Models → Roles → Reranker). `model.reranker` must name an enabled definition with
+//!   `capabilities.supports_rerank`; `model.default`/`model.fallback` must name none such (a
+//!   reranker is never a chat model); else 400 naming the problem. A definition selected as
+//!   the Reranker role cannot be disabled, lose `supports_rerank`, be renamed or be deleted
+//!   until the role is cleared (400).
 //! * `GET /v1/api/models` and `GET /v1/api/skills` (read scope; cluster spec §6.3) — the
 //!   enabled model definitions `{"models": [{alias, model, provider}]}` and the store's
 //!   enabled skills, for the new-workstream dialog's pickers; 503 without storage.
@@ -317,6 +323,75 @@ fn reload_for(key: &str) -> Reload {
     }
 }
 
+/// The model roles' rules: `model.reranker` names an enabled definition with
+/// `supports_rerank`; `model.default` and `model.fallback` name no such reranker (it is
+/// never a chat model). 400 naming the problem.
+async fn check_model_role(store: &dyn Store, key: &str, value: &Value) -> Result<(), ApiError> {
+    let named: Vec<&str> = match value {
+        Value::String(a) if !a.is_empty() => vec![a.as_str()],
+        Value::Array(items) => items.iter().filter_map(Value::as_str).collect(),
+        _ => Vec::new(),
+    };
+    if !key.starts_with("model.") || named.is_empty() {
+        return Ok(());
+    }
+    let definitions = store.list_model_definitions().await.map_err(storage)?;
+    let find = |alias: &str| definitions.iter().find(|d| d.alias == alias);
+    for alias in named {
+        let definition = find(alias);
+        let is_reranker = definition
+            .is_some_and(|d| contract::capability_flag(&d.capabilities, contract::SUPPORTS_RERANK));
+        if key == contract::RERANKER_ROLE {
+            let d = definition.ok_or_else(|| {
+                ApiError::BadRequest(format!(
+                    "{key}: no model definition {alias:?} (add it in Models first)"
+                ))
+            })?;
+            if let Some(problem) =
+                contract::reranker_role_problem(&d.alias, &d.capabilities, d.enabled)
+            {
+                return Err(ApiError::BadRequest(format!("{key}: {problem}")));
+            }
+        } else if is_reranker {
+            return Err(ApiError::BadRequest(format!(
+                "{key}: model {alias:?} is a reranker (supports_rerank), not a chat model"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// 400 when a change to (or the removal of) `current` would leave the global Reranker role
+/// naming a definition that cannot serve it: the role is cleared first.
+async fn check_role_kept(
+    store: &dyn Store,
+    current: &ModelDefinition,
+    after: Option<&ModelDefinition>,
+) -> Result<(), ApiError> {
+    let rows = store.list_settings().await.map_err(storage)?;
+    let selected = rows.iter().any(|r| {
+        r.key == contract::RERANKER_ROLE
+            && serde_json::from_str::<String>(&r.value).is_ok_and(|a| a == current.alias)
+    });
+    if !selected {
+        return Ok(());
+    }
+    let problem = match after {
+        None => Some("it would be deleted".to_string()),
+        Some(d) if d.alias != current.alias => Some("its alias would change".to_string()),
+        Some(d) => contract::reranker_role_problem(&d.alias, &d.capabilities, d.enabled),
+    };
+    match problem {
+        Some(problem) => Err(ApiError::BadRequest(format!(
+            "model {:?} is selected as the Reranker role ({}), and {problem}: clear the role \
+             first",
+            current.alias,
+            contract::RERANKER_ROLE
+        ))),
+        None => Ok(()),
+    }
+}
+
 /// `PUT /v1/api/admin/settings/{key}`.
 pub async fn put_setting(
     State(console): State<Arc<Console>>,
@@ -329,6 +404,7 @@ pub async fn put_setting(
     let value =
         contract::validate(&key, &body.value).map_err(|e| ApiError::BadRequest(e.to_string()))?;
     check_node_id(&body.node_id)?;
+    check_model_role(store.as_ref(), &key, &value).await?;
     let secret = contract::spec(&key).is_some_and(|s| s.secret);
     let row = store
         .put_setting(SettingRow {
@@ -417,6 +493,10 @@ fn definition_view(d: &ModelDefinition) -> Value {
         "base_url": d.base_url,
         "has_api_key": !d.api_key.is_empty(),
         "context_window": d.context_window,
+        "capabilities": serde_json::from_str::<Value>(&d.capabilities)
+            .ok()
+            .filter(Value::is_object)
+            .unwrap_or_else(|| json!({})),
         "enabled": d.enabled,
         "created_by": d.created_by,
         "created": d.created,
@@ -447,7 +527,24 @@ pub struct ModelBody {
     /// Stored, never returned; `""` clears it.
     pub api_key: Option<String>,
     pub context_window: Option<i64>,
+    /// A JSON object: `vision`, `supports_rerank` (a reranker: its `base_url` is a
+    /// Cohere/Jina-compatible `/rerank` endpoint), `rerank_instruction`, `rerank_timeout`.
+    pub capabilities: Option<Value>,
     pub enabled: Option<bool>,
+}
+
+impl ModelBody {
+    /// The capabilities as stored text, checked (400 naming the key).
+    fn capabilities_text(&self) -> Result<Option<String>, ApiError> {
+        self.capabilities
+            .as_ref()
+            .map(|c| {
+                contract::validate_capabilities(c)
+                    .map(|v| v.to_string())
+                    .map_err(ApiError::BadRequest)
+            })
+            .transpose()
+    }
 }
 
 fn check_model_fields(b: &ModelBody) -> Result<(), ApiError> {
@@ -499,6 +596,7 @@ pub async fn create_model(
 ) -> Result<Response, ApiError> {
     let store = store(&console)?;
     check_model_fields(&body)?;
+    let capabilities = body.capabilities_text()?.unwrap_or_default();
     let (Some(alias), Some(model)) = (body.alias.clone(), body.model.clone()) else {
         return Err(ApiError::BadRequest("alias and model are required".into()));
     };
@@ -511,7 +609,7 @@ pub async fn create_model(
             base_url: body.base_url.clone().unwrap_or_default(),
             api_key: body.api_key.clone().unwrap_or_default(),
             context_window: body.context_window.unwrap_or(32_768),
-            capabilities: String::new(),
+            capabilities,
             enabled: body.enabled.unwrap_or(true),
             created_by: actor.user_id.clone(),
         })
@@ -552,7 +650,23 @@ pub async fn update_model(
 ) -> Result<Json<Value>, ApiError> {
     let store = store(&console)?;
     check_model_fields(&body)?;
+    let capabilities = body.capabilities_text()?;
     let key_changed = body.api_key.is_some();
+    if let Some(current) = store
+        .get_model_definition(&definition_id)
+        .await
+        .map_err(storage)?
+    {
+        let after = ModelDefinition {
+            alias: body.alias.clone().unwrap_or_else(|| current.alias.clone()),
+            capabilities: capabilities
+                .clone()
+                .unwrap_or_else(|| current.capabilities.clone()),
+            enabled: body.enabled.unwrap_or(current.enabled),
+            ..current.clone()
+        };
+        check_role_kept(store.as_ref(), &current, Some(&after)).await?;
+    }
     let changed = store
         .update_model_definition(
             &definition_id,
@@ -563,7 +677,7 @@ pub async fn update_model(
                 base_url: body.base_url,
                 api_key: body.api_key,
                 context_window: body.context_window,
-                capabilities: None,
+                capabilities,
                 enabled: body.enabled,
             },
         )
@@ -602,6 +716,7 @@ pub async fn delete_model(
         .await
         .map_err(storage)?
         .ok_or_else(|| ApiError::NotFound("Model definition not found".into()))?;
+    check_role_kept(store.as_ref(), &gone, None).await?;
     store
         .delete_model_definition(&definition_id)
         .await
@@ -691,7 +806,8 @@ pub async fn audit_log(
     Ok(Json(json!({ "events": events })))
 }
 
-/// `GET /v1/api/models`: the enabled stored definitions (cluster spec §6.3).
+/// `GET /v1/api/models`: the enabled stored chat definitions (cluster spec §6.3); a
+/// reranker (`supports_rerank`) is no model a workstream can run on.
 pub async fn models(State(console): State<Arc<Console>>) -> Result<Json<Value>, ApiError> {
     let defs = store(&console)?
         .list_model_definitions()
@@ -699,7 +815,9 @@ pub async fn models(State(console): State<Arc<Console>>) -> Result<Json<Value>, 
         .map_err(storage)?;
     let models: Vec<Value> = defs
         .iter()
-        .filter(|d| d.enabled)
+        .filter(|d| {
+            d.enabled && !contract::capability_flag(&d.capabilities, contract::SUPPORTS_RERANK)
+        })
         .map(|d| json!({"alias": d.alias, "model": d.model, "provider": d.provider}))
         .collect();
     Ok(Json(json!({ "models": models })))

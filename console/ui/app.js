@@ -631,11 +631,14 @@
     if (message) $("settings-result").textContent = message;
   }
 
+  const isReranker = (d) => !!(d.capabilities && d.capabilities.supports_rerank === true);
+
   async function loadModels() {
     try {
       const r = await api("/v1/api/admin/models");
       const rows = (r.definitions || []).map((d) => el("tr", { dataset: { alias: d.alias } },
-        el("td", {}, d.alias), el("td", {}, d.model), el("td", {}, d.provider),
+        el("td", {}, d.alias, isReranker(d) ? el("span", { class: "muted small" }, " (reranker)") : null),
+        el("td", {}, d.model), el("td", {}, d.provider),
         el("td", { class: "muted" }, d.base_url || "(default)"),
         el("td", {}, d.has_api_key ? "set" : "—"),
         el("td", {}, el("input", { type: "checkbox", checked: d.enabled, "aria-label": "Enabled: " + d.alias,
@@ -645,7 +648,40 @@
       $("models-body").replaceChildren(...rows);
       $("models-empty").hidden = rows.length > 0;
       $("model-error").textContent = "";
+      await loadRoles(r.definitions || []);
     } catch (err) { adminError("model-error", err); }
+  }
+
+  // Models → Roles → Reranker: the stored `model.reranker` setting; only enabled definitions
+  // with supports_rerank are offered (the console refuses any other with a 400).
+  async function loadRoles(definitions) {
+    const select = $("role-reranker");
+    let current = "";
+    try {
+      const r = await api("/v1/api/admin/settings");
+      const row = (r.settings || []).find((s) => s.key === "model.reranker" && !s.node_id);
+      current = row && typeof row.value === "string" ? row.value : "";
+      $("role-error").textContent = "";
+    } catch (err) { adminError("role-error", err); }
+    const options = definitions.filter((d) => isReranker(d) && (d.enabled || d.alias === current))
+      .map((d) => el("option", { value: d.alias, selected: d.alias === current, disabled: !d.enabled },
+        d.alias + " (" + d.model + ")" + (d.enabled ? "" : " — disabled")));
+    select.replaceChildren(el("option", { value: "", selected: current === "" }, "None"), ...options);
+    select.value = current;
+  }
+
+  async function saveReranker() {
+    const alias = $("role-reranker").value;
+    const path = "/v1/api/admin/settings/model.reranker";
+    let message = "", error = "";
+    try {
+      const r = alias ? await api(path, { value: alias }, "PUT") : await api(path, undefined, "DELETE");
+      message = (alias ? "Reranker: " + alias + ". " : "No reranker. ") + reloadSummary(r.reload);
+      toast(alias ? "Reranker " + alias + " selected" : "Reranker cleared", "ok");
+    } catch (err) { if (alias || err.status !== 404) error = err.status === 503 ? "The console has no storage." : err.message; }
+    await loadModels();
+    $("role-error").textContent = error;
+    $("role-result").textContent = message;
   }
 
   async function updateModel(d, change) {
@@ -667,6 +703,7 @@
     const body = { alias: $("model-alias").value.trim(), model: $("model-name").value.trim(), provider: $("model-provider").value,
       base_url: $("model-base-url").value.trim(), context_window: Number($("model-context").value) };
     if ($("model-api-key").value) body.api_key = $("model-api-key").value;
+    if ($("model-rerank").checked) body.capabilities = { supports_rerank: true };
     try {
       const r = await api("/v1/api/admin/models", body);
       $("model-form").reset();
@@ -1052,6 +1089,7 @@
     });
     $("user-form").addEventListener("submit", submitUser);
     $("model-form").addEventListener("submit", submitModel);
+    $("role-reranker").addEventListener("change", saveReranker);
     $("schedule-form").addEventListener("submit", submitSchedule);
     $("token-form").addEventListener("submit", submitToken);
     $("policy-form").addEventListener("submit", submitPolicy);

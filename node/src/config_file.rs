@@ -61,7 +61,8 @@
 //! redact_secrets = true         # replace detected secrets before anyone sees the result
 //! output_guard_llm = false      # ours: the judge's model also assesses flagged results
 //!
-//! [rerank]                      # optional reranker (see `rerank.rs`): POST {base_url}/rerank
+//! [rerank]                      # node-local reranker (see `rerank.rs`): POST {base_url}/rerank;
+//!                               # wins over the stored Reranker role (model.reranker)
 //! base_url = "http://127.0.0.1:8000"
 //! model = "qwen3-reranker"
 //! api_key_env = "RERANK_API_KEY" # or its _FILE; default TURNSTONE_RERANK_API_KEY(_FILE)

@@ -1,5 +1,22 @@
-//! The node's optional reranker: `[rerank]` of config.toml, the live `tools.rerank_*`
-//! settings, and [`NodeReranker`] — the [`Reranker`] every workstream's tools get.
+//! The node's optional reranker: the stored **Reranker role** (`model.reranker` naming a
+//! model definition with `capabilities.supports_rerank`), `[rerank]` of config.toml as its
+//! node-local equivalent, the live `tools.rerank_*` settings, and [`NodeReranker`] — the
+//! [`Reranker`] every workstream's tools get.
+//!
+//! **The role.** In the console's Models tab a model definition whose `base_url` is a
+//! Cohere/Jina-compatible `/rerank` endpoint and whose capabilities include
+//! `{"supports_rerank": true}` (optionally `rerank_instruction`, `rerank_timeout` seconds)
+//! is selected under Roles → Reranker; the console stores `model.reranker` = its alias. At
+//! every `config-reload` and `model-reload` (and at start) the node builds its reranker from
+//! that definition ([`NodeReranker::apply_role`]), replacing the one in force atomically; an
+//! unset role, or a definition that is gone, disabled or not `supports_rerank`, leaves none.
+//! Such a definition is a reranker only: it never joins the chat registry (see
+//! `server::cluster_settings`). `tools.rerank_web_search` defaults on once a reranker is
+//! selected ([`RerankSettings::SELECTED`]).
+//!
+//! **Precedence.** `[rerank]` in config.toml wins over the role, as `[models.*]` win over
+//! stored definitions in the spec: a node with the section keeps that endpoint whatever the
+//! role says (the stored `tools.rerank_*` toggles still apply to it).
 //!
 //! ```toml
 //! [rerank]                      # a Cohere/Jina-compatible POST {base_url}/rerank
@@ -14,13 +31,12 @@
 //! instruction = ""              # wrap queries as <Instruct>: … / <Query>: … (not with a chat template)
 //! ```
 //!
-//! Why a section and not a `[models.<alias>]` entry: every registry alias builds a chat
-//! provider, joins fallback chains and is offered by `/model`; a reranker is none of these
-//! and must never be a fallback target. `[judge]` is the precedent for a role with its own
-//! endpoint. The three toggles are also stored settings (`tools.rerank_web_search`,
-//! `tools.rerank_bm25`, `tools.rerank_bm25_threshold`, applied live at `config-reload`), so
-//! `turnstone-admin rerank-calibrate --apply` and the console can change them; the
-//! endpoint itself is read at start.
+//! Why not a chat `[models.<alias>]` entry: every registry alias builds a chat provider,
+//! joins fallback chains and is offered by `/model`; a reranker is none of these and must
+//! never be a fallback target. The three toggles are stored settings
+//! (`tools.rerank_web_search`, `tools.rerank_bm25`, `tools.rerank_bm25_threshold`, applied
+//! live at `config-reload`), so `turnstone-admin rerank-calibrate --apply` and the console
+//! can change them; `[rerank]`'s endpoint itself is read at start.
 //!
 //! Failure never reaches the model: a timeout, a connection error, an HTTP error status, a
 //! reply that is not one of the accepted shapes or names a document that was not sent —
@@ -37,6 +53,8 @@ use parking_lot::{Mutex, RwLock};
 use serde::Deserialize;
 use serde_json::Value;
 use turnstone_llm::{RerankClient, RerankConfig};
+use turnstone_proto::settings;
+use turnstone_store::ModelDefinition;
 use turnstone_tools::{RerankUse, Reranker};
 
 /// The key's environment variable when `api_key_env` is not set.
@@ -138,48 +156,42 @@ impl RerankSection {
     }
 }
 
-/// The node's [`Reranker`]: one client, the live toggles, the fallback counters.
-#[derive(Debug)]
-pub struct NodeReranker {
-    client: RerankClient,
-    baseline: RerankSettings,
-    settings: RwLock<RerankSettings>,
-    /// `(use, reason)` → fallbacks; both labels come from fixed sets.
-    fallbacks: Mutex<BTreeMap<(&'static str, &'static str), u64>>,
-    /// `use` → requests that re-ordered.
-    reranked: Mutex<BTreeMap<&'static str, u64>>,
+/// Where the node's reranker came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RerankSource {
+    /// `[rerank]` of config.toml (node-local; wins over the stored role).
+    ConfigFile,
+    /// The stored model definition of this alias, selected as `model.reranker`.
+    Model(String),
 }
 
-impl NodeReranker {
-    pub fn new(client: RerankClient, settings: RerankSettings) -> Arc<Self> {
-        Arc::new(Self {
-            client,
-            baseline: settings,
-            settings: RwLock::new(settings),
-            fallbacks: Mutex::default(),
-            reranked: Mutex::default(),
-        })
-    }
+/// One rerank endpoint: its client, the toggles it starts from, and where it came from.
+#[derive(Debug)]
+pub struct RerankEndpoint {
+    pub client: RerankClient,
+    /// The toggles the stored `tools.rerank_*` settings override.
+    pub baseline: RerankSettings,
+    pub source: RerankSource,
+}
 
-    pub fn settings(&self) -> RerankSettings {
-        *self.settings.read()
-    }
+/// What is in force, swapped as one: the endpoint (none: no reranker), the stored toggles
+/// last applied, and the toggles they make over the endpoint's baseline.
+#[derive(Debug)]
+struct Active {
+    endpoint: Option<Arc<RerankEndpoint>>,
+    stored: BTreeMap<String, Value>,
+    settings: RerankSettings,
+}
 
-    /// Where requests go (for the start-up log; holds no key).
-    pub fn endpoint(&self) -> String {
-        self.client.config().endpoint()
-    }
-
-    pub fn client(&self) -> &RerankClient {
-        &self.client
-    }
-
-    /// Applies the stored `tools.rerank_*` values (already validated); a key not stored
-    /// falls back to the section's value.
-    pub fn apply_stored(&self, stored: &BTreeMap<String, Value>) {
-        let base = self.baseline;
+impl Active {
+    fn settle(&mut self) {
+        let base = self
+            .endpoint
+            .as_ref()
+            .map_or(RerankSettings::NONE, |e| e.baseline);
+        let stored = &self.stored;
         let flag = |k: &str, d: bool| stored.get(k).and_then(Value::as_bool).unwrap_or(d);
-        *self.settings.write() = RerankSettings {
+        self.settings = RerankSettings {
             web_search: flag(SETTING_WEB_SEARCH, base.web_search),
             bm25: flag(SETTING_BM25, base.bm25),
             bm25_threshold: stored
@@ -187,6 +199,157 @@ impl NodeReranker {
                 .and_then(Value::as_f64)
                 .unwrap_or(base.bm25_threshold),
         };
+    }
+}
+
+/// The node's [`Reranker`]: the endpoint in force (replaced atomically when the stored
+/// `model.reranker` role or its definition changes; none: every use declines), the live
+/// toggles, and the fallback counters (kept across replacements). The same value stays in
+/// the engine's config for the node's life, so every workstream — also one created before
+/// a change — uses what is in force now.
+#[derive(Debug)]
+pub struct NodeReranker {
+    active: RwLock<Active>,
+    /// `(use, reason)` → fallbacks; both labels come from fixed sets.
+    fallbacks: Mutex<BTreeMap<(&'static str, &'static str), u64>>,
+    /// `use` → requests that re-ordered.
+    reranked: Mutex<BTreeMap<&'static str, u64>>,
+}
+
+impl RerankSettings {
+    /// No reranker: nothing is on.
+    pub const NONE: Self = Self {
+        web_search: false,
+        bm25: false,
+        bm25_threshold: 0.0,
+    };
+
+    /// The baseline of a reranker selected as a model definition: `web_search` on (so it
+    /// defaults on once a reranker is selected), `bm25` off, no threshold.
+    pub const SELECTED: Self = Self {
+        web_search: true,
+        bm25: false,
+        bm25_threshold: 0.0,
+    };
+}
+
+impl NodeReranker {
+    /// A reranker with `[rerank]`'s endpoint.
+    pub fn new(client: RerankClient, settings: RerankSettings) -> Arc<Self> {
+        let r = Self::none();
+        r.replace(Some(RerankEndpoint {
+            client,
+            baseline: settings,
+            source: RerankSource::ConfigFile,
+        }));
+        r
+    }
+
+    /// No endpoint yet (a stored role may bring one).
+    pub fn none() -> Arc<Self> {
+        Arc::new(Self {
+            active: RwLock::new(Active {
+                endpoint: None,
+                stored: BTreeMap::new(),
+                settings: RerankSettings::NONE,
+            }),
+            fallbacks: Mutex::default(),
+            reranked: Mutex::default(),
+        })
+    }
+
+    /// Puts `endpoint` in force (`None`: no reranker); the stored toggles stay applied.
+    pub fn replace(&self, endpoint: Option<RerankEndpoint>) {
+        let mut active = self.active.write();
+        active.endpoint = endpoint.map(Arc::new);
+        active.settle();
+    }
+
+    /// The endpoint in force.
+    pub fn endpoint(&self) -> Option<Arc<RerankEndpoint>> {
+        self.active.read().endpoint.clone()
+    }
+
+    pub fn settings(&self) -> RerankSettings {
+        self.active.read().settings
+    }
+
+    /// Applies the stored `tools.rerank_*` values (already validated); a key not stored
+    /// falls back to the endpoint's baseline.
+    pub fn apply_stored(&self, stored: &BTreeMap<String, Value>) {
+        let mut active = self.active.write();
+        active.stored = stored
+            .iter()
+            .filter(|(k, _)| k.starts_with("tools.rerank_"))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        active.settle();
+    }
+
+    /// Puts the Reranker role in force: the stored definition `alias` names (`None`: the
+    /// role is unset). `[rerank]` of config.toml, when the node has one, wins and stays. An
+    /// unset role, or one naming a definition that is missing, disabled or not
+    /// `supports_rerank`, leaves no reranker (logged, never the key). The client is rebuilt
+    /// only when the definition changed.
+    pub fn apply_role(&self, alias: Option<&str>, definitions: &[ModelDefinition]) {
+        let current = self.endpoint();
+        if current
+            .as_ref()
+            .is_some_and(|e| e.source == RerankSource::ConfigFile)
+        {
+            if let Some(alias) = alias {
+                tracing::debug!(
+                    alias,
+                    "model.reranker is set, but [rerank] of the config file wins"
+                );
+            }
+            return;
+        }
+        let Some(alias) = alias.filter(|a| !a.is_empty()) else {
+            if current.is_some() {
+                tracing::info!("the Reranker role is cleared: no reranker");
+                self.replace(None);
+            }
+            return;
+        };
+        let source = RerankSource::Model(alias.to_string());
+        let config = definitions
+            .iter()
+            .find(|d| d.alias == alias)
+            .ok_or_else(|| format!("model.reranker names an unknown alias {alias:?}"))
+            .and_then(definition_config);
+        let config = match config {
+            Ok(c) => c,
+            Err(reason) => {
+                tracing::warn!(%reason, "the Reranker role is not usable: no reranker");
+                self.replace(None);
+                return;
+            }
+        };
+        if current
+            .as_ref()
+            .is_some_and(|e| e.source == source && *e.client.config() == config)
+        {
+            return;
+        }
+        match RerankClient::new(config) {
+            Ok(client) => {
+                tracing::info!(alias, endpoint = %client.config().endpoint(), "reranker selected");
+                self.replace(Some(RerankEndpoint {
+                    client,
+                    baseline: RerankSettings::SELECTED,
+                    source,
+                }));
+            }
+            Err(e) => {
+                tracing::warn!(
+                    alias,
+                    reason = e.reason(),
+                    "the reranker's client cannot be built: no reranker"
+                );
+                self.replace(None);
+            }
+        }
     }
 
     /// Fallbacks so far, by `(use, reason)`.
@@ -203,12 +366,13 @@ impl NodeReranker {
 #[async_trait]
 impl Reranker for NodeReranker {
     fn active(&self, purpose: RerankUse) -> bool {
-        let s = self.settings.read();
-        if purpose.is_retrieval() {
-            s.bm25
-        } else {
-            s.web_search
-        }
+        let a = self.active.read();
+        a.endpoint.is_some()
+            && if purpose.is_retrieval() {
+                a.settings.bm25
+            } else {
+                a.settings.web_search
+            }
     }
 
     async fn rank(
@@ -217,13 +381,24 @@ impl Reranker for NodeReranker {
         query: &str,
         documents: &[String],
     ) -> Option<Vec<usize>> {
-        if !self.active(purpose) {
+        // One snapshot for the whole request: a replacement meanwhile applies to the next.
+        let (endpoint, settings) = {
+            let a = self.active.read();
+            (a.endpoint.clone(), a.settings)
+        };
+        let endpoint = endpoint?;
+        let on = if purpose.is_retrieval() {
+            settings.bm25
+        } else {
+            settings.web_search
+        };
+        if !on {
             return None;
         }
-        match self.client.rerank(query, documents).await {
+        match endpoint.client.rerank(query, documents).await {
             Ok(results) => {
                 let threshold = if purpose.is_retrieval() {
-                    self.settings.read().bm25_threshold
+                    settings.bm25_threshold
                 } else {
                     0.0
                 };
@@ -259,6 +434,51 @@ impl Reranker for NodeReranker {
             }
         }
     }
+}
+
+/// Whether a stored definition is a reranker (`capabilities.supports_rerank`): then it is
+/// never a chat model.
+pub fn is_reranker(d: &ModelDefinition) -> bool {
+    settings::capability_flag(&d.capabilities, settings::SUPPORTS_RERANK)
+}
+
+/// Why a definition cannot be the Reranker role (`None`: it can): it must be enabled and
+/// `supports_rerank`. The console's check and the node's.
+pub fn role_problem(d: &ModelDefinition) -> Option<String> {
+    settings::reranker_role_problem(&d.alias, &d.capabilities, d.enabled)
+}
+
+/// The client configuration of a stored definition for the Reranker role: its `base_url`
+/// (a `/rerank` endpoint or the service root), `model`, API key, and the capabilities
+/// `rerank_instruction` and `rerank_timeout` (seconds, default 5).
+pub fn definition_config(d: &ModelDefinition) -> Result<RerankConfig, String> {
+    if let Some(problem) = role_problem(d) {
+        return Err(problem);
+    }
+    let url = d.base_url.trim();
+    if !(url.starts_with("http://") || url.starts_with("https://")) {
+        return Err(format!(
+            "model {:?}: a reranker's base_url must be an http:// or https:// URL",
+            d.alias
+        ));
+    }
+    if d.model.trim().is_empty() {
+        return Err(format!("model {:?}: model is empty", d.alias));
+    }
+    let timeout = settings::capability(&d.capabilities, settings::RERANK_TIMEOUT)
+        .and_then(|t| t.as_f64())
+        .filter(|t| t.is_finite() && *t > 0.0 && *t <= 600.0)
+        .unwrap_or(5.0);
+    let instruction = settings::capability(&d.capabilities, settings::RERANK_INSTRUCTION)
+        .and_then(|i| i.as_str().map(str::to_string))
+        .filter(|i| !i.trim().is_empty());
+    Ok(RerankConfig {
+        base_url: url.to_string(),
+        model: d.model.trim().to_string(),
+        api_key: Some(d.api_key.clone()).filter(|k| !k.is_empty()),
+        timeout: Duration::from_secs_f64(timeout),
+        instruction,
+    })
 }
 
 /// One calibration probe: a query, the passage that answers it; every other probe's
@@ -490,6 +710,95 @@ mod tests {
         assert_eq!(r.settings().bm25_threshold, 0.4);
         r.apply_stored(&BTreeMap::new());
         assert_eq!(r.settings(), section().settings());
+    }
+
+    fn definition(alias: &str, capabilities: &str, enabled: bool) -> ModelDefinition {
+        ModelDefinition {
+            definition_id: format!("id-{alias}"),
+            alias: alias.into(),
+            model: "rr".into(),
+            provider: "openai".into(),
+            base_url: "http://127.0.0.1:9/v1".into(),
+            api_key: "rk-1".into(),
+            context_window: 512,
+            capabilities: capabilities.into(),
+            enabled,
+            created_by: String::new(),
+            created: String::new(),
+            updated: String::new(),
+        }
+    }
+
+    const RERANK: &str =
+        r#"{"supports_rerank": true, "rerank_instruction": "find", "rerank_timeout": 2}"#;
+
+    #[test]
+    fn a_definition_needs_supports_rerank_and_enabled_to_be_the_reranker() {
+        let good = definition("rr", RERANK, true);
+        let c = definition_config(&good).unwrap();
+        assert_eq!(c.api_key.as_deref(), Some("rk-1"));
+        assert_eq!(c.instruction.as_deref(), Some("find"));
+        assert_eq!(c.timeout, Duration::from_secs(2));
+        assert!(
+            role_problem(&definition("chat", "{}", true))
+                .unwrap()
+                .contains("supports_rerank")
+        );
+        assert!(
+            role_problem(&definition("rr", RERANK, false))
+                .unwrap()
+                .contains("disabled")
+        );
+        let no_url = ModelDefinition {
+            base_url: String::new(),
+            ..good
+        };
+        assert!(definition_config(&no_url).unwrap_err().contains("base_url"));
+    }
+
+    #[test]
+    fn the_role_is_replaced_cleared_and_loses_to_the_config_file() {
+        let r = NodeReranker::none();
+        assert!(
+            !r.active(RerankUse::WebSearch),
+            "no reranker: nothing is on"
+        );
+        let defs = [
+            definition("rr", RERANK, true),
+            definition("chat", "{}", true),
+            definition("off", r#"{"supports_rerank": true}"#, false),
+        ];
+        r.apply_role(Some("rr"), &defs);
+        let first = r.endpoint().unwrap();
+        assert_eq!(first.source, RerankSource::Model("rr".into()));
+        assert!(r.active(RerankUse::WebSearch) && !r.active(RerankUse::Memory));
+        // The same definition again: the same client.
+        r.apply_role(Some("rr"), &defs);
+        assert!(Arc::ptr_eq(&first, &r.endpoint().unwrap()));
+        // The stored toggles apply over the selected baseline, and survive a replacement.
+        r.apply_stored(&BTreeMap::from([(
+            SETTING_WEB_SEARCH.to_string(),
+            Value::Bool(false),
+        )]));
+        assert!(!r.active(RerankUse::WebSearch));
+        let changed = [definition("rr", r#"{"supports_rerank": true}"#, true)];
+        r.apply_role(Some("rr"), &changed);
+        assert!(!Arc::ptr_eq(&first, &r.endpoint().unwrap()));
+        assert!(!r.active(RerankUse::WebSearch));
+        r.apply_stored(&BTreeMap::new());
+        // Not usable, or cleared: none.
+        for alias in [Some("chat"), Some("off"), Some("gone"), None] {
+            r.apply_role(Some("rr"), &defs);
+            r.apply_role(alias, &defs);
+            assert!(r.endpoint().is_none(), "{alias:?}");
+            assert!(!r.active(RerankUse::WebSearch));
+        }
+        // `[rerank]` wins over the role.
+        let file = NodeReranker::new(section().client(&|_| None).unwrap(), section().settings());
+        file.apply_role(Some("rr"), &defs);
+        assert_eq!(file.endpoint().unwrap().source, RerankSource::ConfigFile);
+        file.apply_role(None, &defs);
+        assert!(file.endpoint().is_some());
     }
 
     #[test]

@@ -141,6 +141,13 @@ pub const CLUSTER_SETTINGS: &[SettingSpec] = &[
         secret: false,
         description: "aliases tried in order when a selected model is unreachable",
     },
+    SettingSpec {
+        key: RERANKER_ROLE,
+        kind: Kind::Alias,
+        applies: Applies::Models,
+        secret: false,
+        description: "the Reranker role: alias of an enabled model definition with supports_rerank (\"\": none)",
+    },
     live(
         "server.approval_timeout",
         Kind::Int {
@@ -165,7 +172,7 @@ pub const CLUSTER_SETTINGS: &[SettingSpec] = &[
     live(
         "tools.rerank_bm25",
         Kind::Bool,
-        "the [rerank] endpoint also re-orders memory, tool_search and skill candidates",
+        "the reranker also re-orders memory, tool_search and skill candidates",
     ),
     live(
         "tools.rerank_bm25_threshold",
@@ -175,7 +182,7 @@ pub const CLUSTER_SETTINGS: &[SettingSpec] = &[
     live(
         "tools.rerank_web_search",
         Kind::Bool,
-        "the [rerank] endpoint re-orders web_search results",
+        "the reranker re-orders web_search results (default: on once a reranker is selected)",
     ),
     live(
         "tools.search",
@@ -346,6 +353,81 @@ pub fn validate(key: &str, value: &Value) -> Result<Value, SettingError> {
     }
 }
 
+/// The setting naming the model definition of the Reranker role (Models → Roles → Reranker).
+pub const RERANKER_ROLE: &str = "model.reranker";
+
+/// The capability that makes a model definition a reranker: its `base_url` is a
+/// Cohere/Jina-compatible `/rerank` endpoint. Such a definition is a reranker only — it is
+/// never a chat model (no registry alias, no fallback target, not `model.default`).
+pub const SUPPORTS_RERANK: &str = "supports_rerank";
+
+/// A reranker definition's optional instruction: each query is sent as
+/// `<Instruct>: {instruction}\n<Query>: {query}` (for endpoints that apply no chat template).
+pub const RERANK_INSTRUCTION: &str = "rerank_instruction";
+
+/// A reranker definition's optional request timeout in seconds (default 5).
+pub const RERANK_TIMEOUT: &str = "rerank_timeout";
+
+/// A boolean of a model definition's `capabilities` JSON text (`{"vision": true}`); false
+/// when absent, not a boolean, or the text is not JSON.
+pub fn capability_flag(capabilities: &str, key: &str) -> bool {
+    capability(capabilities, key)
+        .and_then(|v| v.as_bool())
+        .unwrap_or(false)
+}
+
+/// One value of a model definition's `capabilities` JSON text.
+pub fn capability(capabilities: &str, key: &str) -> Option<Value> {
+    serde_json::from_str::<Value>(capabilities)
+        .ok()
+        .and_then(|mut c| c.get_mut(key).map(Value::take))
+}
+
+/// Why a model definition cannot be the Reranker role (`None`: it can): it must have
+/// `supports_rerank` and be enabled. The console's check at selection and the node's.
+pub fn reranker_role_problem(alias: &str, capabilities: &str, enabled: bool) -> Option<String> {
+    if !capability_flag(capabilities, SUPPORTS_RERANK) {
+        Some(format!(
+            "model {alias:?} is not a reranker: its capabilities need {{\"supports_rerank\": true}}"
+        ))
+    } else if !enabled {
+        Some(format!("model {alias:?} is disabled"))
+    } else {
+        None
+    }
+}
+
+/// Checks a model definition's `capabilities` object as the console's admin route does: an
+/// object; `vision` and `supports_rerank` booleans; `rerank_instruction` text of at most
+/// 4096 characters; `rerank_timeout` seconds above 0 and at most 600. Other keys are kept
+/// as given. The message names the key.
+pub fn validate_capabilities(value: &Value) -> Result<Value, String> {
+    let object = value
+        .as_object()
+        .ok_or_else(|| "capabilities: expected a JSON object".to_string())?;
+    for (key, v) in object {
+        let ok = match key.as_str() {
+            "vision" | SUPPORTS_RERANK => v.is_boolean(),
+            RERANK_INSTRUCTION => v
+                .as_str()
+                .is_some_and(|s| s.chars().count() <= 4096 && !s.contains('\0')),
+            RERANK_TIMEOUT => v
+                .as_f64()
+                .is_some_and(|t| t.is_finite() && t > 0.0 && t <= 600.0),
+            _ => true,
+        };
+        if !ok {
+            let expected = match key.as_str() {
+                RERANK_INSTRUCTION => "text of at most 4096 characters",
+                RERANK_TIMEOUT => "seconds above 0 and at most 600",
+                _ => "true or false",
+            };
+            return Err(format!("capabilities.{key}: expected {expected}"));
+        }
+    }
+    Ok(value.clone())
+}
+
 /// The body of `POST /v1/api/_internal/config-reload` (ours; the original's is empty). With
 /// `settings`, the node first makes its stored settings exactly these (global rows and its
 /// own): how a node on its own SQLite gets the console's values. Without, it re-reads its
@@ -492,6 +574,36 @@ mod tests {
             validate("tools.nope", &json!(1)).unwrap_err().to_string(),
             "Unknown setting: tools.nope"
         );
+    }
+
+    #[test]
+    fn capabilities_are_read_and_checked_naming_the_key() {
+        let caps = r#"{"supports_rerank": true, "rerank_instruction": "find it"}"#;
+        assert!(capability_flag(caps, SUPPORTS_RERANK));
+        assert!(!capability_flag(caps, "vision"));
+        assert!(
+            !capability_flag("", SUPPORTS_RERANK),
+            "empty text: no capability"
+        );
+        assert_eq!(capability(caps, RERANK_INSTRUCTION), Some(json!("find it")));
+        let good = json!({"supports_rerank": true, "rerank_timeout": 2.5, "thinking": "x"});
+        assert_eq!(validate_capabilities(&good), Ok(good.clone()));
+        for (bad, says) in [
+            (json!([]), "a JSON object"),
+            (
+                json!({"supports_rerank": "yes"}),
+                "capabilities.supports_rerank",
+            ),
+            (json!({"vision": 1}), "capabilities.vision"),
+            (json!({"rerank_timeout": 0}), "capabilities.rerank_timeout"),
+            (
+                json!({"rerank_instruction": 3}),
+                "capabilities.rerank_instruction",
+            ),
+        ] {
+            let err = validate_capabilities(&bad).unwrap_err();
+            assert!(err.contains(says), "{bad}: {err}");
+        }
     }
 
     #[test]

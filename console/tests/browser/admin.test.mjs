@@ -2,7 +2,8 @@
 // as the new user by password, whose viewer role is refused the admin routes), scheduled
 // tasks (create a cron task, see its next run, disable it, delete it), cluster settings
 // (save, refuse an out-of-range value, reset) and model aliases (add with a key that is never
-// shown again, refuse a duplicate, delete), roles (assign one to a user; create one with
+// shown again, refuse a duplicate, delete; a reranker selected under Roles → Reranker, whose
+// deletion is refused until the role is cleared), roles (assign one to a user; create one with
 // permission checkboxes, refuse one without any, delete another), API tokens (the secret
 // shown once, revoke), tool policies (add, refuse an empty pattern, change the action),
 // skills (add, refuse a duplicate, disable, delete), memories (read from a node, delete
@@ -164,6 +165,30 @@ try {
     await page.locator("#new-ws-cancel").click();
     await page.locator("#new-ws-overlay").waitFor({ state: "hidden" });
     await row.getByRole("button", { name: "Delete model ui-fast" }).click();
+    await row.waitFor({ state: "detached" });
+  });
+
+  await step("the models tab adds a reranker and selects it under Roles → Reranker", async () => {
+    await page.getByLabel("Alias").fill("ui-rr");
+    await page.locator("#model-name").fill("qwen3-reranker");
+    await page.locator("#model-base-url").fill("http://127.0.0.1:9/rerank");
+    await page.locator("#model-rerank").check();
+    await page.locator("#model-submit").click();
+    const row = page.locator('#models-body tr[data-alias="ui-rr"]');
+    await row.waitFor();
+    assert((await row.locator("td").first().textContent()).includes("reranker"), "marked as a reranker");
+    const select = page.locator("#role-reranker");
+    await page.locator('#role-reranker option[value="ui-rr"]').waitFor({ state: "attached" });
+    await select.selectOption("ui-rr");
+    await page.waitForFunction(() => document.getElementById("role-result").textContent.includes("Reranker: ui-rr"));
+    assert((await select.inputValue()) === "ui-rr", "the role is shown selected");
+    await shot("admin-models-reranker");
+    // A selected reranker cannot be deleted: the server's message.
+    await row.getByRole("button", { name: "Delete model ui-rr" }).click();
+    await page.waitForFunction(() => document.body.textContent.includes("clear the role first"));
+    await select.selectOption("");
+    await page.waitForFunction(() => document.getElementById("role-result").textContent.includes("No reranker"));
+    await row.getByRole("button", { name: "Delete model ui-rr" }).click();
     await row.waitFor({ state: "detached" });
   });
 

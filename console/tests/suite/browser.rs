@@ -165,6 +165,7 @@ async fn the_admin_area_manages_users_and_schedules_in_chromium() {
         "admin-schedules.png",
         "admin-settings.png",
         "admin-models.png",
+        "admin-models-reranker.png",
         "new-ws-pickers.png",
         "admin-tokens.png",
         "admin-policies.png",

@@ -40,6 +40,8 @@ pub struct FakeState {
     pub memories: Mutex<Vec<Value>>,
     /// The bodies of every `_internal/config-reload`.
     pub config_reloads: Mutex<Vec<Value>>,
+    /// The bodies of every `_internal/model-reload`.
+    pub model_reloads: Mutex<Vec<Value>>,
 }
 
 pub struct FakeNode {
@@ -234,6 +236,12 @@ async fn config_reload(State(s): State<Arc<FakeState>>, body: Bytes) -> axum::Js
     axum::Json(json!({"status": "ok", "applied": {}, "refused": {}, "restart_required": []}))
 }
 
+async fn model_reload(State(s): State<Arc<FakeState>>, body: Bytes) -> axum::Json<Value> {
+    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    s.model_reloads.lock().unwrap().push(body);
+    axum::Json(json!({"status": "ok", "aliases": []}))
+}
+
 impl FakeNode {
     pub async fn start(node_id: &str, version: &str) -> Self {
         let state = Arc::new(FakeState {
@@ -254,6 +262,7 @@ impl FakeNode {
             models: Mutex::new(json!({})),
             memories: Mutex::new(Vec::new()),
             config_reloads: Mutex::new(Vec::new()),
+            model_reloads: Mutex::new(Vec::new()),
         });
         let app = Router::new()
             .route("/health", get(health))
@@ -267,6 +276,7 @@ impl FakeNode {
             .route("/v1/api/_internal/mcp-reload", post(mcp_reload))
             .route("/v1/api/_internal/model-status", get(model_status))
             .route("/v1/api/_internal/config-reload", post(config_reload))
+            .route("/v1/api/_internal/model-reload", post(model_reload))
             .route("/v1/api/memories", get(memories))
             .route(
                 "/v1/api/memories/{name}",

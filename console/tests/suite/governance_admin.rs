@@ -22,7 +22,7 @@ both_backends!(
 );
 
 /// A console on `db` that knows two scripted nodes.
-async fn cluster(db: &Db) -> (TestConsole, FakeNode, FakeNode) {
+pub(super) async fn cluster(db: &Db) -> (TestConsole, FakeNode, FakeNode) {
     let p = prefix();
     let a = FakeNode::start("node-a", CONSOLE_VERSION).await;
     let b = FakeNode::start("node-b", CONSOLE_VERSION).await;

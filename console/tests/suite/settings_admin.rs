@@ -12,6 +12,7 @@ use super::*;
 both_backends!(
     settings_crud_and_checks,
     model_definitions_crud_and_checks,
+    reranker_role_checks_and_push,
     permissions,
     account_and_schedule_changes_are_audited
 );
@@ -314,6 +315,172 @@ async fn model_definitions_crud_and_checks(db: Db) {
     let actions: Vec<&str> = audit.iter().map(|e| e.action.as_str()).collect();
     assert_eq!(actions, ["model.delete", "model.update", "model.create"]);
     assert!(audit.iter().all(|e| !e.detail.contains("sk-never-shown")));
+}
+
+/// The last model-reload body `node` received.
+fn last_model_push(node: &super::fake_node::FakeNode) -> Value {
+    node.state
+        .model_reloads
+        .lock()
+        .unwrap()
+        .last()
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
+async fn reranker_role_checks_and_push(db: Db) {
+    let (c, a, b) = super::governance_admin::cluster(&db).await;
+    // The catch-up's model push comes after its config push: wait, so a later push is the
+    // last one a node got.
+    for node in [&a, &b] {
+        turnstone_testkit::assert_eventually!(
+            !node.state.model_reloads.lock().unwrap().is_empty(),
+            timeout = std::time::Duration::from_secs(30),
+            "no catch-up model push"
+        );
+    }
+    let call = |method: Method, path: String, body: Option<Value>| {
+        let c = &c;
+        async move { c.call(method, &path, body, Some(TOKEN)).await }
+    };
+    let create = |body: Value| call(Method::POST, "/v1/api/admin/models".into(), Some(body));
+    let role = |value: Value| {
+        call(
+            Method::PUT,
+            "/v1/api/admin/settings/model.reranker".into(),
+            Some(json!({ "value": value })),
+        )
+    };
+    let (code, chat) = create(json!({"alias": "chat", "model": "m-chat"})).await;
+    assert_eq!(code, 201, "{chat}");
+    assert_eq!(chat["definition"]["capabilities"], json!({}));
+    let caps = json!({"supports_rerank": true, "rerank_instruction": "Find passages"});
+    let (code, rr) = create(json!({
+        "alias": "rr", "model": "qwen3-reranker", "base_url": "http://127.0.0.1:9/rerank",
+        "api_key": "rk-never-shown", "capabilities": caps
+    }))
+    .await;
+    assert_eq!(code, 201, "{rr}");
+    assert_eq!(rr["definition"]["capabilities"], caps);
+    let rr_id = rr["definition"]["definition_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (code, off) = create(json!({
+        "alias": "rr-off", "model": "r", "base_url": "http://127.0.0.1:9",
+        "capabilities": {"supports_rerank": true}, "enabled": false
+    }))
+    .await;
+    assert_eq!(code, 201, "{off}");
+    assert_error(
+        create(json!({"alias": "x", "model": "m", "capabilities": {"supports_rerank": "yes"}}))
+            .await,
+        400,
+        "capabilities.supports_rerank",
+    );
+    // A reranker is no model a workstream can run on.
+    assert_eq!(
+        c.get("/v1/api/models").await.1["models"],
+        json!([{"alias": "chat", "model": "m-chat", "provider": "openai"}])
+    );
+
+    // The role: only an enabled supports_rerank definition; chat roles take no reranker.
+    assert_error(role(json!("chat")).await, 400, "\"chat\" is not a reranker");
+    assert_error(role(json!("rr-off")).await, 400, "\"rr-off\" is disabled");
+    assert_error(
+        role(json!("nope")).await,
+        400,
+        "no model definition \"nope\"",
+    );
+    assert_error(
+        call(
+            Method::PUT,
+            "/v1/api/admin/settings/model.default".into(),
+            Some(json!({"value": "rr"})),
+        )
+        .await,
+        400,
+        "model.default: model \"rr\" is a reranker",
+    );
+    assert_error(
+        call(
+            Method::PUT,
+            "/v1/api/admin/settings/model.fallback".into(),
+            Some(json!({"value": ["chat", "rr"]})),
+        )
+        .await,
+        400,
+        "not a chat model",
+    );
+    assert_eq!(
+        db.store.list_settings().await.unwrap(),
+        [],
+        "nothing refused is stored"
+    );
+
+    let (code, body) = role(json!("rr")).await;
+    assert_eq!(code, 200, "{body}");
+    for (id, node) in [("node-a", &a), ("node-b", &b)] {
+        assert_eq!(body["reload"]["results"][id]["status"], "ok", "{body}");
+        // The model reload carries the role and the definition (its key included: the node
+        // calls the endpoint with it).
+        let pushed = last_model_push(node);
+        let settings = pushed["settings"].as_array().unwrap();
+        assert!(
+            settings
+                .iter()
+                .any(|s| s["key"] == "model.reranker" && s["value"] == "rr"),
+            "{pushed}"
+        );
+        let definitions = pushed["definitions"].as_array().unwrap();
+        let sent = definitions.iter().find(|d| d["alias"] == "rr").unwrap();
+        assert_eq!(sent["api_key"], "rk-never-shown");
+    }
+    assert!(!body.to_string().contains("rk-never-shown"), "{body}");
+
+    // While selected, the definition cannot stop being usable.
+    let path = format!("/v1/api/admin/models/{rr_id}");
+    for change in [
+        json!({"enabled": false}),
+        json!({"capabilities": {}}),
+        json!({"alias": "rr2"}),
+    ] {
+        assert_error(
+            call(Method::PUT, path.clone(), Some(change)).await,
+            400,
+            "selected as the Reranker role",
+        );
+    }
+    assert_error(
+        call(Method::DELETE, path.clone(), None).await,
+        400,
+        "clear the role first",
+    );
+    // Other changes are fine; cleared, it can go.
+    let (code, body) = call(
+        Method::PUT,
+        path.clone(),
+        Some(json!({"capabilities": {"supports_rerank": true, "rerank_timeout": 2}})),
+    )
+    .await;
+    assert_eq!(code, 200, "{body}");
+    let (code, body) = call(
+        Method::DELETE,
+        "/v1/api/admin/settings/model.reranker".into(),
+        None,
+    )
+    .await;
+    assert_eq!(code, 200, "{body}");
+    let pushed = last_model_push(&a);
+    assert!(
+        !pushed["settings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["key"] == "model.reranker"),
+        "{pushed}"
+    );
+    assert_eq!(call(Method::DELETE, path, None).await.0, 200);
 }
 
 async fn permissions(db: Db) {

@@ -267,13 +267,17 @@ async fn main() -> anyhow::Result<()> {
     file.apply_engine_settings(&args.engine_flags(), &mut EngineConfig::default())
         .unwrap_or_else(|e| config_error(&e));
     let tuned = args.tuning.check().unwrap_or_else(|e| config_error(&e));
-    // `[rerank]`: the optional reranker (its key read now, so --check-config fails on it).
-    let reranker = file.rerank.as_ref().map(|section| {
-        let client = section
-            .client(&|v| std::env::var(v).ok())
-            .unwrap_or_else(|e| config_error(&e));
-        turnstone_node::rerank::NodeReranker::new(client, section.settings())
-    });
+    // `[rerank]`: the node-local reranker (its key read now, so --check-config fails on it);
+    // without one the stored Reranker role (`model.reranker`) may bring one at any reload.
+    let reranker = match &file.rerank {
+        Some(section) => {
+            let client = section
+                .client(&|v| std::env::var(v).ok())
+                .unwrap_or_else(|e| config_error(&e));
+            turnstone_node::rerank::NodeReranker::new(client, section.settings())
+        }
+        None => turnstone_node::rerank::NodeReranker::none(),
+    };
     // `[server]` keys that are flags reached `args` through the settings' layers.
     let node_id = args.node_id.clone().unwrap_or_else(default_node_id);
     if settings.check {
@@ -306,10 +310,10 @@ async fn main() -> anyhow::Result<()> {
     if let Some(path) = &file.path {
         tracing::info!(path = %path.display(), "config file read");
     }
-    if let Some(r) = &reranker {
-        let s = r.settings();
+    if let Some(endpoint) = reranker.endpoint() {
+        let s = reranker.settings();
         tracing::info!(
-            endpoint = %r.endpoint(),
+            endpoint = %endpoint.client.config().endpoint(),
             web_search = s.web_search,
             bm25 = s.bm25,
             bm25_threshold = s.bm25_threshold,
@@ -348,9 +352,7 @@ async fn main() -> anyhow::Result<()> {
         skip_permissions: args.skip_permissions,
         approval_timeout: std::time::Duration::from_secs(args.approval_timeout.max(1)),
         cwd: resolve_cwd(args.cwd.clone())?,
-        reranker: reranker
-            .clone()
-            .map(|r| r as Arc<dyn turnstone_tools::Reranker>),
+        reranker: Some(reranker.clone() as Arc<dyn turnstone_tools::Reranker>),
         ..EngineConfig::default()
     };
     // Instructions, sampling, context window, tool output and tool search settings.
@@ -460,7 +462,7 @@ async fn main() -> anyhow::Result<()> {
         metrics_auth: args.metrics_auth,
         sse_per_identity: args.sse_per_identity.max(1),
         header_read_timeout: std::time::Duration::from_secs(args.header_read_timeout.max(1)),
-        reranker,
+        reranker: Some(reranker),
         ..NodeOptions::default()
     };
     // `ts_` API tokens are looked up in the store when there is one.

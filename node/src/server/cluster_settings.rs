@@ -13,10 +13,17 @@
 //!   config file's `[models.*]` (or the node's own model as its one alias) plus the stored
 //!   definitions (a stored alias overrides a config alias of the same name, except the
 //!   node's default: its client is built at start), with `model.fallback`; `model.default`
-//!   names the alias of new workstreams that ask for none. A body
+//!   names the alias of new workstreams that ask for none. A definition with
+//!   `capabilities.supports_rerank` is a reranker only: it joins no chat registry, and a
+//!   `model.default` or `model.fallback` naming one is refused. A body
 //!   `{"definitions": [...], "settings": [...]}` is stored first, as above.
 //!   `{"status":"ok","aliases":[...]}`, or `422 {"status":"error","reason"}` when the
 //!   result would not build (the previous registry stays).
+//!
+//! Both also put the Reranker role in force: `model.reranker` names the stored definition
+//! the node's reranker is built from (replaced atomically; unset: none), unless the config
+//! file has `[rerank]`, which wins (node-local, like `[models.*]` over stored definitions in
+//! the spec's precedence); see [`crate::rerank`].
 //!
 //! Both run at start too ([`ClusterSettings::install`]), so a node that was down when a
 //! change was made starts with it. A stored value this node refuses (unknown key, out of
@@ -279,6 +286,7 @@ pub async fn reload_settings(node: &Node) -> ConfigReloadReply {
         .reconfigure(|config| apply_live(&settings, base, config));
     if let Some(reranker) = &node.options.reranker {
         reranker.apply_stored(&settings);
+        apply_reranker_role(store.as_ref(), reranker, &settings).await;
     }
     let restart_required = settings
         .keys()
@@ -301,6 +309,24 @@ pub async fn reload_settings(node: &Node) -> ConfigReloadReply {
     }
 }
 
+/// The Reranker role (`model.reranker`) from the store's definitions; a store that cannot
+/// be read keeps the reranker in force.
+async fn apply_reranker_role(
+    store: &dyn Store,
+    reranker: &crate::rerank::NodeReranker,
+    settings: &BTreeMap<String, Value>,
+) {
+    let alias = settings
+        .get(contract::RERANKER_ROLE)
+        .and_then(Value::as_str);
+    match store.list_model_definitions().await {
+        Ok(definitions) => reranker.apply_role(alias, &definitions),
+        Err(e) => {
+            tracing::warn!(error = %e, "the Reranker role not applied: the store cannot be read")
+        }
+    }
+}
+
 /// The registry entry of a stored definition.
 fn entry_of(d: &ModelDefinition) -> Result<ModelEntry, String> {
     let provider = match d.provider.as_str() {
@@ -314,17 +340,8 @@ fn entry_of(d: &ModelDefinition) -> Result<ModelEntry, String> {
     }
     entry.api_key = Some(d.api_key.clone()).filter(|k| !k.is_empty());
     entry.context_window = u32::try_from(d.context_window).ok().filter(|n| *n > 0);
-    entry.vision = capability_flag(&d.capabilities, "vision");
+    entry.vision = contract::capability_flag(&d.capabilities, "vision");
     Ok(entry)
-}
-
-/// A boolean of a definition's `capabilities` JSON object (`{"vision": true}`); false when
-/// absent or not a boolean.
-fn capability_flag(capabilities: &str, key: &str) -> bool {
-    serde_json::from_str::<Value>(capabilities)
-        .ok()
-        .and_then(|c| c.get(key).and_then(Value::as_bool))
-        .unwrap_or(false)
 }
 
 /// Rebuilds the registry from the baseline, the stored definitions and `model.*`; the
@@ -342,7 +359,17 @@ pub async fn reload_models(node: &Node) -> Result<Vec<String>, String> {
     let own = base.default_alias();
     let mut config = base.registry.clone();
     let mut db_aliases = BTreeSet::new();
-    for d in definitions.iter().filter(|d| d.enabled) {
+    // A reranker definition (`supports_rerank`) is never a chat model: no alias, no
+    // fallback target, not `model.default` (it serves only the Reranker role).
+    let rerankers: BTreeSet<&str> = definitions
+        .iter()
+        .filter(|d| crate::rerank::is_reranker(d))
+        .map(|d| d.alias.as_str())
+        .collect();
+    for d in definitions
+        .iter()
+        .filter(|d| d.enabled && !rerankers.contains(d.alias.as_str()))
+    {
         if d.alias == own {
             tracing::warn!(alias = %d.alias, "a stored model definition names the node's default alias; its client is built at start, so it is left out");
             continue;
@@ -362,6 +389,13 @@ pub async fn reload_models(node: &Node) -> Result<Vec<String>, String> {
         .and_then(Value::as_str)
         .filter(|a| !a.is_empty() && *a != own)
         .map(str::to_string);
+    let mut named = default_model.iter().chain(&config.model.fallback);
+    if let Some(alias) = named.find(|a| rerankers.contains(a.as_str())) {
+        return Err(format!(
+            "{alias:?} is a reranker (supports_rerank), not a chat model: it cannot be \
+             model.default or in model.fallback"
+        ));
+    }
     if let Some(alias) = &default_model
         && !config.models.contains_key(alias)
     {

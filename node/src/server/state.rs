@@ -132,8 +132,10 @@ pub struct NodeOptions {
     pub sse_per_identity: usize,
     /// Time a client has to send a request's headers (see `server::conn`).
     pub header_read_timeout: Duration,
-    /// The `[rerank]` reranker (also in the engine's config): its live settings follow the
-    /// stored `tools.rerank_*` keys, its fallbacks are counted in `/metrics`.
+    /// The reranker (also in the engine's config): `[rerank]`'s endpoint, or the stored
+    /// Reranker role's (`model.reranker`, applied at each reload), or none yet; its live
+    /// settings follow the stored `tools.rerank_*` keys, its fallbacks are counted in
+    /// `/metrics`. `None`: no reranker ever (a node without the server binary's set-up).
     pub reranker: Option<Arc<crate::rerank::NodeReranker>>,
 }
 

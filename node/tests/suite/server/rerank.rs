@@ -349,11 +349,134 @@ async fn rerank_calibrate_reports_and_applies_the_threshold() {
 }
 
 #[tokio::test]
-async fn rerank_calibrate_without_a_section_says_so() {
+async fn rerank_calibrate_without_a_reranker_says_so() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("config.toml");
     std::fs::write(&config, "[server]\nmax_workstreams = 3\n").unwrap();
-    let (code, _, stderr) = calibrate(&["--config".as_ref(), config.as_os_str()]).await;
+    let missing = dir.path().join("none.db");
+    let common = [
+        "--config".as_ref(),
+        config.as_os_str(),
+        "--db-path".as_ref(),
+        missing.as_os_str(),
+    ];
+    let (code, _, stderr) = calibrate(&common).await;
     assert_eq!(code, Some(1));
-    assert!(stderr.contains("no [rerank] section"), "{stderr}");
+    assert!(stderr.contains("no store at"), "{stderr}");
+    assert!(!missing.exists(), "a missing store is not created");
+    // A store without the role.
+    let db = dir.path().join("admin.db");
+    turnstone_store::connect(&turnstone_store::StoreConfig::sqlite(&db))
+        .await
+        .unwrap();
+    let (code, _, stderr) = calibrate(&[
+        "--config".as_ref(),
+        config.as_os_str(),
+        "--db-path".as_ref(),
+        db.as_os_str(),
+    ])
+    .await;
+    assert_eq!(code, Some(1));
+    assert!(
+        stderr.contains("no [rerank] section") && stderr.contains("no model.reranker role"),
+        "{stderr}"
+    );
+}
+
+/// Stores `alias` as a model definition with `capabilities` on `base_url`.
+async fn store_definition(
+    store: &dyn turnstone_store::Store,
+    alias: &str,
+    base_url: &str,
+    capabilities: &str,
+) {
+    store
+        .create_model_definition(turnstone_store::NewModelDefinition {
+            definition_id: None,
+            alias: alias.into(),
+            model: format!("{alias}-model"),
+            provider: "openai".into(),
+            base_url: base_url.into(),
+            api_key: format!("rk-{alias}"),
+            context_window: 512,
+            capabilities: capabilities.into(),
+            enabled: true,
+            created_by: "test".into(),
+        })
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn rerank_calibrate_probes_the_stored_role_or_the_named_definition() {
+    let server = FakeRerank::start(RerankShape::Jina).await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.toml");
+    std::fs::write(&config, "").unwrap();
+    let db = dir.path().join("admin.db");
+    let store = turnstone_store::connect(&turnstone_store::StoreConfig::sqlite(&db))
+        .await
+        .unwrap();
+    let rerank = r#"{"supports_rerank": true}"#;
+    store_definition(store.as_ref(), "role-rr", &server.base_url(), rerank).await;
+    store_definition(store.as_ref(), "named-rr", &server.base_url(), rerank).await;
+    store_definition(store.as_ref(), "chat", "http://127.0.0.1:9/v1", "{}").await;
+    store
+        .put_setting(turnstone_store::SettingRow {
+            key: "model.reranker".into(),
+            value: "\"role-rr\"".into(),
+            node_id: String::new(),
+            is_secret: false,
+            changed_by: "test".into(),
+            created: String::new(),
+            updated: String::new(),
+        })
+        .await
+        .unwrap();
+    let common = [
+        "--config".as_ref(),
+        config.as_os_str(),
+        "--db-path".as_ref(),
+        db.as_os_str(),
+    ];
+    // No --model, no [rerank]: the role's definition, with its stored key.
+    let (code, stdout, stderr) = calibrate(&common).await;
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    assert!(stdout.contains("model role-rr-model"), "{stdout}");
+    assert!(stdout.contains("separation: clean"), "{stdout}");
+    assert_eq!(server.request_count(), PROBES.len());
+    let sent = server.requests();
+    assert!(sent.iter().all(|r| r["model"] == "role-rr-model"));
+    assert!(
+        server
+            .authorizations()
+            .iter()
+            .all(|a| a.as_deref() == Some("Bearer rk-role-rr"))
+    );
+    // --model names another, and --apply stores the threshold.
+    let mut named = common.to_vec();
+    named.extend(["--model", "named-rr", "--apply"].map(std::ffi::OsStr::new));
+    let (code, stdout, stderr) = calibrate(&named).await;
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    assert!(stdout.contains("model named-rr-model"), "{stdout}");
+    let rows = store.list_settings().await.unwrap();
+    let row = rows
+        .iter()
+        .find(|r| r.key == "tools.rerank_bm25_threshold")
+        .unwrap();
+    assert_eq!(
+        serde_json::from_str::<f64>(&row.value).unwrap(),
+        expected_threshold()
+    );
+    // A chat definition is no reranker; an unknown alias is named.
+    for (alias, says) in [
+        ("chat", "is not a reranker"),
+        ("nope", "no stored model definition"),
+    ] {
+        let mut args = common.to_vec();
+        args.extend(["--model", alias].map(std::ffi::OsStr::new));
+        let (code, _, stderr) = calibrate(&args).await;
+        assert_eq!(code, Some(1));
+        assert!(stderr.contains(says), "{alias}: {stderr}");
+    }
 }
