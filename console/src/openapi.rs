@@ -18,7 +18,7 @@ use turnstone_accounts::users::{
     NewTokenBody, NewUserBody, SetupReply, TokenList, TokenView, UpdateUserBody, UserList,
     UserRolesBody, UserView,
 };
-use turnstone_openapi::{Api, ApiRoute, Param, ParamIn};
+use turnstone_openapi::{Api, ApiRoute, Param};
 use turnstone_proto::routes::template_for_path;
 use turnstone_runtime::auth::{Access, Scope};
 
@@ -37,99 +37,82 @@ pub fn access(method: &str, path: &str) -> Access {
         .unwrap_or(Access::Requires(Scope::Read))
 }
 
-const fn path(name: &'static str, description: &'static str) -> Param {
-    Param {
-        name,
-        location: ParamIn::Path,
-        required: true,
-        count: false,
-        description,
-    }
-}
-
-const fn query(name: &'static str, count: bool, description: &'static str) -> Param {
-    Param {
-        name,
-        location: ParamIn::Query,
-        required: false,
-        count,
-        description,
-    }
-}
-
-const NODE_ID: [Param; 1] = [path("node_id", "The node.")];
-const USER_ID: [Param; 1] = [path("user_id", "The user.")];
-const TOKEN_ID: [Param; 1] = [path("token_id", "The token.")];
-const ROLE_ID: [Param; 1] = [path("role_id", "The role.")];
-const TASK_ID: [Param; 1] = [path("task_id", "The scheduled task.")];
+const NODE_ID: [Param; 1] = [Param::path("node_id", "The node.")];
+const USER_ID: [Param; 1] = [Param::path("user_id", "The user.")];
+const TOKEN_ID: [Param; 1] = [Param::path("token_id", "The token.")];
+const ROLE_ID: [Param; 1] = [Param::path("role_id", "The role.")];
+const TASK_ID: [Param; 1] = [Param::path("task_id", "The scheduled task.")];
 const RUNS: [Param; 2] = [
-    path("task_id", "The scheduled task."),
-    query(
+    Param::path("task_id", "The scheduled task."),
+    Param::query(
         "limit",
         true,
         "Most runs, newest first (1..1000, default 50).",
     ),
 ];
 const NODES: [Param; 3] = [
-    query("sort", false, "`activity` (default), `tokens` or `name`."),
-    query("limit", true, "1..1000, default 100."),
-    query("offset", true, "0..10000."),
+    Param::query("sort", false, "`activity` (default), `tokens` or `name`."),
+    Param::query("limit", true, "1..1000, default 100."),
+    Param::query("offset", true, "0..10000."),
 ];
 const WORKSTREAMS: [Param; 6] = [
-    query("state", false, "Only this state."),
-    query("node", false, "Only this node."),
-    query("search", false, "Substring of name, title or node."),
-    query("sort", false, "`state` (default), `tokens` or `name`."),
-    query("page", true, "From 1."),
-    query("per_page", true, "1..200, default 50."),
+    Param::query("state", false, "Only this state."),
+    Param::query("node", false, "Only this node."),
+    Param::query("search", false, "Substring of name, title or node."),
+    Param::query("sort", false, "`state` (default), `tokens` or `name`."),
+    Param::query("page", true, "From 1."),
+    Param::query("per_page", true, "1..200, default 50."),
 ];
-const TOKENS: [Param; 1] = [query("user_id", false, "Only this user's tokens.")];
-const WATCH_ID: [Param; 1] = [path("watch_id", "The watch.")];
-const SETTING_KEY: [Param; 1] = [path("key", "The setting, e.g. `server.approval_timeout`.")];
+const TOKENS: [Param; 1] = [Param::query("user_id", false, "Only this user's tokens.")];
+const WATCH_ID: [Param; 1] = [Param::path("watch_id", "The watch.")];
+const SETTING_KEY: [Param; 1] = [Param::path(
+    "key",
+    "The setting, e.g. `server.approval_timeout`.",
+)];
 const SETTING_DELETE: [Param; 2] = [
-    path("key", "The setting."),
-    query(
+    Param::path("key", "The setting."),
+    Param::query(
         "node_id",
         false,
         "The node's override to remove (default: the global value).",
     ),
 ];
 const AUDIT: [Param; 3] = [
-    query("user_id", false, "Only this user's changes."),
-    query("action", false, "Only this action, e.g. `setting.update`."),
-    query(
+    Param::query("user_id", false, "Only this user's changes."),
+    Param::query("action", false, "Only this action, e.g. `setting.update`."),
+    Param::query(
         "limit",
         true,
         "Most events, newest first (1..1000, default 100).",
     ),
 ];
-const DEFINITION_ID: [Param; 1] = [path("definition_id", "The model definition.")];
-const POLICY_ID: [Param; 1] = [path("policy_id", "The tool policy.")];
-const SKILL_NAME: [Param; 1] = [path("name", "The skill.")];
+const DEFINITION_ID: [Param; 1] = [Param::path("definition_id", "The model definition.")];
+const POLICY_ID: [Param; 1] = [Param::path("policy_id", "The tool policy.")];
+const SKILL_NAME: [Param; 1] = [Param::path("name", "The skill.")];
 const MEMORIES: [Param; 5] = [
-    query("node_id", false, "Only this node (default: every node)."),
-    query(
+    Param::query("node_id", false, "Only this node (default: every node)."),
+    Param::query(
         "type",
         false,
         "`user`, `project`, `feedback` or `reference`.",
     ),
-    query("scope", false, "`global`, `workstream` or `user`."),
-    query("scope_id", false, "The workstream or user id of the scope."),
-    query(
+    Param::query("scope", false, "`global`, `workstream` or `user`."),
+    Param::query("scope_id", false, "The workstream or user id of the scope."),
+    Param::query(
         "limit",
         true,
         "Most memories per node (1..200, default 100).",
     ),
 ];
 const MEMORY_DELETE: [Param; 4] = [
-    path("name", "The memory."),
-    query("node_id", false, "The node holding it (required)."),
-    query(
+    Param::path("name", "The memory."),
+    Param::query("node_id", false, "The node holding it (required)."),
+    Param::query(
         "scope",
         false,
         "`global` (default), `workstream` or `user`.",
     ),
-    query("scope_id", false, "The workstream or user id of the scope."),
+    Param::query("scope_id", false, "The workstream or user id of the scope."),
 ];
 
 /// Every documented operation, in document order.

@@ -17,7 +17,7 @@ use axum::Json;
 use axum::extract::{Query, State};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use turnstone_openapi::{ApiRoute, Param, ParamIn};
+use turnstone_openapi::{ApiRoute, Param};
 use turnstone_store::timestamp;
 use turnstone_store::{UsageGroup, UsageQuery, UsageReport, UsageTotals};
 
@@ -29,33 +29,23 @@ pub const USAGE_LIMIT: usize = 1000;
 /// Rows listed when `limit` is not given.
 pub const USAGE_DEFAULT_LIMIT: usize = 100;
 
-const fn query(name: &'static str, count: bool, description: &'static str) -> Param {
-    Param {
-        name,
-        location: ParamIn::Query,
-        required: false,
-        count,
-        description,
-    }
-}
-
 const USAGE_PARAMS: [Param; 4] = [
-    query(
+    Param::query(
         "since",
         false,
         "ISO-8601 date or date-time (no offset: UTC); calls at or after it.",
     ),
-    query(
+    Param::query(
         "until",
         false,
         "ISO-8601 date or date-time; calls before it (a date alone: that day included).",
     ),
-    query(
+    Param::query(
         "group_by",
         false,
         "`day` (default), `user`, `model`, `node` or `ws`.",
     ),
-    query("limit", true, "Most rows (1..1000, default 100)."),
+    Param::query("limit", true, "Most rows (1..1000, default 100)."),
 ];
 
 /// The report's OpenAPI operation (the console documents it; the node lists its account

@@ -65,6 +65,30 @@ pub struct Param {
     pub description: &'static str,
 }
 
+impl Param {
+    /// A required path parameter (`{name}` in the route's path).
+    pub const fn path(name: &'static str, description: &'static str) -> Self {
+        Self {
+            name,
+            location: ParamIn::Path,
+            required: true,
+            count: false,
+            description,
+        }
+    }
+
+    /// An optional query parameter; `count`: a non-negative integer (a limit or an offset).
+    pub const fn query(name: &'static str, count: bool, description: &'static str) -> Self {
+        Self {
+            name,
+            location: ParamIn::Query,
+            required: false,
+            count,
+            description,
+        }
+    }
+}
+
 /// One documented operation.
 #[derive(Clone, Copy)]
 pub struct ApiRoute {

@@ -243,25 +243,17 @@ const POLICY_ID_PATH: [Param; 1] = [Param {
     count: false,
     description: "The policy id (`config:<name>` for a config-file policy).",
 }];
-const fn query(name: &'static str, description: &'static str) -> Param {
-    Param {
-        name,
-        location: ParamIn::Query,
-        required: false,
-        count: false,
-        description,
-    }
-}
 const VERDICT_LIST_PARAMS: [Param; 6] = [
-    query("ws_id", "Only this workstream's verdicts."),
-    query(
+    Param::query("ws_id", false, "Only this workstream's verdicts."),
+    Param::query(
         "risk_level",
+        false,
         "`none`, `low`, `medium`, `high` or `critical`.",
     ),
-    query("since", "Inclusive ISO timestamp."),
-    query("until", "Inclusive ISO timestamp."),
-    query("limit", "1–1000, default 100."),
-    query("offset", "Rows to skip, default 0."),
+    Param::query("since", false, "Inclusive ISO timestamp."),
+    Param::query("until", false, "Inclusive ISO timestamp."),
+    Param::query("limit", false, "1–1000, default 100."),
+    Param::query("offset", false, "Rows to skip, default 0."),
 ];
 const SKILL_NAME_PATH: [Param; 1] = [Param {
     name: "name",
