@@ -61,14 +61,21 @@ mod tests {
     #[test]
     fn cpu_time_grows_with_work_and_a_missing_process_has_none() {
         let before = cpu_seconds(None).expect("this process's CPU time");
-        let until = std::time::Instant::now() + std::time::Duration::from_millis(300);
+        // Spin until 50 ms of CPU are counted (5 clock ticks), or fail after ~10^10 steps.
         let mut x = 0u64;
-        while std::time::Instant::now() < until {
-            x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
-        }
-        let after = cpu_seconds(Some(std::process::id())).expect("by pid too");
-        // 300 ms of spinning; the clock tick is 10 ms, and a loaded machine may give less.
-        assert!(after - before >= 0.05, "{before} → {after}");
+        let mut rounds = 0;
+        let after = loop {
+            for _ in 0..1_000_000 {
+                x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
+            }
+            let now = cpu_seconds(Some(std::process::id())).expect("by pid too");
+            if now - before >= 0.05 {
+                break now;
+            }
+            rounds += 1;
+            assert!(rounds < 10_000, "CPU time stuck at {now} (from {before})");
+        };
+        assert!(after > before);
         assert_eq!(cpu_seconds(Some(u32::MAX)), None);
     }
 }
