@@ -648,13 +648,13 @@
       $("models-body").replaceChildren(...rows);
       $("models-empty").hidden = rows.length > 0;
       $("model-error").textContent = "";
-      await loadRoles(r.definitions || []);
+      await loadModelRoles(r.definitions || []);
     } catch (err) { adminError("model-error", err); }
   }
 
   // Models → Roles → Reranker: the stored `model.reranker` setting; only enabled definitions
   // with supports_rerank are offered (the console refuses any other with a 400).
-  async function loadRoles(definitions) {
+  async function loadModelRoles(definitions) {
     const select = $("role-reranker");
     let current = "";
     try {
