@@ -66,3 +66,49 @@ pub async fn index() -> Response {
 pub async fn static_file(Path(path): Path<String>) -> Response {
     serve(&path)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::ASSETS;
+
+    fn asset(name: &str) -> &'static str {
+        ASSETS
+            .iter()
+            .find(|(p, _, _)| *p == name)
+            .map(|(_, _, body)| *body)
+            .expect(name)
+    }
+
+    /// Every `<marker>name"` occurrence counted by name; the names that occur more than once.
+    fn repeated(text: &str, marker: &str, end: char) -> Vec<String> {
+        let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
+        for piece in text.split(marker).skip(1) {
+            if let Some(name) = piece.split(end).next().filter(|n| !n.trim().is_empty()) {
+                *seen.entry(name).or_default() += 1;
+            }
+        }
+        seen.into_iter()
+            .filter(|(_, n)| *n > 1)
+            .map(|(name, _)| name.to_string())
+            .collect()
+    }
+
+    // Two tabs built apart once both gave an element the same id, and both named their
+    // loader `loadRoles`: the page took the first element and the last function, and one
+    // tab silently stopped working.
+    #[test]
+    fn element_ids_and_function_names_of_the_page_are_unique() {
+        assert_eq!(
+            repeated(asset("index.html"), " id=\"", '"'),
+            Vec::<String>::new(),
+            "repeated element ids in index.html"
+        );
+        assert_eq!(
+            repeated(asset("app.js"), "function ", '('),
+            Vec::<String>::new(),
+            "repeated function names in app.js"
+        );
+    }
+}

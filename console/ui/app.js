@@ -661,8 +661,8 @@
       const r = await api("/v1/api/admin/settings");
       const row = (r.settings || []).find((s) => s.key === "model.reranker" && !s.node_id);
       current = row && typeof row.value === "string" ? row.value : "";
-      $("role-error").textContent = "";
-    } catch (err) { adminError("role-error", err); }
+      $("model-role-error").textContent = "";
+    } catch (err) { adminError("model-role-error", err); }
     const options = definitions.filter((d) => isReranker(d) && (d.enabled || d.alias === current))
       .map((d) => el("option", { value: d.alias, selected: d.alias === current, disabled: !d.enabled },
         d.alias + " (" + d.model + ")" + (d.enabled ? "" : " — disabled")));
@@ -680,7 +680,7 @@
       toast(alias ? "Reranker " + alias + " selected" : "Reranker cleared", "ok");
     } catch (err) { if (alias || err.status !== 404) error = err.status === 503 ? "The console has no storage." : err.message; }
     await loadModels();
-    $("role-error").textContent = error;
+    $("model-role-error").textContent = error;
     $("role-result").textContent = message;
   }
 
