@@ -68,12 +68,7 @@ async fn web_search_results_are_reranked_and_fall_back_when_the_reranker_fails()
     reranker.set_fault(RerankFault::Status(503));
     let titles = search_titles(&node, "fallback", "second hit more").await;
     assert_eq!(titles, ["Turnstone from the fake SearxNG", "Second hit"]);
-    let metrics = reqwest::get(format!("{}/metrics", node.url))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = node.metrics().await;
     assert!(
         metrics
             .contains("turnstone_rerank_fallbacks_total{use=\"web_search\",reason=\"status\"} 1"),
@@ -198,12 +193,7 @@ async fn the_stored_role_reranks(name: &str, db_args: Vec<String>) {
         search_titles(&node, "down", "second hit more").await,
         native
     );
-    let metrics = reqwest::get(format!("{}/metrics", node.url))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = node.metrics().await;
     assert!(
         metrics.contains("turnstone_rerank_fallbacks_total{use=\"web_search\""),
         "the failure is counted: {metrics}"

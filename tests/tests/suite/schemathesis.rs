@@ -80,12 +80,7 @@ async fn schemathesis_finds_no_server_error_or_schema_violation_and_metrics_stay
     let node = NodeProc::start("st-node").await;
     run_schemathesis(&node.url, &mint_token(), "events").await;
 
-    let metrics = reqwest::get(format!("{}/metrics", node.url))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = node.metrics().await;
     // The one lint allowed: the original's gauge name `turnstone_workstreams_active_total`.
     turnstone_testkit::promtool::check_metrics(
         &metrics,

@@ -86,6 +86,22 @@ pub struct NodeProc {
 }
 
 impl NodeProc {
+    /// The node's `/metrics` text (public, like the original's).
+    pub async fn metrics(&self) -> String {
+        let resp = self
+            .http
+            .get(format!("{}/metrics", self.url))
+            .send()
+            .await
+            .expect("GET /metrics");
+        assert!(
+            resp.status().is_success(),
+            "GET /metrics: {}",
+            resp.status()
+        );
+        resp.text().await.expect("the metrics text")
+    }
+
     pub async fn start(node_id: &str) -> Self {
         Self::start_with(node_id, Vec::new()).await
     }

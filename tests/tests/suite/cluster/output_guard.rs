@@ -250,15 +250,7 @@ async fn secrets_from_bash_files_and_mcp_reach_no_model_request_database_sse_rep
     assert_no_secret(&stored, &secrets, "the database");
 
     // The counters moved.
-    let metrics = node
-        .http
-        .get(format!("{}/metrics", node.url))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = node.metrics().await;
     assert!(
         metrics.contains("turnstone_output_guard_redactions_total 3"),
         "{metrics}"
