@@ -74,7 +74,7 @@ pub fn request(model: &str, criteria: &str, evidence: &Evidence<'_>) -> ChatRequ
                 clip(evidence.reply)
             )),
         ],
-        tools: Vec::new(),
+        tools: Default::default(),
         temperature: Some(0.0),
         max_tokens: Some(512),
         reasoning_effort: None,

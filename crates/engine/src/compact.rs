@@ -203,7 +203,7 @@ async fn summarize(
             ChatMessage::system(INSTRUCTIONS),
             ChatMessage::user(format!("The conversation to summarise:\n\n{transcript}")),
         ],
-        tools: Vec::new(),
+        tools: Default::default(),
         temperature: Some(TEMPERATURE),
         max_tokens: Some(max_tokens),
         reasoning_effort: Some("low".to_string()),

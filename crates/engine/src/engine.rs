@@ -32,6 +32,8 @@ pub struct Engine {
     /// The embedder's tool policies (an immutable snapshot, replaced whole on every change;
     /// each tool batch reads the one current at its start).
     pub(crate) policies: RwLock<Arc<PolicySet>>,
+    /// What the last distinct tool surfaces froze, shared by every workstream (`turn.rs`).
+    pub(crate) frozen_tools: crate::turn::FrozenToolsCache,
 }
 
 /// A section the embedder adds to every workstream's system prompt, after the engine's
@@ -91,6 +93,7 @@ impl Engine {
             sections: RwLock::default(),
             guard_stats: Arc::default(),
             policies: RwLock::default(),
+            frozen_tools: Default::default(),
         })
     }
 

@@ -161,7 +161,7 @@ async fn llm_tier(llm: &GuardLlm, warning: &mut OutputWarning, text: &str) {
                 warning.flags.join(", ")
             )),
         ],
-        tools: Vec::new(),
+        tools: Default::default(),
         temperature: Some(0.0),
         max_tokens: Some(512),
         reasoning_effort: Some("low".to_string()),

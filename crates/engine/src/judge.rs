@@ -250,7 +250,7 @@ fn request_for(job: &JudgeJob, item: &JudgeItem) -> ChatRequest {
                 item.func_name, job.cwd
             )),
         ],
-        tools: Vec::new(),
+        tools: Default::default(),
         temperature: Some(0.0),
         max_tokens: Some(MAX_TOKENS),
         reasoning_effort: Some("low".to_string()),

@@ -305,6 +305,8 @@ fn sub_engine(
         guard_stats: parent.guard_stats.clone(),
         // The parent's tool policies bind its sub-agents too.
         policies: parking_lot::RwLock::new(parent.policies()),
+        // Its own: a sub-agent's surfaces differ from its parent's.
+        frozen_tools: Default::default(),
     }
 }
 

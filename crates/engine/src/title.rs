@@ -107,7 +107,7 @@ async fn generate(
                 "Title this conversation.\n\nUser: {user}\n\nAssistant: {reply}"
             )),
         ],
-        tools: Vec::new(),
+        tools: Default::default(),
         temperature: Some(TEMPERATURE),
         max_tokens: Some(MAX_TOKENS),
         reasoning_effort: Some("low".to_string()),

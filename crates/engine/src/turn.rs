@@ -50,12 +50,67 @@ struct Turn<'a> {
 /// The frozen tool view of one turn and what every request of the turn sends.
 struct TurnTools {
     surface: ToolSurface,
-    specs: Vec<ToolSpec>,
+    specs: Arc<[ToolSpec]>,
     payload: Arc<ToolPayload>,
     /// The embedder's system-prompt sections, read at the turn's start.
     sections: Option<String>,
     turn: u64,
     step: u32,
+}
+
+/// What a turn's surface sends and reports (its specs and payload), with the surface they
+/// were built from. Building them serialises, hashes and copies every tool's schema — most
+/// of a zero-latency turn's CPU before they were cached (`docs/benchmarks.md`).
+struct FrozenTools {
+    surface: ToolSurface,
+    specs: Arc<[ToolSpec]>,
+    payload: Arc<ToolPayload>,
+}
+
+/// How many distinct surfaces [`FrozenToolsCache`] keeps.
+const FROZEN_TOOLS_KEPT: usize = 8;
+
+/// The engine's last few distinct [`FrozenTools`], most recently used first: a turn whose
+/// surface offers the same tools as one of them (the usual case: workstreams share tool
+/// intents, and the registry rarely changes) reuses it, so its specs and payload exist
+/// once per engine, not once per workstream or per turn.
+#[derive(Default)]
+pub(crate) struct FrozenToolsCache(parking_lot::Mutex<Vec<Arc<FrozenTools>>>);
+
+impl FrozenToolsCache {
+    fn get(&self, surface: &ToolSurface) -> Arc<FrozenTools> {
+        {
+            let mut kept = self.0.lock();
+            if let Some(i) = kept
+                .iter()
+                .position(|f| f.surface.offers_same_tools(surface))
+            {
+                let hit = kept.remove(i);
+                kept.insert(0, Arc::clone(&hit));
+                return hit;
+            }
+        }
+        // Built outside the lock: other workstreams' turns do not wait for it.
+        let built = Arc::new(FrozenTools::of(surface));
+        let mut kept = self.0.lock();
+        kept.insert(0, Arc::clone(&built));
+        kept.truncate(FROZEN_TOOLS_KEPT);
+        built
+    }
+}
+
+impl FrozenTools {
+    fn of(surface: &ToolSurface) -> Self {
+        Self {
+            surface: surface.clone(),
+            specs: surface
+                .specs()
+                .into_iter()
+                .map(crate::engine::to_tool_spec)
+                .collect(),
+            payload: Arc::new(surface.payload()),
+        }
+    }
 }
 
 impl TurnTools {
@@ -64,12 +119,8 @@ impl TurnTools {
         for warning in surface.warnings() {
             tracing::warn!(%warning, "tool intent");
         }
-        let specs = surface
-            .specs()
-            .into_iter()
-            .map(crate::engine::to_tool_spec)
-            .collect();
-        let payload = Arc::new(surface.payload());
+        let frozen = engine.frozen_tools.get(&surface);
+        let (specs, payload) = (Arc::clone(&frozen.specs), Arc::clone(&frozen.payload));
         Self {
             surface,
             specs,
@@ -356,7 +407,7 @@ impl Turn<'_> {
         let request = ChatRequest {
             model: settings.model_name(self.engine),
             messages,
-            tools: self.tools.specs.clone(),
+            tools: Arc::clone(&self.tools.specs),
             // The active skill's settings win over the engine's.
             temperature: settings.temperature(self.engine),
             max_tokens: settings.max_tokens(self.engine),

@@ -198,11 +198,12 @@ mod tests {
         };
         // 2 × framing + 100 + 1
         assert_eq!(prompt_tokens(&request), 109);
-        request.tools.push(ToolSpec {
+        request.tools = vec![ToolSpec {
             name: "bash".into(),
             description: "d".repeat(40),
             parameters: serde_json::json!({"type": "object"}),
-        });
+        }]
+        .into();
         // + name 1 + description 10 + `{"type":"object"}` (17 bytes) 5 + framing 4
         assert_eq!(prompt_tokens(&request), 129);
         request.messages.push(ChatMessage::assistant(

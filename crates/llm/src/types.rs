@@ -133,7 +133,8 @@ pub struct ToolSpec {
 pub struct ChatRequest {
     pub model: String,
     pub messages: Vec<ChatMessage>,
-    pub tools: Vec<ToolSpec>,
+    /// Shared, not copied: a turn sends the same tool array with each of its requests.
+    pub tools: std::sync::Arc<[ToolSpec]>,
     pub temperature: Option<f32>,
     /// Sent as `max_completion_tokens` by the OpenAI-compatible adapter.
     pub max_tokens: Option<u32>,

@@ -137,7 +137,8 @@ async fn request_body_carries_the_openai_fields() {
         name: "bash".into(),
         description: "Run a command".into(),
         parameters: json!({"type": "object", "properties": {"command": {"type": "string"}}}),
-    }];
+    }]
+    .into();
     req.messages.push(ChatMessage::assistant(
         None,
         vec![ToolCall {

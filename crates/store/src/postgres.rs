@@ -122,7 +122,7 @@ impl PostgresStore {
 
     /// Messages committed and not yet in the search index (on this database, whichever
     /// store wrote them). Search finds them all the same, at a cost growing with this number.
-    pub async fn search_backlog(&self) -> Result<i64> {
+    async fn search_backlog_impl(&self) -> Result<u64> {
         self.indexer.backlog().await
     }
 

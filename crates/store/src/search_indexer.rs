@@ -37,6 +37,9 @@ pub struct SearchIndexerConfig {
     /// How often the task looks for rows it was not woken for (other nodes' writes) and
     /// retries after a failed pass.
     pub poll_interval: Duration,
+    /// After a catch-up that claimed at least this many rows since the last vacuum, the
+    /// task vacuums the queue table (see [`vacuum_queue`]).
+    pub vacuum_after_rows: u64,
 }
 
 impl Default for SearchIndexerConfig {
@@ -45,6 +48,7 @@ impl Default for SearchIndexerConfig {
             background: true,
             batch_rows: 5_000,
             poll_interval: Duration::from_secs(1),
+            vacuum_after_rows: 50_000,
         }
     }
 }
@@ -59,6 +63,8 @@ pub struct SearchIndexerCounters {
     pub batches: u64,
     /// Indexing transactions that failed (their rows stay pending for the next pass).
     pub failures: u64,
+    /// `VACUUM`s of the queue table this store ran after a large catch-up.
+    pub vacuums: u64,
 }
 
 #[derive(Default)]
@@ -66,6 +72,7 @@ struct Stats {
     indexed: AtomicU64,
     batches: AtomicU64,
     failures: AtomicU64,
+    vacuums: AtomicU64,
 }
 
 /// Claims up to `$1` pending ids (oldest first, skipping rows another indexer holds),
@@ -135,12 +142,11 @@ impl SearchIndexer {
     }
 
     /// Messages committed and not yet indexed (by any store on this database).
-    pub(crate) async fn backlog(&self) -> Result<i64> {
-        Ok(
-            sqlx::query_scalar("SELECT count(*) FROM conversation_search_pending")
-                .fetch_one(&self.pool)
-                .await?,
-        )
+    pub(crate) async fn backlog(&self) -> Result<u64> {
+        let n: i64 = sqlx::query_scalar("SELECT count(*) FROM conversation_search_pending")
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(u64::try_from(n).unwrap_or(0))
     }
 
     pub(crate) fn counters(&self) -> SearchIndexerCounters {
@@ -148,6 +154,7 @@ impl SearchIndexer {
             indexed: self.stats.indexed.load(Ordering::Relaxed),
             batches: self.stats.batches.load(Ordering::Relaxed),
             failures: self.stats.failures.load(Ordering::Relaxed),
+            vacuums: self.stats.vacuums.load(Ordering::Relaxed),
         }
     }
 
@@ -184,9 +191,27 @@ async fn index_batch(pool: &PgPool, batch_rows: i64, stats: &Stats) -> Result<u6
     Ok(claimed)
 }
 
+/// Vacuums the queue table: every claimed row leaves a dead tuple behind, and until a vacuum
+/// removes them each search's probe of the (empty) queue walks them — after a 200,000-row
+/// catch-up an absent word's search took 111 ms instead of 3.7 ms. Autovacuum does this
+/// within a minute when it is on; servers run with it off too, so the indexer does not
+/// count on it. A failure is logged and harmless (the next catch-up tries again).
+async fn vacuum_queue(pool: &PgPool, stats: &Stats) {
+    match sqlx::query("VACUUM conversation_search_pending")
+        .execute(pool)
+        .await
+    {
+        Ok(_) => {
+            stats.vacuums.fetch_add(1, Ordering::Relaxed);
+        }
+        Err(e) => tracing::warn!(error = %e, "VACUUM of the search queue failed"),
+    }
+}
+
 /// Waits for a wake-up, the poll interval or the stop signal; then indexes until a batch
-/// comes back short (the backlog is drained). After a failed batch it waits a full poll
-/// interval, even if woken, so a database outage is not retried in a tight loop.
+/// comes back short (the backlog is drained), and vacuums the queue table once
+/// `vacuum_after_rows` were claimed since the last vacuum. After a failed batch it waits a
+/// full poll interval, even if woken, so a database outage is not retried in a tight loop.
 #[tracing::instrument(name = "search_indexer", skip_all)]
 async fn run(
     pool: PgPool,
@@ -196,12 +221,20 @@ async fn run(
     mut stopped: watch::Receiver<bool>,
 ) {
     let full_batch = u64::try_from(config.batch_rows).unwrap_or(u64::MAX);
+    let mut since_vacuum = 0u64;
     loop {
         let mut failed = false;
         while !*stopped.borrow() {
             match index_batch(&pool, config.batch_rows, &stats).await {
-                Ok(claimed) if claimed >= full_batch => {}
-                Ok(_) => break,
+                Ok(claimed) if claimed >= full_batch => since_vacuum += claimed,
+                Ok(claimed) => {
+                    since_vacuum += claimed;
+                    if since_vacuum >= config.vacuum_after_rows {
+                        vacuum_queue(&pool, &stats).await;
+                        since_vacuum = 0;
+                    }
+                    break;
+                }
                 Err(e) => {
                     stats.failures.fetch_add(1, Ordering::Relaxed);
                     tracing::warn!(

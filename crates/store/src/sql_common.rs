@@ -4,7 +4,7 @@
 //! `LIKE ... ESCAPE`, so everything but search and schema introspection is written once here
 //! and expanded for each backend by [`impl_store!`] (a macro rather than a generic over
 //! `sqlx::Database`, whose bounds would drown the logic). Backend types provide
-//! `fts_search` and `schema_impl` as inherent methods, and two hooks: `messages_committed`
+//! `fts_search`, `schema_impl` and `search_backlog_impl` as inherent methods, and two hooks: `messages_committed`
 //! (called after a `write_batch` that stored messages commits) and `stop_background_tasks`
 //! (awaited by `close` before the pool closes).
 
@@ -864,6 +864,10 @@ macro_rules! impl_store {
                 &self,
             ) -> $crate::error::Result<$crate::model::SchemaDescription> {
                 self.schema_impl().await
+            }
+
+            async fn search_backlog(&self) -> $crate::error::Result<u64> {
+                self.search_backlog_impl().await
             }
 
             async fn close(&self) {

@@ -79,6 +79,11 @@ impl SqliteStore {
     /// No background tasks on SQLite.
     async fn stop_background_tasks(&self) {}
 
+    /// FTS5 indexes in the write transaction: nothing is ever waiting.
+    async fn search_backlog_impl(&self) -> Result<u64> {
+        Ok(0)
+    }
+
     async fn schema_impl(&self) -> Result<SchemaDescription> {
         let tables: Vec<String> = sqlx::query_scalar(
             "SELECT name FROM sqlite_master WHERE type = 'table' \

@@ -249,6 +249,11 @@ pub trait Store:
 
     /// Application tables and their columns, as the database reports them.
     async fn describe_schema(&self) -> Result<SchemaDescription>;
+    /// Committed messages not yet in the search index, on this database (whichever store
+    /// wrote them): PostgreSQL indexes in the background, and its search slows in proportion
+    /// to this number (`turnstone_store_search_backlog`). Always 0 on SQLite, which indexes
+    /// in the write transaction.
+    async fn search_backlog(&self) -> Result<u64>;
     /// Stops the store's background tasks (PostgreSQL's search indexer finishes its batch;
     /// rows still pending are indexed by the next store to open the database), then closes
     /// the connection pool (waits for checked-out connections).

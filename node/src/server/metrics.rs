@@ -9,14 +9,15 @@
 //! - HTTP counts and latencies come from [`track_http`], the outermost middleware after the
 //!   request's log span (SSE responses are recorded when their stream ends); gRPC calls
 //!   from [`turnstone_grpc::metrics::observe`] on the gRPC services (by RPC and status code);
-//! - live facts (workstreams, breaker, context ratios) are read at scrape time.
+//! - live facts (workstreams, breaker, context ratios) are read at scrape time, and so are
+//!   the store's ([`StoreFacts`]: the batching writer's counters, PostgreSQL's search backlog).
 //!
 //! The text is written with the services' one writer, [`turnstone_runtime::metrics`] (why not
 //! `prometheus-client`: see there). Unlike the original, label values are escaped, so the
 //! output passes `promtool check metrics`.
 //!
-//! This module knows the node's state and its event types; it knows nothing of Redis,
-//! storage or the cluster.
+//! This module knows the node's state and its event types; it knows nothing of Redis or the
+//! cluster, and of storage only what [`StoreFacts`] reads.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
@@ -366,8 +367,9 @@ impl Metrics {
         node.node_log.truncation_count() + d.retired + d.live.values().sum::<u64>()
     }
 
-    /// The exposition of every metric, in the original's order, then ours.
-    pub fn render(&self, node: &Node) -> String {
+    /// The exposition of every metric, in the original's order, then ours; `store` when the
+    /// node persists.
+    pub fn render(&self, node: &Node, store: Option<&StoreFacts>) -> String {
         let mut x = Exposition::default();
         let workstreams = node.manager.list();
 
@@ -710,8 +712,83 @@ impl Metrics {
             "Hibernated workstreams brought back into memory.",
             node.hibernation.rehydrations(),
         );
+        if let Some(store) = store {
+            store.render(&mut x);
+        }
         self.grpc.render(&mut x);
         x.finish()
+    }
+}
+
+/// How long a scrape waits for the store's backlog count before leaving it out: a slow
+/// database must not make `/metrics` slow (nor fail it).
+pub const STORE_FACTS_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The store's side of `/metrics`, read at scrape time.
+#[derive(Debug, Clone, Copy)]
+pub struct StoreFacts {
+    /// The batching writer's counters since the node started.
+    pub writer: turnstone_store::WriterCounters,
+    /// Committed messages not yet search-indexed; `None` when the count failed or took
+    /// longer than [`STORE_FACTS_TIMEOUT`] (the sample is left out, not guessed).
+    pub search_backlog: Option<u64>,
+}
+
+impl StoreFacts {
+    pub async fn read(persistence: &crate::persist::Persistence) -> Self {
+        let search_backlog =
+            match tokio::time::timeout(STORE_FACTS_TIMEOUT, persistence.store.search_backlog())
+                .await
+            {
+                Ok(Ok(n)) => Some(n),
+                Ok(Err(e)) => {
+                    tracing::warn!(error = %e, "cannot count the search backlog for /metrics");
+                    None
+                }
+                Err(_) => {
+                    tracing::warn!("counting the search backlog for /metrics timed out");
+                    None
+                }
+            };
+        Self {
+            writer: persistence.writer.counters(),
+            search_backlog,
+        }
+    }
+
+    fn render(&self, x: &mut Exposition) {
+        let w = &self.writer;
+        x.family(
+            "turnstone_store_writes_total",
+            "counter",
+            "Store writes by the batching writer, by outcome: written, dropped (refused: the \
+             queue was full or the writer stopped) or failed (their transaction failed twice).",
+        );
+        for (outcome, n) in [
+            ("written", w.written),
+            ("dropped", w.dropped),
+            ("failed", w.failed),
+        ] {
+            x.sample("turnstone_store_writes_total", &[("outcome", outcome)], n);
+        }
+        x.counter(
+            "turnstone_store_write_batches_total",
+            "Transactions the batching writer committed.",
+            w.batches,
+        );
+        x.gauge(
+            "turnstone_store_write_queue_depth",
+            "Writes accepted and not yet committed or failed.",
+            w.queued.saturating_sub(w.written + w.failed) as f64,
+        );
+        if let Some(backlog) = self.search_backlog {
+            x.gauge(
+                "turnstone_store_search_backlog",
+                "Committed messages not yet in the search index (PostgreSQL indexes in the \
+                 background; search slows in proportion to this; always 0 on SQLite).",
+                backlog as f64,
+            );
+        }
     }
 }
 
@@ -744,7 +821,11 @@ async fn probe_lag(metrics: Weak<Metrics>) {
 
 /// `GET /metrics`.
 pub async fn metrics(State(node): State<Arc<Node>>) -> Response {
-    let mut response = node.metrics.render(&node).into_response();
+    let store = match &node.persistence {
+        Some(p) => Some(StoreFacts::read(p).await),
+        None => None,
+    };
+    let mut response = node.metrics.render(&node, store.as_ref()).into_response();
     response
         .headers_mut()
         .insert(header::CONTENT_TYPE, HeaderValue::from_static(CONTENT_TYPE));

@@ -373,6 +373,64 @@ async fn the_intent_decides_the_array_and_is_checked() {
 }
 
 #[tokio::test]
+async fn workstreams_with_different_intents_each_get_their_own_array_turn_after_turn() {
+    // The engine keeps what each distinct surface froze and reuses it: alternating turns
+    // of two intents (and a third workstream sharing the first's) must never see the
+    // other's array, and equal surfaces share one payload.
+    let s = setup(|_| {}).await;
+    let (a, _) = s.manager.create(CreateOptions::default()).unwrap();
+    let (b, _) = s.manager.create(CreateOptions::default()).unwrap();
+    let (c, _) = s.manager.create(CreateOptions::default()).unwrap();
+    for ws in [&a, &c] {
+        ws.restore_tools(
+            ToolIntent::only(["read_file", "search"]),
+            Vec::<String>::new(),
+        );
+    }
+    b.restore_tools(ToolIntent::only(["bash"]), Vec::<String>::new());
+    for round in 0..3 {
+        for (ws, want) in [
+            (&a, &["read_file", "search"][..]),
+            (&b, &["bash"][..]),
+            (&c, &["read_file", "search"][..]),
+        ] {
+            let mut sub = send(ws, &format!("round {round}"));
+            read_turn(&mut sub).await;
+            assert_eq!(
+                tool_names(&s.llm.last_request().unwrap()),
+                want,
+                "round {round}"
+            );
+        }
+    }
+    let (pa, pb, pc) = (
+        a.prepared_tools().unwrap().payload,
+        b.prepared_tools().unwrap().payload,
+        c.prepared_tools().unwrap().payload,
+    );
+    assert!(Arc::ptr_eq(&pa, &pc), "equal surfaces share one payload");
+    assert!(!Arc::ptr_eq(&pa, &pb));
+    assert_eq!((pa.tool_count, pb.tool_count), (2, 1));
+    // A tool loaded by `tool_search` changes the surface of that workstream only.
+    a.set_tool_intent(ToolIntent::default()).unwrap();
+    c.set_tool_intent(ToolIntent::default()).unwrap();
+    let mut sub = send(&a, r#"CALL:tool_search {"query": "weather forecast"}"#);
+    read_turn(&mut sub).await;
+    let mut sub = send(&a, "next");
+    read_turn(&mut sub).await;
+    assert!(has(
+        &tool_names(&s.llm.last_request().unwrap()),
+        "mcp__wx__forecast"
+    ));
+    let mut sub = send(&c, "next");
+    read_turn(&mut sub).await;
+    assert!(!has(
+        &tool_names(&s.llm.last_request().unwrap()),
+        "mcp__wx__forecast"
+    ));
+}
+
+#[tokio::test]
 async fn legacy_aliases_replay_and_unknown_names_fail_exactly() {
     let s = setup(|_| {}).await;
     let (ws, _) = s.manager.create(CreateOptions::default()).unwrap();

@@ -258,7 +258,8 @@ fn conversion_groups_tool_results_and_maps_the_system_prompt() {
             name: "bash".into(),
             description: "Run".into(),
             parameters: Value::Null,
-        }],
+        }]
+        .into(),
         temperature: Some(0.5),
         ..ChatRequest::default()
     };
@@ -359,7 +360,8 @@ fn thinking_config_caching_and_open_loop_fallback() {
                 description: "Run".into(),
                 parameters: json!({"type": "object"}),
             },
-        ],
+        ]
+        .into(),
         temperature: Some(0.2),
         max_tokens: Some(4000),
         ..ChatRequest::default()

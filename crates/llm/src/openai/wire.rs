@@ -363,7 +363,7 @@ mod tests {
         let request = ChatRequest {
             model: "m".into(),
             messages: vec![ChatMessage::user("hi")],
-            tools: Vec::new(),
+            tools: Default::default(),
             temperature: None,
             max_tokens: None,
             reasoning_effort: None,
@@ -396,7 +396,8 @@ mod tests {
                 name: "bash".into(),
                 description: "run".into(),
                 parameters: json!({"type": "object"}),
-            }],
+            }]
+            .into(),
             temperature: Some(0.5),
             max_tokens: Some(100),
             reasoning_effort: Some("high".into()),

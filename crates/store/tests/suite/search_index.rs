@@ -20,6 +20,7 @@ const MANUAL: SearchIndexerConfig = SearchIndexerConfig {
     background: false,
     batch_rows: 5_000,
     poll_interval: Duration::from_secs(3600),
+    vacuum_after_rows: u64::MAX,
 };
 
 async fn open(db: &TestDb, config: SearchIndexerConfig) -> PostgresStore {
@@ -210,6 +211,7 @@ async fn background_indexer_catches_up_with_the_writer() {
             &db,
             SearchIndexerConfig {
                 batch_rows: 100,
+                vacuum_after_rows: 500,
                 ..SearchIndexerConfig::default()
             },
         )
@@ -240,6 +242,22 @@ async fn background_indexer_catches_up_with_the_writer() {
     assert_eq!(counters.indexed, N, "{counters:?}");
     assert_eq!(counters.failures, 0);
     assert_eq!(indexed_ids(&db).await.len(), N as usize);
+    // A catch-up of ≥ `vacuum_after_rows` vacuums the queue: its dead rows are gone, whether
+    // or not the server runs autovacuum.
+    turnstone_testkit::assert_eventually!(
+        store.search_indexer_counters().vacuums >= 1,
+        "no VACUUM after indexing {N} rows"
+    );
+    let pool = PgPool::connect(db.pg_url()).await.unwrap();
+    let vacuumed: bool = sqlx::query_scalar(
+        "SELECT last_vacuum IS NOT NULL FROM pg_stat_user_tables \
+         WHERE relname = 'conversation_search_pending'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert!(vacuumed, "pg_stat_user_tables shows no vacuum of the queue");
+    pool.close().await;
     store.close().await;
 }
 

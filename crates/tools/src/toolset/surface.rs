@@ -189,6 +189,24 @@ impl ToolSurface {
         }
     }
 
+    /// Whether this surface offers the model exactly what `other` does: built from the same
+    /// registry generation (a tool's definition changes only with a new one), with the same
+    /// array (names and residency, in order), the same catalog and the same plan mode. Then
+    /// [`ToolSurface::specs`] and [`ToolSurface::payload`] of the two are equal, and a caller
+    /// that kept the other's may reuse them.
+    pub fn offers_same_tools(&self, other: &ToolSurface) -> bool {
+        fn same(a: &[SurfaceTool], b: &[SurfaceTool]) -> bool {
+            a.len() == b.len()
+                && a.iter()
+                    .zip(b)
+                    .all(|(x, y)| x.residency == y.residency && x.name() == y.name())
+        }
+        self.generation == other.generation
+            && self.plan_mode == other.plan_mode
+            && same(&self.array, &other.array)
+            && same(&self.catalog, &other.catalog)
+    }
+
     /// The registry generation this surface was built from.
     pub fn generation(&self) -> u64 {
         self.generation

@@ -532,3 +532,51 @@ async fn judge_verdicts_are_counted_by_tier_and_risk_level() {
     );
     promtool_check(&text);
 }
+
+#[tokio::test]
+async fn a_persisting_node_reports_its_store_writes_and_search_backlog() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = TestNode::start_persistent(&dir.path().join("node.db")).await;
+    let before = scrape(&t).await;
+    let written_before =
+        sample(&before, "turnstone_store_writes_total{outcome=\"written\"}").unwrap();
+    let mut sse = t
+        .sse(&format!("/v1/api/events?ws_id={}", t.default_ws), None)
+        .await;
+    let (status, _) = t
+        .post(
+            "/v1/api/send",
+            json!({"ws_id": t.default_ws, "message": "hello store"}),
+        )
+        .await;
+    assert_eq!(status, 200);
+    sse.until("turn_complete").await;
+    t.node
+        .persistence
+        .clone()
+        .unwrap()
+        .writer
+        .flush()
+        .await
+        .unwrap();
+    let text = scrape(&t).await;
+    let written = sample(&text, "turnstone_store_writes_total{outcome=\"written\"}").unwrap();
+    assert!(
+        written > written_before,
+        "a turn's messages were written: {written_before} → {written}"
+    );
+    for (series, want) in [
+        ("turnstone_store_writes_total{outcome=\"dropped\"}", 0.0),
+        ("turnstone_store_writes_total{outcome=\"failed\"}", 0.0),
+        ("turnstone_store_write_queue_depth", 0.0),
+        // SQLite indexes in the write transaction.
+        ("turnstone_store_search_backlog", 0.0),
+    ] {
+        assert_eq!(sample(&text, series), Some(want), "{series}\n{text}");
+    }
+    assert!(sample(&text, "turnstone_store_write_batches_total").unwrap() >= 1.0);
+    promtool_check(&text);
+    // A node that does not persist has no store families.
+    let plain = TestNode::start().await;
+    assert!(!scrape(&plain).await.contains("turnstone_store_"));
+}
