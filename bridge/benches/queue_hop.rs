@@ -29,7 +29,7 @@
 //!
 //! Method and results are recorded in `docs/benchmarks.md`.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -856,6 +856,28 @@ async fn redis_version(conn: &MultiplexedConnection) -> String {
         .to_string()
 }
 
+/// Calls per command so far (`INFO commandstats`): `(command, calls)`, e.g. `("evalsha", 12)`.
+async fn redis_calls(conn: &MultiplexedConnection) -> BTreeMap<String, f64> {
+    let mut c = conn.clone();
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(&mut c)
+        .await
+        .unwrap_or_default();
+    info.lines()
+        .filter_map(|l| {
+            let (name, rest) = l.strip_prefix("cmdstat_")?.split_once(':')?;
+            let calls = rest
+                .strip_prefix("calls=")?
+                .split(',')
+                .next()?
+                .parse()
+                .ok()?;
+            Some((name.to_string(), calls))
+        })
+        .collect()
+}
+
 /// The processes whose CPU a throughput run is charged for: the load generator (this
 /// process), Redis, node n0 and its bridge.
 #[derive(Clone, Copy)]
@@ -978,8 +1000,51 @@ async fn run(sizes: Sizes, full: bool) -> Result<()> {
     };
     let (http_loop, http_cpu) =
         measured_loop(pids, closed_loop(&http, &direct, &nodes, &one_ws, t1)).await?;
+    // What the bridge did during its run, from its own counters (the work behind its CPU).
+    const BRIDGE_COUNTERS: [&str; 6] = [
+        "turnstone_bridge_inbound_received_total",
+        "turnstone_bridge_events_received_total",
+        "turnstone_bridge_events_published_total",
+        "turnstone_bridge_events_replayed_total",
+        "turnstone_bridge_event_stream_reconnects_total",
+        "turnstone_bridge_node_retries_total",
+    ];
+    let mut counted = [0.0; BRIDGE_COUNTERS.len()];
+    for (c, name) in counted.iter_mut().zip(BRIDGE_COUNTERS) {
+        *c = bridge_counter(&http, &bridges[..1], name).await;
+    }
+    let calls_before = redis_calls(&conn).await;
     let (one_loop, one_cpu) =
         measured_loop(pids, closed_loop(&http, &queued, &nodes, &one_ws, t1)).await?;
+    // The Redis commands behind those sends (every client's: the bridge's, the load
+    // generator's RPUSHes and subscriptions), most called first.
+    let mut redis_per_send: Vec<(String, f64)> = redis_calls(&conn)
+        .await
+        .into_iter()
+        .map(|(name, n)| {
+            let before = calls_before.get(&name).copied().unwrap_or(0.0);
+            (name, (n - before) / one_loop.samples.len().max(1) as f64)
+        })
+        .filter(|(name, n)| *n >= 0.01 && name != "info")
+        .collect();
+    redis_per_send.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let redis_per_send = redis_per_send
+        .iter()
+        .map(|(name, n)| format!("{name} {n:.2}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    for (c, name) in counted.iter_mut().zip(BRIDGE_COUNTERS) {
+        *c = bridge_counter(&http, &bridges[..1], name).await - *c;
+    }
+    let bridge_work = BRIDGE_COUNTERS
+        .iter()
+        .zip(counted)
+        .map(|(name, n)| {
+            let short = name.trim_start_matches("turnstone_bridge_");
+            format!("{short} {n:.0}")
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
     node_follower.abort();
     mq_follower.abort();
 
@@ -1132,6 +1197,11 @@ async fn run(sizes: Sizes, full: bool) -> Result<()> {
         cores as f64 * 1_000.0 / total(&one_cpu, &one_loop),
     );
     println!();
+    println!(
+        "the bridge's counters over its run ({} sends): {bridge_work}",
+        one_loop.samples.len()
+    );
+    println!("Redis commands per send in that run: {redis_per_send}");
     println!(
         "forwarded between bridges in the shared-queue run: {forwarded:.0} of {} sends; busy refusals retried: {}; dead letters: {dead}; wall {:.1} s",
         four_shared.samples.len(),

@@ -17,6 +17,7 @@ use std::time::Duration;
 use eventsource_stream::Eventsource;
 use futures::StreamExt;
 use parking_lot::Mutex;
+use tokio::time::Instant;
 use turnstone_proto::keys::Keys;
 use turnstone_proto::mq::{
     ApprovalRequestBody, ApprovalRequestEvent, ClusterStateBody, ClusterStateEvent, ContentBody,
@@ -93,6 +94,13 @@ pub(crate) enum Effect {
     },
 }
 
+/// How often the follower saves its cursor while events flow. Saving after every batch was
+/// one Redis round trip per event under load (27 `SET`s per send, `docs/benchmarks.md`);
+/// a cursor older than the last published event costs only a short replay after a restart,
+/// which publishes nothing twice. An idle follower, one whose stream broke and one that
+/// stops saves at once.
+const CURSOR_SAVE_INTERVAL: Duration = Duration::from_millis(200);
+
 pub async fn run(ctx: Arc<Ctx>) {
     let mut backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(2));
     // The run of the node whose missed turn_completes were asked for (`crate::awaiting`).
@@ -114,12 +122,30 @@ pub async fn run(ctx: Arc<Ctx>) {
         let mut stream = resp.bytes_stream().eventsource().ready_chunks(512);
         let mut boot = cursor.map(|c| c.0).unwrap_or_default();
         let mut last_seq = cursor.map(|c| c.1).unwrap_or_default();
+        let mut saved = cursor;
+        let mut saved_at = Instant::now();
         loop {
+            let unsaved = boot != 0 && saved != Some((boot, last_seq));
             let chunk = tokio::select! {
-                _ = ctx.cancel.cancelled() => return,
+                _ = ctx.cancel.cancelled() => {
+                    if unsaved {
+                        save_cursor(&ctx, boot, last_seq).await;
+                    }
+                    return;
+                }
+                _ = tokio::time::sleep_until(saved_at + CURSOR_SAVE_INTERVAL), if unsaved => {
+                    save_cursor(&ctx, boot, last_seq).await;
+                    (saved, saved_at) = (Some((boot, last_seq)), Instant::now());
+                    continue;
+                }
                 c = stream.next() => c,
             };
-            let Some(chunk) = chunk else { break };
+            let Some(chunk) = chunk else {
+                if unsaved {
+                    save_cursor(&ctx, boot, last_seq).await;
+                }
+                break;
+            };
             let mut batch = Vec::with_capacity(chunk.len());
             let mut effects = Vec::new();
             let mut broken = false;
@@ -189,8 +215,10 @@ pub async fn run(ctx: Arc<Ctx>) {
             for effect in effects {
                 apply(&ctx, effect).await;
             }
-            if boot != 0 {
+            let unsaved = boot != 0 && saved != Some((boot, last_seq));
+            if unsaved && (broken || saved_at.elapsed() >= CURSOR_SAVE_INTERVAL) {
                 save_cursor(&ctx, boot, last_seq).await;
+                (saved, saved_at) = (Some((boot, last_seq)), Instant::now());
             }
             backoff.reset();
             if broken {
