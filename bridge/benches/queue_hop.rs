@@ -842,14 +842,20 @@ fn loadavg() -> String {
         .unwrap_or_default()
 }
 
-async fn redis_version(conn: &MultiplexedConnection) -> String {
+/// `INFO <section>` of the bench's Redis (empty when it cannot be read).
+async fn redis_info(conn: &MultiplexedConnection, section: &str) -> String {
     let mut c = conn.clone();
-    let info: String = redis::cmd("INFO")
-        .arg("server")
+    redis::cmd("INFO")
+        .arg(section)
         .query_async(&mut c)
         .await
-        .unwrap_or_default();
-    info.lines()
+        .unwrap_or_default()
+}
+
+async fn redis_version(conn: &MultiplexedConnection) -> String {
+    redis_info(conn, "server")
+        .await
+        .lines()
         .find_map(|l| l.strip_prefix("redis_version:"))
         .unwrap_or("?")
         .trim()
@@ -858,13 +864,9 @@ async fn redis_version(conn: &MultiplexedConnection) -> String {
 
 /// Calls per command so far (`INFO commandstats`): `(command, calls)`, e.g. `("evalsha", 12)`.
 async fn redis_calls(conn: &MultiplexedConnection) -> BTreeMap<String, f64> {
-    let mut c = conn.clone();
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(&mut c)
+    redis_info(conn, "commandstats")
         .await
-        .unwrap_or_default();
-    info.lines()
+        .lines()
         .filter_map(|l| {
             let (name, rest) = l.strip_prefix("cmdstat_")?.split_once(':')?;
             let calls = rest

@@ -448,14 +448,7 @@ async fn thinking_blocks_are_persisted_and_replayed_after_a_restart() {
             "THINK: check the directory first\nTOOL: echo hi",
         )
         .await;
-        t.node
-            .persistence
-            .clone()
-            .unwrap()
-            .writer
-            .flush()
-            .await
-            .unwrap();
+        t.flush_store().await;
         t.default_ws.clone()
     };
 

@@ -551,14 +551,7 @@ async fn a_persisting_node_reports_its_store_writes_and_search_backlog() {
         .await;
     assert_eq!(status, 200);
     sse.until("turn_complete").await;
-    t.node
-        .persistence
-        .clone()
-        .unwrap()
-        .writer
-        .flush()
-        .await
-        .unwrap();
+    t.flush_store().await;
     let text = scrape(&t).await;
     let written = sample(&text, "turnstone_store_writes_total{outcome=\"written\"}").unwrap();
     assert!(

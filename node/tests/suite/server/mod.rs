@@ -248,6 +248,17 @@ impl TestNode {
     }
 
     /// The tools' working directory (a temp dir).
+    /// Waits until the node's store writer has committed everything queued so far (the
+    /// node persists: panics otherwise).
+    pub async fn flush_store(&self) {
+        let persistence = self.node.persistence.clone().expect("a persisting node");
+        persistence
+            .writer
+            .flush()
+            .await
+            .expect("store writes committed");
+    }
+
     pub fn cwd(&self) -> &std::path::Path {
         self._dir.path()
     }

@@ -267,14 +267,7 @@ async fn a_tool_set_intent_is_stored_as_intent_and_restored_on_resume() {
             !names.contains(&"bash") && names.contains(&"read_file"),
             "{names:?}"
         );
-        t.node
-            .persistence
-            .clone()
-            .unwrap()
-            .writer
-            .flush()
-            .await
-            .unwrap();
+        t.flush_store().await;
         t.default_ws.clone()
     };
     let t = TestNode::start_persistent(&db).await;

@@ -419,14 +419,7 @@ async fn a_skills_request_settings_reach_the_model_until_it_is_cleared() {
 
     // A resumed session gets the skill's settings back with the skill.
     command(t, &mut events, &ws_id, "/skill precise").await;
-    t.node
-        .persistence
-        .clone()
-        .unwrap()
-        .writer
-        .flush()
-        .await
-        .unwrap();
+    t.flush_store().await;
     let (status, _) = t
         .post("/v1/api/workstreams/close", json!({"ws_id": ws_id}))
         .await;
@@ -560,14 +553,7 @@ async fn the_model_saves_a_memory_and_recalls_it_later() {
     );
 
     // recall searches the conversation history (the first workstream's messages).
-    t.node
-        .persistence
-        .clone()
-        .unwrap()
-        .writer
-        .flush()
-        .await
-        .unwrap();
+    t.flush_store().await;
     let done = turn(
         t,
         &mut other_events,
