@@ -32,17 +32,10 @@ async fn skill_names(node: &NodeProc) -> Vec<String> {
 /// policy it would ask: `queued_turn` fails on an approval request).
 async fn bash_output(mq: &mut Mq, node_id: &str, cid: &str) -> Vec<String> {
     // A create directed at a node its bridge has not announced yet (just started or
-    // restarted) is refused as "not alive": wait for the heartbeat first.
-    eventually(
-        &format!("{node_id}'s heartbeat"),
-        Duration::from_secs(30),
-        || {
-            let mut mq = mq.clone();
-            async move { mq.alive(node_id).await }
-        },
-    )
-    .await;
-    let ws = mq.create_ws(node_id, json!({"auto_approve": false})).await;
+    // restarted) is refused as "not alive" until it has.
+    let ws = mq
+        .create_ws_when_alive(node_id, json!({"auto_approve": false}))
+        .await;
     outputs(&queued_turn(mq, &ws, "TOOL: echo governed", cid).await)
 }
 

@@ -604,6 +604,34 @@ impl Mq {
 
     /// Creates a workstream through the queue and returns its id (from `ws_created`).
     pub async fn create_ws(&mut self, target: &str, extra: Value) -> String {
+        self.try_create_ws(target, extra)
+            .await
+            .unwrap_or_else(|v| panic!("create failed: {v}"))
+    }
+
+    /// [`Mq::create_ws`] on a node that was just started or restarted: while its bridge
+    /// notices the restart, its heartbeat can come and go, and a create directed at it is
+    /// refused as "not alive" — retried here for up to 30 s (any other refusal fails).
+    pub async fn create_ws_when_alive(&mut self, target: &str, extra: Value) -> String {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            match self.try_create_ws(target, extra.clone()).await {
+                Ok(ws) => return ws,
+                Err(v)
+                    if tokio::time::Instant::now() < deadline
+                        && v["detail"]
+                            .as_str()
+                            .is_some_and(|d| d.ends_with("is not alive")) =>
+                {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(v) => panic!("create failed: {v}"),
+            }
+        }
+    }
+
+    /// Creates a workstream through the queue: its id, or the `ack` that refused it.
+    pub async fn try_create_ws(&mut self, target: &str, extra: Value) -> Result<String, Value> {
         let cid = format!("{:012x}", rand::random::<u64>() & 0xffff_ffff_ffff);
         let mut ps = self.subscribe(&["events:global"]).await;
         let mut msg =
@@ -619,8 +647,10 @@ impl Mq {
             v["correlation_id"] == cid && (v["type"] == "ws_created" || v["type"] == "ack")
         })
         .await;
-        assert_eq!(v["type"], "ws_created", "create failed: {v}");
-        v["ws_id"].as_str().unwrap().to_string()
+        if v["type"] != "ws_created" {
+            return Err(v);
+        }
+        Ok(v["ws_id"].as_str().unwrap().to_string())
     }
 
     pub async fn cleanup(&mut self) {
