@@ -194,12 +194,18 @@ async fn chaos_seeded_kills_of_every_process_type_lose_and_duplicate_no_send() {
     for id in NODES {
         nodes.push(NodeProc::start(id).await);
     }
+    // The verdict reads every `turn_complete` back from the workstreams' streams, so no
+    // stream may be trimmed during the run: the production cap (10,000 entries) holds the
+    // short form, but 10,000 sends over 11 workstreams at ~20 events each would trim the
+    // first quarter of the run away (the first long run counted 599 such sends as lost).
+    let stream_maxlen = (sends * 64).max(10_000).to_string();
     let bridges: Vec<BridgeProc> = {
         let mut v = Vec::new();
         for n in &nodes {
             // Leases as long as in production (the harness's 6 s would run out while a
             // node restarts and has not yet brought back its idle workstreams).
-            v.push(BridgeProc::start_with(n, &redis.url(), &prefix, &["--lease-ttl", "120"]).await);
+            let args = ["--lease-ttl", "120", "--stream-maxlen", &stream_maxlen];
+            v.push(BridgeProc::start_with(n, &redis.url(), &prefix, &args).await);
         }
         v
     };
