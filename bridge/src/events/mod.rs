@@ -97,8 +97,10 @@ pub(crate) enum Effect {
 /// How often the follower saves its cursor while events flow. Saving after every batch was
 /// one Redis round trip per event under load (27 `SET`s per send, `docs/benchmarks.md`);
 /// a cursor older than the last published event costs only a short replay after a restart,
-/// which publishes nothing twice. An idle follower, one whose stream broke and one that
-/// stops saves at once.
+/// which publishes nothing twice. The first position of a node run is saved at once (a
+/// restarted bridge finds which run it followed, and recovers what a restarted node
+/// completed unseen, `crate::awaiting`), and so is the position of an idle follower, one
+/// whose stream broke and one that stops.
 const CURSOR_SAVE_INTERVAL: Duration = Duration::from_millis(200);
 
 pub async fn run(ctx: Arc<Ctx>) {
@@ -216,7 +218,8 @@ pub async fn run(ctx: Arc<Ctx>) {
                 apply(&ctx, effect).await;
             }
             let unsaved = boot != 0 && saved != Some((boot, last_seq));
-            if unsaved && (broken || saved_at.elapsed() >= CURSOR_SAVE_INTERVAL) {
+            let new_run = saved.map(|(b, _)| b) != Some(boot);
+            if unsaved && (broken || new_run || saved_at.elapsed() >= CURSOR_SAVE_INTERVAL) {
                 save_cursor(&ctx, boot, last_seq).await;
                 (saved, saved_at) = (Some((boot, last_seq)), Instant::now());
             }
