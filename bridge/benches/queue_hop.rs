@@ -1003,10 +1003,11 @@ async fn run(sizes: Sizes, full: bool) -> Result<()> {
     let (http_loop, http_cpu) =
         measured_loop(pids, closed_loop(&http, &direct, &nodes, &one_ws, t1)).await?;
     // What the bridge did during its run, from its own counters (the work behind its CPU).
-    const BRIDGE_COUNTERS: [&str; 6] = [
+    const BRIDGE_COUNTERS: [&str; 7] = [
         "turnstone_bridge_inbound_received_total",
         "turnstone_bridge_events_received_total",
         "turnstone_bridge_events_published_total",
+        "turnstone_bridge_events_joined_total",
         "turnstone_bridge_events_replayed_total",
         "turnstone_bridge_event_stream_reconnects_total",
         "turnstone_bridge_node_retries_total",

@@ -29,6 +29,7 @@ pub struct Metrics {
     pub events_received: AtomicU64,
     pub events_published: AtomicU64,
     pub events_replayed: AtomicU64,
+    pub events_joined: AtomicU64,
     pub event_stream_reconnects: AtomicU64,
     pub publish_errors: AtomicU64,
     pub approvals_relayed: AtomicU64,
@@ -49,7 +50,7 @@ impl Metrics {
     pub fn render(&self, node_id: &str, up: bool, inflight: usize) -> String {
         let labels = [("node_id", node_id)];
         let mut out = Exposition::with_capacity(4096);
-        let counters: [(&str, &str, &AtomicU64); 16] = [
+        let counters: [(&str, &str, &AtomicU64); 17] = [
             (
                 "turnstone_bridge_inbound_received_total",
                 "Inbound messages taken from the queues.",
@@ -104,6 +105,11 @@ impl Metrics {
                 "turnstone_bridge_events_replayed_total",
                 "Events skipped because they had been published before.",
                 &self.events_replayed,
+            ),
+            (
+                "turnstone_bridge_events_joined_total",
+                "Text deltas published as part of the previous delta of their workstream.",
+                &self.events_joined,
             ),
             (
                 "turnstone_bridge_event_stream_reconnects_total",
@@ -234,6 +240,6 @@ mod tests {
         ));
         assert!(text.contains("turnstone_bridge_node_up{node_id=\"n\\\"1\"} 1\n"));
         assert!(text.ends_with("turnstone_bridge_inflight{node_id=\"n\\\"1\"} 2\n"));
-        assert_eq!(text.matches("# TYPE ").count(), 18, "{text}");
+        assert_eq!(text.matches("# TYPE ").count(), 19, "{text}");
     }
 }

@@ -947,27 +947,21 @@ impl Cluster {
         let Some(event_type) = groups.first().map(|(_, e)| e.type_name().to_string()) else {
             return;
         };
-        let mut stored = None;
-        let mut channels = Vec::new();
-        for (names, event) in groups {
-            let payload = event.encode();
-            stored.get_or_insert_with(|| payload.clone());
-            channels.extend(names.into_iter().map(|c| (c, payload.clone())));
-        }
         let seq = self.seq.fetch_add(1, Ordering::Relaxed) + 1;
-        let publication = Publication {
-            stream: self.keys.stream(ws_id),
-            positions: self.keys.stream_positions(ws_id),
-            // One sequence for the whole simulated cluster: one origin.
-            origin: Some(Origin {
-                node_id: "turnstone-sim".into(),
-                boot: self.boot,
-                seq,
-            }),
+        // One sequence for the whole simulated cluster: one origin.
+        let origin = Origin {
+            node_id: "turnstone-sim".into(),
+            boot: self.boot,
+            seq,
+        };
+        let Some(publication) = Publication::new(
+            self.keys.stream(ws_id),
+            self.keys.stream_positions(ws_id),
+            Some(origin),
             event_type,
-            event: stored.unwrap_or_default(),
-            channels,
-            settles: None,
+            groups,
+        ) else {
+            return;
         };
         let mut backoff = Backoff::default();
         for _ in 0..5 {

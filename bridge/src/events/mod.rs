@@ -25,7 +25,7 @@ use turnstone_proto::mq::{
     WsRenameBody, WsRenameEvent,
 };
 use turnstone_proto::sse::WsEvent;
-use turnstone_queue::{Backoff, Origin, Publication, Publisher, Settle};
+use turnstone_queue::{Backoff, Origin, Publication, Publisher, Settle, coalesce};
 
 pub use frame::{NodeEvent, NodeEventKind, NodeFrame};
 
@@ -103,13 +103,67 @@ pub(crate) enum Effect {
 /// whose stream broke and one that stops.
 const CURSOR_SAVE_INTERVAL: Duration = Duration::from_millis(200);
 
+/// The follower's place in the node's event log (`boot`, the run; `seq`, the last event
+/// read) and what of it Redis holds (see [`CURSOR_SAVE_INTERVAL`]).
+struct Cursor {
+    boot: u64,
+    seq: u64,
+    saved: Option<(u64, u64)>,
+    saved_at: Instant,
+}
+
+impl Cursor {
+    /// The place a follower resumes from: the saved one (`None`: the node's oldest event).
+    fn resumed(saved: Option<(u64, u64)>) -> Self {
+        let (boot, seq) = saved.unwrap_or_default();
+        Self {
+            boot,
+            seq,
+            saved,
+            saved_at: Instant::now(),
+        }
+    }
+
+    /// Past the saved position (a position in no run is never saved).
+    fn unsaved(&self) -> bool {
+        self.boot != 0 && self.saved != Some((self.boot, self.seq))
+    }
+
+    /// When an unsaved position is due to be saved.
+    fn due(&self) -> Instant {
+        self.saved_at + CURSOR_SAVE_INTERVAL
+    }
+
+    /// A new run of the node was followed: the cursor names it at once.
+    fn follows(&mut self, boot: u64) {
+        if boot != self.boot {
+            self.boot = boot;
+            self.seq = 0;
+        }
+    }
+
+    fn read(&mut self, seq: u64) {
+        self.seq = self.seq.max(seq);
+    }
+
+    /// Saves the position if it is unsaved and `now` is true, or it is of a run the saved
+    /// one is not, or its interval is over.
+    async fn save(&mut self, ctx: &Ctx, now: bool) {
+        let new_run = self.saved.map(|(b, _)| b) != Some(self.boot);
+        if self.unsaved() && (now || new_run || self.saved_at.elapsed() >= CURSOR_SAVE_INTERVAL) {
+            save_cursor(ctx, self.boot, self.seq).await;
+            (self.saved, self.saved_at) = (Some((self.boot, self.seq)), Instant::now());
+        }
+    }
+}
+
 pub async fn run(ctx: Arc<Ctx>) {
     let mut backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(2));
     // The run of the node whose missed turn_completes were asked for (`crate::awaiting`).
     let mut reconciled: Option<u64> = None;
     while !ctx.cancel.is_cancelled() {
-        let cursor = load_cursor(&ctx).await;
-        let resp = match ctx.node.node_events(cursor).await {
+        let loaded = load_cursor(&ctx).await;
+        let resp = match ctx.node.node_events(loaded).await {
             Ok(r) => r,
             Err(e) => {
                 tracing::debug!(error = %e, "node event stream not open");
@@ -122,30 +176,21 @@ pub async fn run(ctx: Arc<Ctx>) {
         };
         ctx.metrics.inc(&ctx.metrics.event_stream_reconnects);
         let mut stream = resp.bytes_stream().eventsource().ready_chunks(512);
-        let mut boot = cursor.map(|c| c.0).unwrap_or_default();
-        let mut last_seq = cursor.map(|c| c.1).unwrap_or_default();
-        let mut saved = cursor;
-        let mut saved_at = Instant::now();
+        let mut cursor = Cursor::resumed(loaded);
         loop {
-            let unsaved = boot != 0 && saved != Some((boot, last_seq));
             let chunk = tokio::select! {
                 _ = ctx.cancel.cancelled() => {
-                    if unsaved {
-                        save_cursor(&ctx, boot, last_seq).await;
-                    }
+                    cursor.save(&ctx, true).await;
                     return;
                 }
-                _ = tokio::time::sleep_until(saved_at + CURSOR_SAVE_INTERVAL), if unsaved => {
-                    save_cursor(&ctx, boot, last_seq).await;
-                    (saved, saved_at) = (Some((boot, last_seq)), Instant::now());
+                _ = tokio::time::sleep_until(cursor.due()), if cursor.unsaved() => {
+                    cursor.save(&ctx, true).await;
                     continue;
                 }
                 c = stream.next() => c,
             };
             let Some(chunk) = chunk else {
-                if unsaved {
-                    save_cursor(&ctx, boot, last_seq).await;
-                }
+                cursor.save(&ctx, true).await;
                 break;
             };
             let mut batch = Vec::with_capacity(chunk.len());
@@ -164,26 +209,23 @@ pub async fn run(ctx: Arc<Ctx>) {
                     continue;
                 };
                 let event = match frame {
-                    NodeFrame::Hello { boot: new_boot } => {
-                        if new_boot != boot {
-                            if boot != 0 {
-                                tracing::info!(
-                                    old = boot,
-                                    new = new_boot,
-                                    "node restarted; following its new event log"
-                                );
-                            }
-                            boot = new_boot;
-                            last_seq = 0;
+                    NodeFrame::Hello { boot } => {
+                        if cursor.boot != 0 && boot != cursor.boot {
+                            tracing::info!(
+                                old = cursor.boot,
+                                new = boot,
+                                "node restarted; following its new event log"
+                            );
                         }
+                        cursor.follows(boot);
                         // A new run of the node (the cursor is of another one): before any
                         // event of this run is published, what the previous run completed
                         // and this bridge never saw.
-                        if cursor.is_some_and(|c| c.0 != new_boot)
-                            && reconciled != Some(new_boot)
-                            && crate::awaiting::reconcile(&ctx, new_boot).await
+                        if loaded.is_some_and(|c| c.0 != boot)
+                            && reconciled != Some(boot)
+                            && crate::awaiting::reconcile(&ctx, boot).await
                         {
-                            reconciled = Some(new_boot);
+                            reconciled = Some(boot);
                         }
                         continue;
                     }
@@ -205,24 +247,29 @@ pub async fn run(ctx: Arc<Ctx>) {
                     continue;
                 };
                 ctx.metrics.inc(&ctx.metrics.events_received);
-                last_seq = last_seq.max(seq);
+                cursor.read(seq);
                 if let Some(event) = event {
-                    let (entry, effect) =
-                        publication(&ctx.events, &ctx.keys, &ctx.node_id, boot, seq, event);
+                    let (entry, effect) = publication(
+                        &ctx.events,
+                        &ctx.keys,
+                        &ctx.node_id,
+                        cursor.boot,
+                        seq,
+                        event,
+                    );
                     batch.extend(entry);
                     effects.extend(effect);
                 }
             }
+            let joined = batch.len();
+            let batch = coalesce(batch);
+            ctx.metrics
+                .add(&ctx.metrics.events_joined, (joined - batch.len()) as u64);
             publish_all(&ctx, &batch).await;
             for effect in effects {
                 apply(&ctx, effect).await;
             }
-            let unsaved = boot != 0 && saved != Some((boot, last_seq));
-            let new_run = saved.map(|(b, _)| b) != Some(boot);
-            if unsaved && (broken || new_run || saved_at.elapsed() >= CURSOR_SAVE_INTERVAL) {
-                save_cursor(&ctx, boot, last_seq).await;
-                (saved, saved_at) = (Some((boot, last_seq)), Instant::now());
-            }
+            cursor.save(&ctx, broken).await;
             backoff.reset();
             if broken {
                 break;
@@ -461,30 +508,19 @@ pub(crate) fn publication(
             }
         }
     };
-    let mut stored = None;
-    let mut channels = Vec::new();
-    for (names, event) in groups {
-        let payload = event.encode();
-        stored.get_or_insert_with(|| payload.clone());
-        channels.extend(names.into_iter().map(|c| (c, payload.clone())));
-    }
-    let Some(stored) = stored else {
-        return (None, effect);
-    };
-    let publication = Publication {
-        stream: k.stream(&ws_id),
-        positions: k.stream_positions(&ws_id),
-        origin: Some(Origin {
+    let publication = Publication::new(
+        k.stream(&ws_id),
+        k.stream_positions(&ws_id),
+        Some(Origin {
             node_id: node_id.to_string(),
             boot,
             seq,
         }),
         event_type,
-        event: stored,
-        channels,
-        settles,
-    };
-    (Some(publication), effect)
+        groups,
+    )
+    .map(|p| Publication { settles, ..p });
+    (publication, effect)
 }
 
 #[cfg(test)]
@@ -549,16 +585,16 @@ mod tests {
         assert_eq!(p.event_type, "state_change");
         let change =
             json!({"type": "state_change", "ws_id": "w", "correlation_id": "", "state": "running"});
-        assert_eq!(wire(&p.event), change);
+        assert_eq!(wire(&p.event.json()), change);
         let channels: Vec<&str> = p.channels.iter().map(|(c, _)| c.as_str()).collect();
         assert_eq!(
             channels,
             ["p:events:w", "p:events:global", "p:events:cluster"]
         );
-        assert_eq!(p.channels[0].1, p.event);
-        assert_eq!(p.channels[1].1, p.event);
+        assert_eq!(p.channels[0].1, None);
+        assert_eq!(p.channels[1].1, None);
         assert_eq!(
-            wire(&p.channels[2].1),
+            wire(p.channels[2].1.as_deref().unwrap()),
             json!({"type": "cluster_state", "ws_id": "w", "correlation_id": "", "state": "running",
                    "node_id": "node-a", "tokens": 1234, "context_ratio": 0.123,
                    "activity": "bash: ls", "activity_state": "tool"})
@@ -577,7 +613,7 @@ mod tests {
         let p = p.unwrap();
         assert_eq!(p.event_type, "approve_request");
         assert_eq!(
-            wire(&p.event),
+            wire(&p.event.json()),
             json!({"type": "approval_request", "ws_id": "w", "correlation_id": "r1",
                    "items": [{"call_id": "c1", "header": "h", "preview": "p", "func_name": "bash",
                               "approval_label": "bash", "needs_approval": true, "error": null}]})
@@ -608,7 +644,7 @@ mod tests {
             &events,
             r#"{"type":"approve_request","request_id":"r2","cycle_id":"c2","judge_pending":false,"ws_id":"w","items":[]}"#,
         );
-        assert_eq!(wire(&p.unwrap().event)["cycle_id"], "c2");
+        assert_eq!(wire(&p.unwrap().event.json())["cycle_id"], "c2");
         assert!(matches!(effect, Some(Effect::AwaitApproval { cycle_id, .. }) if cycle_id == "c2"));
         let (_, effect) = map(
             &events,
@@ -629,14 +665,14 @@ mod tests {
         let p = p.unwrap();
         assert_eq!(effect, Some(Effect::Closed { ws_id: "w".into() }));
         assert_eq!(
-            wire(&p.event),
+            wire(&p.event.json()),
             json!({"type": "ws_closed", "ws_id": "w", "correlation_id": ""})
         );
         let channels: Vec<&str> = p.channels.iter().map(|(c, _)| c.as_str()).collect();
         assert_eq!(channels, ["p:events:global", "p:events:cluster"]);
         let (p, _) = map(&events, r#"{"type":"ws_rename","ws_id":"w","name":"new"}"#);
         assert_eq!(
-            wire(&p.unwrap().event),
+            wire(&p.unwrap().event.json()),
             json!({"type": "ws_rename", "ws_id": "w", "correlation_id": "", "name": "new"})
         );
         let (none, effect) = map(&events, r#"{"type":"ws_created","ws_id":"w","name":"x"}"#);
@@ -654,13 +690,10 @@ mod tests {
         let p = p.unwrap();
         assert_eq!(p.event_type, "turn_complete");
         assert_eq!(
-            wire(&p.event),
+            wire(&p.event.json()),
             json!({"type": "turn_complete", "ws_id": "w", "correlation_id": "c9", "content": "done"})
         );
-        assert_eq!(
-            p.channels,
-            vec![("p:events:w".to_string(), p.event.clone())]
-        );
+        assert_eq!(p.channels, vec![("p:events:w".to_string(), None)]);
         for ignored in [
             r#"{"type":"thinking_start","ws_id":"w"}"#,
             r#"{"type":"something_new","ws_id":"w"}"#,

@@ -29,7 +29,7 @@ pub use args::{REDIS_ENV_ALIASES, REDIS_SECRETS, RedisArgs};
 pub use client::{ClientError, Decision, TurnResult, TurnstoneClient, WaitOptions, WsEvents};
 pub use conn::RedisSettings;
 pub use lease::{Leases, Pin, rendezvous};
-pub use publish::{Origin, Publication, Publisher, Settle};
+pub use publish::{Origin, Publication, Publisher, Settle, StoredEvent, coalesce};
 pub use reliable::{AlsoRecord, ReliableQueue};
 /// The one backoff type (re-exported so the queue's users need no extra dependency).
 pub use turnstone_backoff::Backoff;

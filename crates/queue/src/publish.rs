@@ -8,47 +8,80 @@
 //! are Redis's own (time-ordered), so a workstream that moves to another node (whose run
 //! may have begun earlier) keeps one increasing stream.
 //!
+//! **Text deltas join.** Adjacent `content` (or `reasoning`) deltas of one workstream that
+//! reach the publisher together are one publication ([`Publication::join`], [`coalesce`]):
+//! one stream entry and one pub/sub message whose text is theirs in order, as a client that
+//! concatenates deltas reads it anyway. Each part keeps its own `node_seq`, and the script
+//! keeps only the parts past the stream's position — a replay that joins differently from
+//! the run it repeats (its batches are cut elsewhere) republishes no text.
+//!
 //! A publication may also **settle** an entry of a hash (the bridge's turns awaiting their
 //! `turn_complete`): the entry is removed with the append. A settling publication marked
 //! `only_if_awaited` is published only while the entry is still there — how a
 //! `turn_complete` recovered from the node after a restart (it has no origin) is published
 //! at most once.
 
+use std::collections::HashMap;
+
 use redis::Script;
 use redis::aio::ConnectionLike;
+use turnstone_proto::mq::OutboundEvent;
 
 use crate::QueueError;
 
 const SCRIPT: &str = r#"
 -- KEYS[1] stream; KEYS[2] its positions hash; KEYS[3] (optional) hash the publication
--- settles. ARGV[1] origin node ('' none); ARGV[2] boot; ARGV[3] node_seq; ARGV[4] maxlen;
--- ARGV[5] ttl seconds; ARGV[6] event type; ARGV[7] event json; ARGV[8] settled field
--- ('' none); ARGV[9] '1' = only if that field is there; ARGV[10..] channel, payload pairs
-local settles = KEYS[3] ~= nil and ARGV[8] ~= ''
-if settles and ARGV[9] == '1' and redis.call('HEXISTS', KEYS[3], ARGV[8]) == 0 then
+-- settles. ARGV[1] origin node ('' none); ARGV[2] boot; ARGV[3] node_seq (a delta's: its
+-- last part's); ARGV[4] maxlen; ARGV[5] ttl seconds; ARGV[6] event type; ARGV[7] settled
+-- field ('' none); ARGV[8] '1' = only if that field is there; ARGV[9] the event JSON, or a
+-- text delta's up to its text; ARGV[10] n: 0, or the delta's (node_seq, JSON-escaped text)
+-- parts that follow; then channel, payload pairs ('' = the stored event)
+local settles = KEYS[3] ~= nil and ARGV[7] ~= ''
+if settles and ARGV[8] == '1' and redis.call('HEXISTS', KEYS[3], ARGV[7]) == 0 then
   return 0
 end
+local after = -1
 if ARGV[1] ~= '' then
   local last = redis.call('HGET', KEYS[2], ARGV[1])
   if last then
     local b, s = string.match(last, '^(%d+)-(%d+)$')
     local nb, ns = tonumber(ARGV[2]), tonumber(ARGV[3])
-    if b and (nb < tonumber(b) or (nb == tonumber(b) and ns <= tonumber(s))) then
-      if settles and ARGV[9] ~= '1' then redis.call('HDEL', KEYS[3], ARGV[8]) end
-      return 0
+    if b then
+      b, s = tonumber(b), tonumber(s)
+      if nb < b or (nb == b and ns <= s) then
+        if settles and ARGV[8] ~= '1' then redis.call('HDEL', KEYS[3], ARGV[7]) end
+        return 0
+      end
+      if nb == b then after = s end
     end
   end
   redis.call('HSET', KEYS[2], ARGV[1], ARGV[2] .. '-' .. ARGV[3])
   redis.call('EXPIRE', KEYS[2], ARGV[5])
 end
-redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[4], '*', 'type', ARGV[6], 'event', ARGV[7])
+local event = ARGV[9]
+local n = tonumber(ARGV[10])
+if n > 0 then
+  local parts = {event}
+  for i = 11, 9 + 2 * n, 2 do
+    if tonumber(ARGV[i]) > after then parts[#parts + 1] = ARGV[i + 1] end
+  end
+  parts[#parts + 1] = '"}'
+  event = table.concat(parts)
+end
+redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[4], '*', 'type', ARGV[6], 'event', event)
 redis.call('EXPIRE', KEYS[1], ARGV[5])
-if settles then redis.call('HDEL', KEYS[3], ARGV[8]) end
-for i = 10, #ARGV, 2 do
-  redis.call('PUBLISH', ARGV[i], ARGV[i + 1])
+if settles then redis.call('HDEL', KEYS[3], ARGV[7]) end
+for i = 11 + 2 * n, #ARGV, 2 do
+  local payload = ARGV[i + 1]
+  if payload == '' then payload = event end
+  redis.call('PUBLISH', ARGV[i], payload)
 end
 return 1
 "#;
+
+/// How a text delta's JSON ends after its text: the text is its last field (the script
+/// appends the same two characters).
+const DELTA_TAIL: &str = "\"}";
 
 /// One event to publish: its stream entry and the pub/sub messages that go with it.
 #[derive(Debug, Clone, PartialEq)]
@@ -57,16 +90,66 @@ pub struct Publication {
     pub stream: String,
     /// `{p}:stream-pos:{ws_id}`: the last position appended per node.
     pub positions: String,
-    /// Where the event comes from; `None` for one published once by its settlement.
+    /// Where the event comes from (a joined delta: its last part); `None` for one published
+    /// once by its settlement.
     pub origin: Option<Origin>,
     /// The event's `type`, stored beside it so readers can filter without parsing.
     pub event_type: String,
-    /// The event JSON kept in the stream.
-    pub event: String,
-    /// `(channel, payload)` pairs published when the entry is new.
-    pub channels: Vec<(String, String)>,
+    /// The event kept in the stream.
+    pub event: StoredEvent,
+    /// `(channel, payload)` pairs published when the entry is new; `None` publishes the
+    /// stored event.
+    pub channels: Vec<(String, Option<String>)>,
     /// The hash entry this publication settles, if any.
     pub settles: Option<Settle>,
+}
+
+/// The event a publication keeps in its stream.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StoredEvent {
+    /// The event's JSON.
+    Whole(String),
+    /// A text delta (`content`, `reasoning`): its JSON up to the text (`head`, ending
+    /// `"text":"`), and the text as JSON-escaped parts, each under the `node_seq` of the node
+    /// event it came from. Its JSON is `head`, the parts, then `"}`.
+    Delta {
+        head: String,
+        parts: Vec<(u64, String)>,
+    },
+}
+
+impl StoredEvent {
+    /// The event's JSON, every part of a delta included.
+    pub fn json(&self) -> String {
+        match self {
+            Self::Whole(json) => json.clone(),
+            Self::Delta { head, parts } => {
+                let mut json = head.clone();
+                parts.iter().for_each(|(_, text)| json.push_str(text));
+                json + DELTA_TAIL
+            }
+        }
+    }
+
+    /// A text delta's stored form, or the event whole (`seq`: its `node_seq`).
+    fn of(event: &OutboundEvent, seq: u64) -> Self {
+        let json = event.encode();
+        let (OutboundEvent::Content(delta) | OutboundEvent::Reasoning(delta)) = event else {
+            return Self::Whole(json);
+        };
+        // The JSON ends with the quoted text and `}`; anything else stays whole.
+        let quoted = serde_json::to_string(&delta.text).unwrap_or_default();
+        let split = quoted
+            .strip_suffix('"')
+            .and_then(|q| json.strip_suffix(&format!("{q}{DELTA_TAIL}")));
+        match (split, quoted.get(1..quoted.len().saturating_sub(1))) {
+            (Some(head), Some(text)) if quoted.len() >= 2 => Self::Delta {
+                head: format!("{head}\""),
+                parts: vec![(seq, text.to_string())],
+            },
+            _ => Self::Whole(json),
+        }
+    }
 }
 
 /// A node event's place: node, run, position in the run.
@@ -87,7 +170,95 @@ pub struct Settle {
     pub only_if_awaited: bool,
 }
 
-/// Runs the publish script (loaded once per connection by `EVALSHA`, falling back to `EVAL`).
+impl Publication {
+    /// The publication of one event of a workstream, stored under `event_type`: `groups` are
+    /// (channels, event) pairs, the first group's event is the one stored, and each group's
+    /// event goes to its channels. `None` when there is no group.
+    pub fn new(
+        stream: String,
+        positions: String,
+        origin: Option<Origin>,
+        event_type: String,
+        groups: Vec<(Vec<String>, OutboundEvent)>,
+    ) -> Option<Self> {
+        let mut groups = groups.into_iter();
+        let (names, first) = groups.next()?;
+        let seq = origin.as_ref().map_or(0, |o| o.seq);
+        let mut channels: Vec<(String, Option<String>)> =
+            names.into_iter().map(|c| (c, None)).collect();
+        for (names, event) in groups {
+            let payload = event.encode();
+            channels.extend(names.into_iter().map(|c| (c, Some(payload.clone()))));
+        }
+        Some(Self {
+            stream,
+            positions,
+            origin,
+            event_type,
+            event: StoredEvent::of(&first, seq),
+            channels,
+            settles: None,
+        })
+    }
+
+    /// Appends `next`'s text to this one's when both are text deltas of the same type, stream,
+    /// channels and node run, `next` comes later, and neither settles anything; otherwise
+    /// gives `next` back.
+    pub fn join(&mut self, next: Self) -> Option<Self> {
+        let same_run = match (&self.origin, &next.origin) {
+            (Some(a), Some(b)) => a.node_id == b.node_id && a.boot == b.boot && a.seq < b.seq,
+            _ => false,
+        };
+        let joinable = same_run
+            && self.settles.is_none()
+            && next.settles.is_none()
+            && self.stream == next.stream
+            && self.event_type == next.event_type
+            && self.channels == next.channels;
+        match (&mut self.event, next.event) {
+            (StoredEvent::Delta { parts, .. }, StoredEvent::Delta { parts: more, .. })
+                if joinable =>
+            {
+                parts.extend(more);
+                self.origin = next.origin;
+                None
+            }
+            (_, event) => Some(Self { event, ..next }),
+        }
+    }
+
+    fn origin_node(&self) -> &str {
+        self.origin.as_ref().map_or("", |o| o.node_id.as_str())
+    }
+
+    fn position_args(&self) -> (u64, u64) {
+        self.origin.as_ref().map_or((0, 0), |o| (o.boot, o.seq))
+    }
+}
+
+/// Joins each text delta of `batch` to the workstream's previous publication in it, where
+/// that one is a delta it can join ([`Publication::join`]). The order within each stream is
+/// kept; publications of different streams are independent.
+pub fn coalesce(batch: Vec<Publication>) -> Vec<Publication> {
+    let mut out: Vec<Publication> = Vec::with_capacity(batch.len());
+    // The index in `out` of each stream's latest publication.
+    let mut latest: HashMap<String, usize> = HashMap::new();
+    for p in batch {
+        let next = match latest.get(&p.stream) {
+            Some(&i) => match out[i].join(p) {
+                None => continue,
+                Some(p) => p,
+            },
+            None => p,
+        };
+        latest.insert(next.stream.clone(), out.len());
+        out.push(next);
+    }
+    out
+}
+
+/// Runs the publish script (loaded once per connection by `EVALSHA`, loaded again on
+/// `NOSCRIPT`).
 #[derive(Debug, Clone)]
 pub struct Publisher {
     script: Script,
@@ -106,18 +277,46 @@ impl Publisher {
         }
     }
 
-    fn invocation<'a>(&'a self, p: &'a Publication) -> redis::ScriptInvocation<'a> {
-        let mut inv = self.script.key(&p.stream);
-        inv.key(&p.positions);
-        if let Some(settle) = &p.settles {
-            inv.key(&settle.hash);
-        }
+    /// The script's invocation for `p`.
+    fn command(&self, p: &Publication) -> redis::Cmd {
+        let mut cmd = redis::cmd("EVALSHA");
+        cmd.arg(self.script.get_hash());
+        match &p.settles {
+            Some(settle) => cmd
+                .arg(3)
+                .arg(&p.stream)
+                .arg(&p.positions)
+                .arg(&settle.hash),
+            None => cmd.arg(2).arg(&p.stream).arg(&p.positions),
+        };
         let (boot, seq) = p.position_args();
-        inv.arg(p.origin_node()).arg(boot).arg(seq);
-        for arg in p.args(self) {
-            inv.arg(arg);
+        let (field, only_if) = match &p.settles {
+            Some(s) => (s.field.as_str(), if s.only_if_awaited { "1" } else { "0" }),
+            None => ("", "0"),
+        };
+        cmd.arg(p.origin_node())
+            .arg(boot)
+            .arg(seq)
+            .arg(&self.maxlen_arg)
+            .arg(&self.ttl_arg)
+            .arg(&p.event_type)
+            .arg(field)
+            .arg(only_if);
+        match &p.event {
+            StoredEvent::Whole(json) => {
+                cmd.arg(json).arg(0);
+            }
+            StoredEvent::Delta { head, parts } => {
+                cmd.arg(head).arg(parts.len());
+                for (seq, text) in parts {
+                    cmd.arg(seq).arg(text);
+                }
+            }
         }
-        inv
+        for (channel, payload) in &p.channels {
+            cmd.arg(channel).arg(payload.as_deref().unwrap_or(""));
+        }
+        cmd
     }
 
     /// Publishes one event; `Ok(false)` when it had been published before.
@@ -126,12 +325,12 @@ impl Publisher {
         conn: &mut C,
         p: &Publication,
     ) -> Result<bool, QueueError> {
-        let fresh: i64 = self.invocation(p).invoke_async(conn).await?;
-        Ok(fresh == 1)
+        Ok(self.publish_batch(conn, std::slice::from_ref(p)).await? == 1)
     }
 
-    /// Publishes a batch in one round trip (in order); returns how many were new. Falls back
-    /// to one at a time if the script is not cached on the server yet.
+    /// Publishes a batch in one round trip (in order); returns how many were new. If the
+    /// server did not have the script, loads it and sends the whole batch again: what of it
+    /// ran (another client may have loaded the script meanwhile) is skipped by the script.
     pub async fn publish_batch<C: ConnectionLike + Send>(
         &self,
         conn: &mut C,
@@ -142,67 +341,211 @@ impl Publisher {
         }
         let mut pipe = redis::pipe();
         for p in batch {
-            let mut cmd = redis::cmd("EVALSHA");
-            cmd.arg(self.script.get_hash());
-            match &p.settles {
-                Some(settle) => cmd
-                    .arg(3)
-                    .arg(&p.stream)
-                    .arg(&p.positions)
-                    .arg(&settle.hash),
-                None => cmd.arg(2).arg(&p.stream).arg(&p.positions),
-            };
-            let (boot, seq) = p.position_args();
-            cmd.arg(p.origin_node()).arg(boot).arg(seq);
-            for arg in p.args(self) {
-                cmd.arg(arg);
-            }
-            pipe.add_command(cmd);
+            pipe.add_command(self.command(p));
         }
         match pipe.query_async::<Vec<i64>>(conn).await {
             Ok(results) => Ok(results.iter().filter(|r| **r == 1).count()),
             Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
-                // Load it (by running the first one through `invoke`), then retry the rest.
-                let mut fresh = 0;
-                for p in batch {
-                    fresh += usize::from(self.publish(conn, p).await?);
-                }
-                Ok(fresh)
+                self.script.prepare_invoke().load_async(conn).await?;
+                let results: Vec<i64> = pipe.query_async(conn).await?;
+                Ok(results.iter().filter(|r| **r == 1).count())
             }
             Err(e) => Err(e.into()),
         }
     }
 }
 
-impl Publication {
-    fn origin_node(&self) -> &str {
-        self.origin.as_ref().map_or("", |o| o.node_id.as_str())
+#[cfg(test)]
+mod tests {
+    use futures::StreamExt;
+    use redis::AsyncCommands;
+    use turnstone_proto::mq::{ContentEvent, StateChangeBody, StateChangeEvent};
+    use turnstone_proto::sse::Text;
+
+    use super::*;
+
+    fn delta(stream: &str, seq: u64, text: &str) -> Publication {
+        let event = OutboundEvent::Content(ContentEvent::new("w", Text { text: text.into() }));
+        Publication::new(
+            format!("{stream}:stream"),
+            format!("{stream}:pos"),
+            Some(Origin {
+                node_id: "n".into(),
+                boot: 7,
+                seq,
+            }),
+            "content".into(),
+            vec![(vec![format!("{stream}:events")], event)],
+        )
+        .unwrap()
     }
 
-    fn position_args(&self) -> (u64, u64) {
-        self.origin.as_ref().map_or((0, 0), |o| (o.boot, o.seq))
+    fn state(stream: &str, seq: u64) -> Publication {
+        let event = StateChangeEvent::new(
+            "w",
+            StateChangeBody {
+                state: "idle".into(),
+            },
+        );
+        Publication::new(
+            format!("{stream}:stream"),
+            format!("{stream}:pos"),
+            Some(Origin {
+                node_id: "n".into(),
+                boot: 7,
+                seq,
+            }),
+            "state_change".into(),
+            vec![(vec![format!("{stream}:events")], event.into())],
+        )
+        .unwrap()
     }
 
-    /// The script's `ARGV` after the origin, in order (borrowed: an event is not copied to
-    /// be sent).
-    fn args<'a>(&'a self, publisher: &'a Publisher) -> Vec<&'a str> {
-        let (field, only_if) = match &self.settles {
-            Some(s) => (s.field.as_str(), if s.only_if_awaited { "1" } else { "0" }),
-            None => ("", "0"),
+    fn text_of(json: &str) -> String {
+        let v: serde_json::Value = serde_json::from_str(json).unwrap();
+        v["text"].as_str().unwrap().to_string()
+    }
+
+    #[test]
+    fn a_text_delta_is_stored_as_its_head_and_escaped_parts_and_reads_back_whole() {
+        let tricky = "a \"quoted\" \\ line\nand ünïcode \u{1}";
+        let p = delta("s", 3, tricky);
+        let StoredEvent::Delta { head, parts } = &p.event else {
+            panic!("not a delta: {:?}", p.event);
         };
-        let mut args = Vec::with_capacity(6 + 2 * self.channels.len());
-        args.extend([
-            publisher.maxlen_arg.as_str(),
-            publisher.ttl_arg.as_str(),
-            self.event_type.as_str(),
-            self.event.as_str(),
-            field,
-            only_if,
-        ]);
-        for (channel, payload) in &self.channels {
-            args.push(channel);
-            args.push(payload);
+        assert!(head.ends_with("\"text\":\""), "{head}");
+        assert_eq!(parts.len(), 1);
+        assert_eq!(parts[0].0, 3);
+        assert_eq!(text_of(&p.event.json()), tricky);
+        // Other events are kept whole.
+        assert!(matches!(state("s", 4).event, StoredEvent::Whole(_)));
+    }
+
+    #[test]
+    fn adjacent_deltas_of_a_stream_join_and_nothing_else_does() {
+        let batch = vec![
+            delta("a", 1, "Hel"),
+            delta("b", 2, "one "),
+            delta("a", 3, "lo "),
+            delta("b", 4, "two"),
+            delta("a", 5, "world"),
+            state("a", 6),
+            delta("a", 7, "again"),
+        ];
+        let out = coalesce(batch);
+        let summary: Vec<(String, String, u64)> = out
+            .iter()
+            .map(|p| {
+                let json = p.event.json();
+                let text = if p.event_type == "content" {
+                    text_of(&json)
+                } else {
+                    p.event_type.clone()
+                };
+                (p.stream.clone(), text, p.origin.as_ref().unwrap().seq)
+            })
+            .collect();
+        let row = |s: &str, t: &str, q| (format!("{s}:stream"), t.to_string(), q);
+        assert_eq!(
+            summary,
+            [
+                row("a", "Hello world", 5),
+                row("b", "one two", 4),
+                row("a", "state_change", 6),
+                row("a", "again", 7),
+            ]
+        );
+        // Another run of the node, or an earlier position, does not join.
+        let mut first = delta("a", 5, "x");
+        let mut other_run = delta("a", 6, "y");
+        other_run.origin.as_mut().unwrap().boot = 8;
+        assert!(first.join(other_run).is_some());
+        assert!(first.join(delta("a", 4, "z")).is_some());
+        assert!(first.join(delta("a", 6, "y")).is_none());
+    }
+
+    async fn redis() -> redis::aio::MultiplexedConnection {
+        redis::Client::open("redis://127.0.0.1:6379/0")
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap()
+    }
+
+    async fn stored(conn: &mut redis::aio::MultiplexedConnection, stream: &str) -> Vec<String> {
+        let entries: redis::streams::StreamRangeReply = conn.xrange_all(stream).await.unwrap();
+        entries
+            .ids
+            .iter()
+            .map(|e| e.get::<String>("event").unwrap())
+            .collect()
+    }
+
+    /// A replay cut into other batches than the run it repeats: every part of text reaches
+    /// the stream and the channel once, in order.
+    #[tokio::test]
+    async fn a_replay_joined_differently_publishes_each_part_of_text_once() {
+        let s = format!("tqpub{:08x}", rand::random::<u32>());
+        let mut conn = redis().await;
+        let mut sub = redis::Client::open("redis://127.0.0.1:6379/0")
+            .unwrap()
+            .get_async_pubsub()
+            .await
+            .unwrap();
+        sub.subscribe(format!("{s}:events")).await.unwrap();
+        let publisher = Publisher::new(1000, 60);
+        let parts = ["a", "b", "c", "d", "e", "f"];
+        let all = |from: usize, to: usize| -> Vec<Publication> {
+            (from..to)
+                .map(|i| delta(&s, i as u64 + 1, parts[i]))
+                .collect()
+        };
+        // The run: parts 1-2 joined, then 3 alone; the bridge dies before 4.
+        let mut run = coalesce(all(0, 2));
+        run.extend(all(2, 3));
+        assert_eq!(publisher.publish_batch(&mut conn, &run).await.unwrap(), 2);
+        // The replay from an older cursor: 2-5 arrive together, then 1-6 again.
+        let replay = coalesce(all(1, 5));
+        assert_eq!(replay.len(), 1);
+        assert_eq!(
+            publisher.publish_batch(&mut conn, &replay).await.unwrap(),
+            1
+        );
+        let again = coalesce(all(0, 6));
+        assert_eq!(publisher.publish_batch(&mut conn, &again).await.unwrap(), 1);
+        assert_eq!(publisher.publish_batch(&mut conn, &again).await.unwrap(), 0);
+        let texts: Vec<String> = stored(&mut conn, &format!("{s}:stream"))
+            .await
+            .iter()
+            .map(|j| text_of(j))
+            .collect();
+        assert_eq!(texts, ["ab", "c", "de", "f"]);
+        let mut messages = sub.on_message();
+        let mut heard = String::new();
+        for _ in 0..4 {
+            let m = tokio::time::timeout(std::time::Duration::from_secs(5), messages.next())
+                .await
+                .expect("a message on the channel")
+                .unwrap();
+            heard.push_str(&text_of(&m.get_payload::<String>().unwrap()));
         }
-        args
+        assert_eq!(heard, "abcdef");
+    }
+
+    /// A server without the script (flushed, or restarted) gets it loaded, and the batch runs.
+    #[tokio::test]
+    async fn a_batch_sent_before_the_script_is_loaded_runs_once_it_is() {
+        let s = format!("tqnoscript{:08x}", rand::random::<u32>());
+        let mut conn = redis().await;
+        let publisher = Publisher::new(1000, 60);
+        // Other clients' scripts are loaded again by their own `NOSCRIPT` handling.
+        let _: () = redis::cmd("SCRIPT")
+            .arg("FLUSH")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        let batch = vec![delta(&s, 1, "x"), state(&s, 2)];
+        assert_eq!(publisher.publish_batch(&mut conn, &batch).await.unwrap(), 2);
+        assert_eq!(stored(&mut conn, &format!("{s}:stream")).await.len(), 2);
     }
 }

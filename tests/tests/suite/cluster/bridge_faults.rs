@@ -1,6 +1,6 @@
 //! Fault injection: SIGKILL bridges and nodes, restart Redis — count turns on the node.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use redis::AsyncCommands;
@@ -96,6 +96,27 @@ async fn sigkill_the_bridge_while_a_thousand_sends_flow_loses_and_duplicates_not
         }
     }
     assert_eq!(seen.intersection(&ids).count(), n);
+    // And each reply's text once: the content deltas on a workstream's stream (joined in
+    // batches that the replays after each kill cut differently) spell its turn_complete.
+    let mut text: HashMap<&str, String> = HashMap::new();
+    for (ws, e) in &events {
+        if e["type"] == "content" {
+            text.entry(ws)
+                .or_default()
+                .push_str(e["text"].as_str().unwrap());
+        }
+    }
+    let mut replies = 0;
+    for (ws, e) in events.iter().filter(|(_, e)| e["type"] == "turn_complete") {
+        let reply = e["content"].as_str().unwrap();
+        assert_eq!(
+            text.get(ws.as_str()).map(String::as_str),
+            Some(reply),
+            "stream {ws}"
+        );
+        replies += usize::from(!reply.is_empty());
+    }
+    assert_eq!(replies, n, "every turn streamed a reply");
     assert!(mq.dead_letters().await.is_empty());
     mq.cleanup().await;
 }
