@@ -364,41 +364,40 @@ mod tests {
 
     use super::*;
 
-    fn delta(stream: &str, seq: u64, text: &str) -> Publication {
-        let event = OutboundEvent::Content(ContentEvent::new("w", Text { text: text.into() }));
+    /// The publication of `event` (stored as `event_type`) on test stream `stream`, from
+    /// node `n`'s run 7 at `seq`.
+    fn published(stream: &str, seq: u64, event_type: &str, event: OutboundEvent) -> Publication {
+        let origin = Origin {
+            node_id: "n".into(),
+            boot: 7,
+            seq,
+        };
         Publication::new(
             format!("{stream}:stream"),
             format!("{stream}:pos"),
-            Some(Origin {
-                node_id: "n".into(),
-                boot: 7,
-                seq,
-            }),
-            "content".into(),
+            Some(origin),
+            event_type.into(),
             vec![(vec![format!("{stream}:events")], event)],
         )
         .unwrap()
     }
 
+    fn delta(stream: &str, seq: u64, text: &str) -> Publication {
+        let text = Text { text: text.into() };
+        let event = OutboundEvent::Content(ContentEvent::new("w", text));
+        published(stream, seq, "content", event)
+    }
+
     fn state(stream: &str, seq: u64) -> Publication {
-        let event = StateChangeEvent::new(
-            "w",
-            StateChangeBody {
-                state: "idle".into(),
-            },
-        );
-        Publication::new(
-            format!("{stream}:stream"),
-            format!("{stream}:pos"),
-            Some(Origin {
-                node_id: "n".into(),
-                boot: 7,
-                seq,
-            }),
-            "state_change".into(),
-            vec![(vec![format!("{stream}:events")], event.into())],
+        let body = StateChangeBody {
+            state: "idle".into(),
+        };
+        published(
+            stream,
+            seq,
+            "state_change",
+            StateChangeEvent::new("w", body).into(),
         )
-        .unwrap()
     }
 
     fn text_of(json: &str) -> String {
