@@ -137,14 +137,13 @@ impl StoredEvent {
         let (OutboundEvent::Content(delta) | OutboundEvent::Reasoning(delta)) = event else {
             return Self::Whole(json);
         };
-        // The JSON ends with the quoted text and `}`; anything else stays whole.
+        // The JSON ends with the text, quoted, and `}`; anything else stays whole.
         let quoted = serde_json::to_string(&delta.text).unwrap_or_default();
-        let split = quoted
-            .strip_suffix('"')
-            .and_then(|q| json.strip_suffix(&format!("{q}{DELTA_TAIL}")));
-        match (split, quoted.get(1..quoted.len().saturating_sub(1))) {
-            (Some(head), Some(text)) if quoted.len() >= 2 => Self::Delta {
-                head: format!("{head}\""),
+        let escaped = quoted.strip_prefix('"').and_then(|q| q.strip_suffix('"'));
+        let head = escaped.and_then(|e| json.strip_suffix(&format!("{e}{DELTA_TAIL}")));
+        match (head, escaped) {
+            (Some(head), Some(text)) => Self::Delta {
+                head: head.to_string(),
                 parts: vec![(seq, text.to_string())],
             },
             _ => Self::Whole(json),
