@@ -407,19 +407,33 @@ impl Waiters {
         self.lock().remove(cid);
     }
 
+    /// The ack and the turn's events take different paths through the bridge, so either
+    /// may come first: a waiter leaves the map once both came (or a refusing ack, after
+    /// which no turn follows).
     fn ack(&self, cid: &str, ok: bool, at: Instant) {
         let mut map = self.lock();
-        if let Some(tx) = map.get_mut(cid).and_then(|w| w.ack.take()) {
+        let Some(w) = map.get_mut(cid) else {
+            return;
+        };
+        if let Some(tx) = w.ack.take() {
             let _ = tx.send((at, ok));
         }
-        if !ok {
+        if !ok || w.done.is_none() {
             map.remove(cid);
         }
     }
 
     fn done(&self, cid: &str, at: Instant) {
-        if let Some(tx) = self.lock().remove(cid).and_then(|w| w.done) {
+        let mut map = self.lock();
+        let Some(w) = map.get_mut(cid) else {
+            return;
+        };
+        if let Some(tx) = w.done.take() {
             let _ = tx.send(at);
+        }
+        // Direct HTTP sends wait for no ack (their receiver is gone).
+        if w.ack.as_ref().is_none_or(|tx| tx.is_closed()) {
+            map.remove(cid);
         }
     }
 }
@@ -694,7 +708,8 @@ async fn one_send(http: &Http, route: &Route, node: &NodeProc, ws_id: &str) -> R
         let cid = next_cid();
         match route {
             Route::Http { waiters } => {
-                let pending = waiters.register(&cid);
+                // The node's answer is the acceptance: no ack to wait for.
+                let Pending { done, .. } = waiters.register(&cid);
                 let started = Instant::now();
                 if !http.send(&node.url, ws_id, &cid).await? {
                     waiters.forget(&cid);
@@ -703,7 +718,7 @@ async fn one_send(http: &Http, route: &Route, node: &NodeProc, ws_id: &str) -> R
                     continue;
                 }
                 let accepted = started.elapsed();
-                let done = recv(pending.done, "turn_complete on the node stream").await?;
+                let done = recv(done, "turn_complete on the node stream").await?;
                 return Ok(Sample {
                     accepted,
                     complete: done - started,

@@ -134,7 +134,8 @@ impl Cursor {
         self.saved_at + CURSOR_SAVE_INTERVAL
     }
 
-    /// A new run of the node was followed: the cursor names it at once.
+    /// The node's run is `boot`: a new run starts at its beginning (and is saved with the
+    /// batch that follows, whatever the interval, [`Cursor::save`]).
     fn follows(&mut self, boot: u64) {
         if boot != self.boot {
             self.boot = boot;
