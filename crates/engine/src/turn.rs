@@ -265,7 +265,8 @@ impl Turn<'_> {
                 return Err(Stop::Cancelled);
             }
             Some(Err(e)) => return Err(Stop::Failed(e.to_string())),
-            Some(Ok(s)) => s,
+            // Deltas the model sent together go out as one event (never waited for).
+            Some(Ok(s)) => turnstone_llm::join_ready_deltas(s),
         };
 
         let mut text = String::new();

@@ -2,7 +2,8 @@
 //!
 //! Owns talking to language models: the provider-neutral chat types ([`types`]), the
 //! [`Provider`] trait, the OpenAI-compatible adapter ([`openai`]), the Anthropic Messages
-//! adapter ([`anthropic`]), `<think>` tag splitting ([`think`]), retry before the first byte
+//! adapter ([`anthropic`]), `<think>` tag splitting ([`think`]), joining the text deltas
+//! that arrived together ([`join`]), retry before the first byte
 //! and the circuit breaker ([`resilience`]), and the `[models.*]` registry with its fallback
 //! chain ([`registry`]), and the Cohere/Jina-compatible reranking client ([`rerank`]).
 //!
@@ -13,6 +14,7 @@ pub mod anthropic;
 pub mod error;
 pub mod estimate;
 mod http;
+pub mod join;
 pub mod openai;
 pub mod provider;
 pub mod registry;
@@ -25,6 +27,7 @@ pub mod types;
 
 pub use anthropic::{AnthropicConfig, AnthropicProvider};
 pub use error::LlmError;
+pub use join::join_ready_deltas;
 pub use openai::{OpenAiConfig, OpenAiProvider};
 pub use provider::Provider;
 pub use registry::{
