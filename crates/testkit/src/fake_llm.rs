@@ -386,8 +386,14 @@ async fn abort_connection() -> io::Error {
     io::Error::other("turnstone-testkit: connection dropped mid-stream (Fault::DropMidStream)")
 }
 
-/// A body streaming `parts`, one every `interval` when given.
+/// A body streaming `parts`, one every `interval` when given. Without one (the zero-latency
+/// model) the whole reply is ready at once and is written as one chunk, as a server writes a
+/// body it already holds; only an abort stays a part of its own, after the bytes before it.
 fn body_of(parts: Vec<BodyPart>, interval: Option<Duration>) -> Body {
+    let parts = match interval {
+        Some(_) => parts,
+        None => joined_parts(parts),
+    };
     let stream =
         futures::stream::iter(parts.into_iter().enumerate()).then(move |(i, part)| async move {
             if let Some(interval) = interval.filter(|_| i > 0) {
@@ -399,6 +405,27 @@ fn body_of(parts: Vec<BodyPart>, interval: Option<Duration>) -> Body {
             }
         });
     Body::from_stream(stream)
+}
+
+/// `parts` with each run of adjacent data parts as one.
+fn joined_parts(parts: Vec<BodyPart>) -> Vec<BodyPart> {
+    let mut out: Vec<BodyPart> = Vec::with_capacity(2);
+    let mut run = Vec::new();
+    for part in parts {
+        match part {
+            BodyPart::Data(bytes) => run.extend_from_slice(&bytes),
+            BodyPart::Abort => {
+                if !run.is_empty() {
+                    out.push(BodyPart::Data(Bytes::from(std::mem::take(&mut run))));
+                }
+                out.push(BodyPart::Abort);
+            }
+        }
+    }
+    if !run.is_empty() {
+        out.push(BodyPart::Data(Bytes::from(run)));
+    }
+    out
 }
 
 async fn serve_reply(shared: &Arc<Shared>, request: &ParsedRequest, damage: Damage) -> Response {

@@ -319,6 +319,37 @@ async fn pacing_and_chunk_size_are_configurable() {
     );
 }
 
+/// The HTTP body chunks of a streamed reply to `text`.
+async fn body_chunks(llm: &FakeLlm, text: &str) -> Vec<bytes::Bytes> {
+    let mut resp = post(llm, &chat_body(user(text), true, false)).await;
+    let mut out = Vec::new();
+    while let Some(chunk) = resp.chunk().await.unwrap() {
+        out.push(chunk);
+    }
+    out
+}
+
+#[tokio::test]
+async fn a_zero_latency_reply_is_written_at_once_and_a_paced_one_token_by_token() {
+    let text = "a reply of several four-character chunks";
+    let instant = FakeLlm::start().await;
+    let chunks = body_chunks(&instant, text).await;
+    assert_eq!(chunks.len(), 1, "{chunks:?}");
+    let payloads = sse_payloads(std::str::from_utf8(&chunks[0]).unwrap());
+    assert!(
+        payloads.len() > 10,
+        "still one SSE event per delta: {payloads:?}"
+    );
+
+    let paced = FakeLlm::start_with(FakeLlmConfig {
+        tokens_per_sec: Some(1_000.0),
+        ..FakeLlmConfig::default()
+    })
+    .await;
+    let chunks = body_chunks(&paced, text).await;
+    assert!(chunks.len() > 10, "{chunks:?}");
+}
+
 // ---------------------------------------------------------------- faults
 
 #[tokio::test]

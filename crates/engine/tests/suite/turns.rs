@@ -333,3 +333,32 @@ async fn counters_and_activity_follow_the_turn() {
         .any(|e| matches!(e, Event::Activity { activity_state, .. } if activity_state == "tool"));
     assert!(saw_tool_activity);
 }
+
+/// The `content` events of a turn.
+fn deltas(events: &[Event]) -> Vec<String> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Content { text } => Some(text.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_reply_the_model_sent_at_once_is_one_content_event_and_a_paced_one_streams() {
+    let text = "a reply the model streams in many four-character chunks";
+    let h = Harness::start().await;
+    let ws = h.workstream();
+    let mut sub = send(&ws, text);
+    let events = read_turn(&mut sub).await;
+    assert_eq!(deltas(&events), [text], "{:?}", types(&events));
+
+    let h = Harness::with(|o| o.llm.tokens_per_sec = Some(200.0)).await;
+    let ws = h.workstream();
+    let mut sub = send(&ws, text);
+    let events = read_turn(&mut sub).await;
+    let deltas = deltas(&events);
+    assert_eq!(deltas.concat(), text);
+    assert!(deltas.len() > 5, "token by token: {deltas:?}");
+}
