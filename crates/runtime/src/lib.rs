@@ -4,10 +4,12 @@
 //! file → `TURNSTONE_*` environment → command line), tracing initialisation ([`telemetry`]:
 //! text or JSON logs), graceful shutdown ([`shutdown`]), and authentication and authorisation
 //! ([`auth`]: scopes, HS256 JWTs, config and API tokens, the route → scope table), and the
-//! Prometheus text writer of every `/metrics` ([`metrics`]).
+//! Prometheus text writer of every `/metrics` ([`metrics`]), and the memory allocator of every
+//! process that links it ([`allocator`]).
 //!
 //! It must not know domain logic: no workstreams, tools, models, Redis or HTTP routes.
 
+pub mod allocator;
 pub mod auth;
 pub mod config;
 pub mod metrics;
