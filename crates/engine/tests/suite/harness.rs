@@ -159,7 +159,8 @@ pub fn types(events: &[Event]) -> Vec<&'static str> {
     events.iter().map(Event::type_name).collect()
 }
 
-pub fn content(events: &[Event]) -> String {
+/// The text of each `content` event.
+pub fn deltas(events: &[Event]) -> Vec<&str> {
     events
         .iter()
         .filter_map(|e| match e {
@@ -167,6 +168,10 @@ pub fn content(events: &[Event]) -> String {
             _ => None,
         })
         .collect()
+}
+
+pub fn content(events: &[Event]) -> String {
+    deltas(events).concat()
 }
 
 pub fn states(events: &[Event]) -> Vec<WsState> {

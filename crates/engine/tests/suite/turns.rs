@@ -334,17 +334,6 @@ async fn counters_and_activity_follow_the_turn() {
     assert!(saw_tool_activity);
 }
 
-/// The `content` events of a turn.
-fn deltas(events: &[Event]) -> Vec<String> {
-    events
-        .iter()
-        .filter_map(|e| match e {
-            Event::Content { text } => Some(text.clone()),
-            _ => None,
-        })
-        .collect()
-}
-
 #[tokio::test]
 async fn a_reply_the_model_sent_at_once_is_one_content_event_and_a_paced_one_streams() {
     let text = "a reply the model streams in many four-character chunks";
