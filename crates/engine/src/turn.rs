@@ -218,9 +218,7 @@ impl Turn<'_> {
     }
 
     fn add_content(&mut self, text: &str) {
-        if self.content.len() + text.len() <= TURN_CONTENT_CAP {
-            self.content.push_str(text);
-        }
+        push_capped(&mut self.content, text, TURN_CONTENT_CAP);
     }
 
     async fn run_loop(&mut self) -> Result<(), Stop> {
@@ -1076,5 +1074,29 @@ pub(crate) fn error_item(call_id: &str, name: &str, error: String) -> ToolItem {
         needs_approval: false,
         error: Some(error),
         ..ToolItem::default()
+    }
+}
+
+/// Appends what of `text` fits in `cap` bytes, cut at a character boundary: a joined delta
+/// (up to 16 KiB) that crosses the cap still fills the turn's text up to it.
+fn push_capped(out: &mut String, text: &str, cap: usize) {
+    let room = cap.saturating_sub(out.len());
+    out.push_str(&text[..text.floor_char_boundary(room.min(text.len()))]);
+}
+
+#[cfg(test)]
+mod capped_tests {
+    use super::push_capped;
+
+    #[test]
+    fn text_past_the_cap_is_cut_at_a_character_boundary() {
+        let mut out = String::new();
+        push_capped(&mut out, "abc", 5);
+        push_capped(&mut out, "dé", 5);
+        assert_eq!(out, "abcd", "é is two bytes and would end past the cap");
+        push_capped(&mut out, "x", 5);
+        assert_eq!(out, "abcdx");
+        push_capped(&mut out, "more", 5);
+        assert_eq!(out, "abcdx");
     }
 }
