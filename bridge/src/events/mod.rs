@@ -103,6 +103,20 @@ pub(crate) enum Effect {
 /// whose stream broke and one that stops.
 const CURSOR_SAVE_INTERVAL: Duration = Duration::from_millis(200);
 
+/// The most node events read into one batch.
+const MAX_BATCH: usize = 512;
+
+/// While events flow (the previous batch was published less than [`FLOWING`] ago), the
+/// follower holds a batch this long for the events right behind it before publishing:
+/// one Redis pipeline then carries a whole turn's events instead of a few each
+/// (`docs/benchmarks.md`, "A short hold before publishing"). An event after a quiet spell
+/// is published at once; the ack of a send never waits (it is not an event). Tokio's timers
+/// tick in milliseconds, so a hold lasts 0.5–1.5 ms.
+const PUBLISH_HOLD: Duration = Duration::from_micros(500);
+
+/// See [`PUBLISH_HOLD`].
+const FLOWING: Duration = Duration::from_millis(2);
+
 /// The follower's place in the node's event log (`boot`, the run; `seq`, the last event
 /// read) and what of it Redis holds (see [`CURSOR_SAVE_INTERVAL`]).
 struct Cursor {
@@ -176,8 +190,9 @@ pub async fn run(ctx: Arc<Ctx>) {
             }
         };
         ctx.metrics.inc(&ctx.metrics.event_stream_reconnects);
-        let mut stream = resp.bytes_stream().eventsource().ready_chunks(512);
+        let mut stream = resp.bytes_stream().eventsource().ready_chunks(MAX_BATCH);
         let mut cursor = Cursor::resumed(loaded);
+        let mut last_batch: Option<Instant> = None;
         loop {
             let chunk = tokio::select! {
                 _ = ctx.cancel.cancelled() => {
@@ -190,10 +205,14 @@ pub async fn run(ctx: Arc<Ctx>) {
                 }
                 c = stream.next() => c,
             };
-            let Some(chunk) = chunk else {
+            let Some(mut chunk) = chunk else {
                 cursor.save(&ctx, true).await;
                 break;
             };
+            if last_batch.is_some_and(|at| at.elapsed() < FLOWING) {
+                read_on(&mut stream, &mut chunk, Instant::now() + PUBLISH_HOLD).await;
+            }
+            last_batch = Some(Instant::now());
             let mut batch = Vec::with_capacity(chunk.len());
             let mut effects = Vec::new();
             let mut broken = false;
@@ -279,6 +298,20 @@ pub async fn run(ctx: Arc<Ctx>) {
         tokio::select! {
             _ = ctx.cancel.cancelled() => break,
             _ = tokio::time::sleep(backoff.delay()) => {}
+        }
+    }
+}
+
+/// Appends to `chunk` the chunks `stream` yields until `until` or [`MAX_BATCH`] items. The
+/// stream's end (or a break) is left for the next read to see.
+async fn read_on<T, S>(stream: &mut S, chunk: &mut Vec<T>, until: Instant)
+where
+    S: futures::Stream<Item = Vec<T>> + Unpin,
+{
+    while chunk.len() < MAX_BATCH {
+        match tokio::time::timeout_at(until, stream.next()).await {
+            Ok(Some(more)) => chunk.extend(more),
+            Ok(None) | Err(_) => return,
         }
     }
 }
@@ -529,6 +562,49 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::*;
+
+    /// The hold takes what arrives before it ends, no more, and leaves the stream's end to
+    /// the next read. (Tokio's timers tick in milliseconds, hence a longer hold here.)
+    #[tokio::test(start_paused = true)]
+    async fn the_hold_takes_what_arrives_before_it_ends_and_no_more() {
+        let (tx, mut rx) = futures::channel::mpsc::unbounded::<Vec<u32>>();
+        let start = Instant::now();
+        let sender = tokio::spawn(async move {
+            for (at_ms, item) in [(2, 1), (5, 2), (8, 3), (15, 4)] {
+                tokio::time::sleep_until(start + Duration::from_millis(at_ms)).await;
+                tx.unbounded_send(vec![item]).unwrap();
+            }
+        });
+        let hold = Duration::from_millis(10);
+        let mut chunk = vec![0];
+        read_on(&mut rx, &mut chunk, start + hold).await;
+        assert_eq!(
+            chunk,
+            [0, 1, 2, 3],
+            "what arrived within the hold, in order"
+        );
+        assert_eq!(Instant::now(), start + hold, "held until the hold's end");
+        sender.await.unwrap();
+        let mut next = rx.next().await.unwrap();
+        assert_eq!(next, [4], "what came after the hold is the next batch's");
+        read_on(&mut rx, &mut next, Instant::now() + hold).await;
+        assert_eq!(next, [4], "the stream's end ends the hold early");
+        assert!(rx.next().await.is_none(), "and is seen by the next read");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_hold_stops_at_a_full_batch() {
+        let (tx, mut rx) = futures::channel::mpsc::unbounded::<Vec<u32>>();
+        for _ in 0..3 {
+            tx.unbounded_send(vec![7; MAX_BATCH / 2]).unwrap();
+        }
+        let start = Instant::now();
+        let mut chunk = Vec::new();
+        read_on(&mut rx, &mut chunk, start + PUBLISH_HOLD).await;
+        assert_eq!(chunk.len(), MAX_BATCH);
+        assert_eq!(Instant::now(), start, "a full batch is not held");
+        assert_eq!(rx.next().await.unwrap().len(), MAX_BATCH / 2);
+    }
 
     fn frame(data: &str) -> NodeEvent {
         match NodeFrame::decode(data) {
