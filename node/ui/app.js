@@ -153,7 +153,9 @@
     $("login-mode").textContent = password || setup
       ? "Sign in with a token instead"
       : "Sign in with a username and password";
-    setTimeout(() => $(setup ? "setup-code" : password ? "login-username" : "login-token").focus(), 0);
+    // At once, not on a timer: a focus deferred past the first keystrokes would move what
+    // is typed next out of the field being typed in (a password into the username field).
+    $(setup ? "setup-code" : password ? "login-username" : "login-token").focus();
   }
 
   // First-user setup with the bootstrap credential: the setup code (body) or a full-access

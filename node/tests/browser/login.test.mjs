@@ -11,6 +11,13 @@ const USERNAME = env("TURNSTONE_USERNAME");
 const PASSWORD = env("TURNSTONE_PASSWORD");
 
 await runBrowserTest("login", async ({ page, context, log, shot, base }) => {
+  // What was typed stays in the field it was typed into (focus moved late once sent the
+  // password into the username field).
+  const assertFields = async (username, password) => {
+    const held = [await page.locator("#login-username").inputValue(), await page.locator("#login-password").inputValue()];
+    assert(held[0] === username && held[1] === password, "fields hold what was typed: " + JSON.stringify(held[0]));
+  };
+
   log("a node with users offers username and password first");
   await page.goto(base + "/");
   await page.locator("#login-overlay").waitFor({ state: "visible" });
@@ -27,6 +34,7 @@ await runBrowserTest("login", async ({ page, context, log, shot, base }) => {
   log("a wrong password is refused");
   await page.locator("#login-username").fill(USERNAME);
   await page.locator("#login-password").fill("not " + PASSWORD);
+  await assertFields(USERNAME, "not " + PASSWORD);
   await page.locator("#login-submit").click();
   await page.waitForFunction(() => document.getElementById("login-error").textContent.length > 0);
   const refused = await page.locator("#login-error").textContent();
@@ -35,6 +43,7 @@ await runBrowserTest("login", async ({ page, context, log, shot, base }) => {
 
   log("the right password opens the dashboard");
   await page.locator("#login-password").fill(PASSWORD);
+  await assertFields(USERNAME, PASSWORD);
   await page.locator("#login-submit").click();
   await page.locator("#login-overlay").waitFor({ state: "hidden" });
   await page.locator(".pane:not([hidden])").waitFor();
