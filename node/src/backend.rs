@@ -30,7 +30,10 @@ type ScriptedModel = std::convert::Infallible;
 async fn start_scripted() -> Result<(ScriptedModel, String), NodeError> {
     let fake = turnstone_testkit::FakeLlm::bind(
         std::net::SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, 0)),
-        turnstone_testkit::FakeLlmConfig::default(),
+        turnstone_testkit::FakeLlmConfig {
+            record_requests: false,
+            ..turnstone_testkit::FakeLlmConfig::default()
+        },
     )
     .await
     .map_err(|e| NodeError::FakeModel(e.to_string()))?;

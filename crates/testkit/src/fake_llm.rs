@@ -43,6 +43,11 @@ pub struct FakeLlmConfig {
     pub tokens_per_sec: Option<f64>,
     /// Characters per streamed content / reasoning / arguments chunk (at least 1).
     pub chunk_chars: usize,
+    /// Keep every chat-completions request (body and `traceparent`) for
+    /// [`FakeLlm::requests`], [`FakeLlm::last_request`] and [`FakeLlm::traceparents`].
+    /// A long-running model (the node's built-in one, the standalone binary) keeps none:
+    /// each body holds the whole conversation, so they would grow without bound.
+    pub record_requests: bool,
 }
 
 impl Default for FakeLlmConfig {
@@ -53,6 +58,7 @@ impl Default for FakeLlmConfig {
             first_byte_delay: Duration::ZERO,
             tokens_per_sec: None,
             chunk_chars: 4,
+            record_requests: true,
         }
     }
 }
@@ -106,7 +112,10 @@ struct Shared {
     config: FakeLlmConfig,
     replies: Mutex<VecDeque<ScriptReply>>,
     faults: Mutex<VecDeque<Fault>>,
+    /// Empty unless [`FakeLlmConfig::record_requests`].
     requests: Mutex<Vec<Value>>,
+    /// Chat-completions requests received, recorded or not.
+    received: AtomicUsize,
     /// The `traceparent` header of each chat-completions request (`None` when absent).
     traceparents: Mutex<Vec<Option<String>>>,
     responses: AtomicU64,
@@ -149,6 +158,7 @@ impl FakeLlm {
             replies: Mutex::default(),
             faults: Mutex::default(),
             requests: Mutex::default(),
+            received: AtomicUsize::new(0),
             traceparents: Mutex::default(),
             responses: AtomicU64::new(0),
             nodelay_connections: AtomicUsize::new(0),
@@ -231,7 +241,7 @@ impl FakeLlm {
 
     /// How many chat-completions requests were received (including rejected and faulted ones).
     pub fn request_count(&self) -> usize {
-        self.shared.requests.lock().len()
+        self.shared.received.load(Ordering::Relaxed)
     }
 
     /// How many accepted connections had `TCP_NODELAY` set successfully.
@@ -300,17 +310,20 @@ async fn chat_completions(
     headers: axum::http::HeaderMap,
     body: Bytes,
 ) -> Response {
-    shared.traceparents.lock().push(
-        headers
-            .get("traceparent")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string),
-    );
+    shared.received.fetch_add(1, Ordering::Relaxed);
     let value = serde_json::from_slice::<Value>(&body);
-    shared.requests.lock().push(match &value {
-        Ok(v) => v.clone(),
-        Err(_) => Value::String(String::from_utf8_lossy(&body).into_owned()),
-    });
+    if shared.config.record_requests {
+        shared.traceparents.lock().push(
+            headers
+                .get("traceparent")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string),
+        );
+        shared.requests.lock().push(match &value {
+            Ok(v) => v.clone(),
+            Err(_) => Value::String(String::from_utf8_lossy(&body).into_owned()),
+        });
+    }
     let request = match value
         .map_err(|e| format!("invalid JSON body: {e}"))
         .and_then(|v| parse_request(&v))

@@ -55,6 +55,7 @@ async fn main() -> anyhow::Result<()> {
         first_byte_delay: Duration::from_millis(args.first_byte_delay_ms),
         tokens_per_sec: args.tokens_per_sec,
         chunk_chars: args.chunk_chars.max(1),
+        record_requests: false,
     };
     let llm = FakeLlm::bind(SocketAddr::new(args.host, args.port), config).await?;
     {

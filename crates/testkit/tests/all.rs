@@ -512,6 +512,23 @@ async fn requests_are_recorded_in_order() {
     assert_eq!(llm.last_request(), Some(second));
 }
 
+/// A long-running model keeps no request: each body holds the whole conversation.
+#[tokio::test]
+async fn a_model_that_records_nothing_still_counts_and_answers() {
+    let llm = FakeLlm::start_with(FakeLlmConfig {
+        record_requests: false,
+        ..FakeLlmConfig::default()
+    })
+    .await;
+    let reply = complete(&llm, user("one")).await;
+    assert_eq!(reply["choices"][0]["message"]["content"], "one");
+    post(&llm, &chat_body(user("two"), true, false)).await;
+    assert_eq!(llm.request_count(), 2);
+    assert_eq!(llm.requests(), Vec::<Value>::new());
+    assert_eq!(llm.last_request(), None);
+    assert!(llm.traceparents().is_empty());
+}
+
 #[tokio::test]
 async fn models_list_has_no_created_field() {
     let llm = FakeLlm::start_with(FakeLlmConfig {
