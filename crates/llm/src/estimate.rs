@@ -26,49 +26,90 @@ pub fn text_tokens(text: &str) -> u64 {
 /// Estimated prompt tokens of `request`: every message (content, tool calls with their
 /// arguments, images at a flat [`TOKENS_PER_IMAGE`]) with its framing, and the tool schemas as the server renders them (JSON).
 pub fn prompt_tokens(request: &ChatRequest) -> u64 {
-    let messages: u64 = request
-        .messages
-        .iter()
-        .map(|m| {
-            let calls: u64 = m
-                .tool_calls
-                .iter()
-                .map(|c| text_tokens(&c.name) + text_tokens(&c.arguments) + TOKENS_PER_MESSAGE)
-                .sum();
-            TOKENS_PER_MESSAGE
-                + text_tokens(m.content.as_deref().unwrap_or(""))
-                + calls
-                + TOKENS_PER_IMAGE * m.images.len() as u64
-        })
-        .sum();
-    let tools: u64 = request
-        .tools
-        .iter()
-        .map(|t| {
-            text_tokens(&t.name)
-                + text_tokens(&t.description)
-                + text_tokens(&t.parameters.to_string())
-                + TOKENS_PER_MESSAGE
-        })
-        .sum();
-    messages + tools
+    PromptEstimate::of(request).tokens()
+}
+
+/// A request's prompt estimate, taken when the request is sent and counted only if the
+/// server reports no usage: the messages are counted at once (a pass over their lengths),
+/// the tool schemas, which take rendering as JSON, only when asked.
+#[derive(Debug, Clone)]
+pub struct PromptEstimate {
+    messages: u64,
+    tools: std::sync::Arc<[crate::types::ToolSpec]>,
+}
+
+impl PromptEstimate {
+    pub fn of(request: &ChatRequest) -> Self {
+        let messages = request
+            .messages
+            .iter()
+            .map(|m| {
+                let calls: u64 = m
+                    .tool_calls
+                    .iter()
+                    .map(|c| text_tokens(&c.name) + text_tokens(&c.arguments) + TOKENS_PER_MESSAGE)
+                    .sum();
+                TOKENS_PER_MESSAGE
+                    + text_tokens(m.content.as_deref().unwrap_or(""))
+                    + calls
+                    + TOKENS_PER_IMAGE * m.images.len() as u64
+            })
+            .sum();
+        Self {
+            messages,
+            tools: std::sync::Arc::clone(&request.tools),
+        }
+    }
+
+    /// The estimate: [`prompt_tokens`] of the request.
+    pub fn tokens(&self) -> u64 {
+        let tools: u64 = self
+            .tools
+            .iter()
+            .map(|t| {
+                text_tokens(&t.name)
+                    + text_tokens(&t.description)
+                    + json_len(&t.parameters).div_ceil(BYTES_PER_TOKEN)
+                    + TOKENS_PER_MESSAGE
+            })
+            .sum();
+        self.messages + tools
+    }
+}
+
+/// Bytes of `value` rendered as compact JSON, counted without rendering it into memory.
+fn json_len(value: &serde_json::Value) -> u64 {
+    struct Count(u64);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len() as u64;
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    // Writing a `Value` to a sink that never fails cannot fail.
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
 }
 
 /// `stream` with an estimated [`StreamEvent::Usage`] (marked `estimated`) put right before
-/// its `Finish` when the server sent none: the prompt as [`prompt_tokens`] of the request,
+/// its `Finish` when the server sent none: the prompt as `prompt` counts it,
 /// the completion as [`text_tokens`] of everything streamed (text, reasoning, tool calls).
 /// An interrupted stream (no `Finish`) gets no estimate.
-pub fn with_usage_estimate(stream: ChatStream, prompt_tokens: u64) -> ChatStream {
+pub fn with_usage_estimate(stream: ChatStream, prompt: PromptEstimate) -> ChatStream {
     struct State {
         inner: ChatStream,
-        prompt: u64,
+        prompt: PromptEstimate,
         completion_bytes: u64,
         saw_usage: bool,
         held: Option<Result<StreamEvent, crate::LlmError>>,
     }
     let state = State {
         inner: stream,
-        prompt: prompt_tokens,
+        prompt,
         completion_bytes: 0,
         saw_usage: false,
         held: None,
@@ -91,10 +132,11 @@ pub fn with_usage_estimate(stream: ChatStream, prompt_tokens: u64) -> ChatStream
             Ok(StreamEvent::Usage(_)) => s.saw_usage = true,
             Ok(StreamEvent::Finish(_)) if !s.saw_usage => {
                 let completion = s.completion_bytes.div_ceil(BYTES_PER_TOKEN);
+                let prompt = s.prompt.tokens();
                 let usage = Usage {
-                    prompt_tokens: s.prompt,
+                    prompt_tokens: prompt,
                     completion_tokens: completion,
-                    total_tokens: s.prompt + completion,
+                    total_tokens: prompt + completion,
                     estimated: true,
                     ..Usage::default()
                 };
@@ -116,9 +158,15 @@ mod tests {
     fn collect(events: Vec<StreamEvent>, prompt: u64) -> Vec<StreamEvent> {
         let stream: ChatStream = Box::pin(futures::stream::iter(events.into_iter().map(Ok)));
         futures::executor::block_on(
-            with_usage_estimate(stream, prompt)
-                .map(|r| r.unwrap())
-                .collect::<Vec<_>>(),
+            with_usage_estimate(
+                stream,
+                PromptEstimate {
+                    messages: prompt,
+                    tools: std::sync::Arc::from([]),
+                },
+            )
+            .map(|r| r.unwrap())
+            .collect::<Vec<_>>(),
         )
     }
 

@@ -201,14 +201,14 @@ impl Provider for OpenAiProvider {
             let events = completion_events(parse_completion(&body));
             return Ok(crate::estimate::with_usage_estimate(
                 Box::pin(futures::stream::iter(events)),
-                crate::estimate::prompt_tokens(request),
+                crate::estimate::PromptEstimate::of(request),
             ));
         }
         tracing::debug!(model = %request.model, "chat stream started");
         // Servers that stream no usage chunk (llama-cpp-python) get an estimate.
         Ok(crate::estimate::with_usage_estimate(
             event_stream(response.bytes_stream()),
-            crate::estimate::prompt_tokens(request),
+            crate::estimate::PromptEstimate::of(request),
         ))
     }
 
