@@ -73,7 +73,8 @@ pub fn request(model: &str, criteria: &str, evidence: &Evidence<'_>) -> ChatRequ
                  Your verdict (PASS or FAIL, then the reason):",
                 clip(evidence.reply)
             )),
-        ],
+        ]
+        .into(),
         tools: Default::default(),
         temperature: Some(0.0),
         max_tokens: Some(512),

@@ -30,7 +30,8 @@ pub fn answer_request(model: &str, question: &str, page: &str) -> ChatRequest {
         messages: vec![
             ChatMessage::system(INSTRUCTIONS),
             ChatMessage::user(format!("Question: {question}\n\nPage text:\n{page}")),
-        ],
+        ]
+        .into(),
         temperature: Some(0.0),
         max_tokens: Some(2048),
         ..ChatRequest::default()

@@ -120,7 +120,7 @@ async fn run(sizes: Sizes, full: bool) {
     let provider = ScriptedProvider::new().without_recording();
     let request = ChatRequest {
         model: "fake".into(),
-        messages: vec![ChatMessage::user("hello from the benchmark")],
+        messages: vec![ChatMessage::user("hello from the benchmark")].into(),
         ..ChatRequest::default()
     };
     let started = Instant::now();

@@ -202,7 +202,8 @@ async fn summarize(
         messages: vec![
             ChatMessage::system(INSTRUCTIONS),
             ChatMessage::user(format!("The conversation to summarise:\n\n{transcript}")),
-        ],
+        ]
+        .into(),
         tools: Default::default(),
         temperature: Some(TEMPERATURE),
         max_tokens: Some(max_tokens),

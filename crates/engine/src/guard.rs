@@ -160,7 +160,8 @@ async fn llm_tier(llm: &GuardLlm, warning: &mut OutputWarning, text: &str) {
                 warning.func_name,
                 warning.flags.join(", ")
             )),
-        ],
+        ]
+        .into(),
         tools: Default::default(),
         temperature: Some(0.0),
         max_tokens: Some(512),

@@ -249,7 +249,8 @@ fn request_for(job: &JudgeJob, item: &JudgeItem) -> ChatRequest {
                  working directory: {}{heuristic}\n\nAnswer with the JSON object only.",
                 item.func_name, job.cwd
             )),
-        ],
+        ]
+        .into(),
         tools: Default::default(),
         temperature: Some(0.0),
         max_tokens: Some(MAX_TOKENS),

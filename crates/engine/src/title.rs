@@ -106,7 +106,8 @@ async fn generate(
             ChatMessage::user(format!(
                 "Title this conversation.\n\nUser: {user}\n\nAssistant: {reply}"
             )),
-        ],
+        ]
+        .into(),
         tools: Default::default(),
         temperature: Some(TEMPERATURE),
         max_tokens: Some(MAX_TOKENS),

@@ -16,8 +16,8 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 use turnstone_llm::{
-    ChatMessage, ChatRequest, FinishReason, LlmError, Resilient, StreamEvent, ToolCall, ToolSpec,
-    Usage,
+    ChatMessage, ChatRequest, FinishReason, LlmError, Messages, Resilient, StreamEvent, ToolCall,
+    ToolSpec, Usage,
 };
 use turnstone_tools::toolset::{ToolPayload, ToolSurface};
 use turnstone_tools::{OutputSink, Prepared, Tool, ToolOutput, parse_tool_arguments};
@@ -257,6 +257,10 @@ impl Turn<'_> {
             _ = token.cancelled() => None,
             r = provider.stream(&request, &mut on_retry) => Some(r),
         };
+        // Sent (retries happen before the stream starts): let go of the history it shares, so
+        // this turn appends to the history in place rather than copying it.
+        let max_tokens = request.max_tokens;
+        drop(request);
         let mut stream = match started {
             None => {
                 self.end_stream();
@@ -329,8 +333,7 @@ impl Turn<'_> {
         }
         match finish {
             Some(FinishReason::Length) => {
-                let limit = request
-                    .max_tokens
+                let limit = max_tokens
                     .map(|m| m.to_string())
                     .unwrap_or_else(|| "max_tokens".to_string());
                 self.emit(Event::error(format!(
@@ -381,7 +384,7 @@ impl Turn<'_> {
     fn build_request(&mut self) -> (ChatRequest, Resilient, String) {
         let config = self.engine.config();
         let settings = self.shared.settings();
-        let mut messages = Vec::new();
+        let mut head = Vec::new();
         // The engine's prompt, the active skill, then the turn's frozen tool catalog.
         let base = settings.system_base(config.system_prompt.as_deref());
         let base = match (base, self.tools.sections.as_deref()) {
@@ -390,12 +393,19 @@ impl Turn<'_> {
             (Some(b), Some(s)) => Some(format!("{b}\n\n{s}")),
         };
         if let Some(system) = self.tools.surface.system_prompt(base.as_deref()) {
-            messages.push(ChatMessage::system(system));
+            head.push(ChatMessage::system(system));
         }
-        messages.extend(self.shared.messages().iter().cloned());
-        if !settings.vision(self.engine) {
+        // The history is shared with the request, not copied, unless images must be
+        // described in text for a model without vision.
+        let history = self.shared.messages();
+        let messages = if !settings.vision(self.engine) && crate::vision::any_images(&history) {
+            let mut messages = head;
+            messages.extend(history.iter().cloned());
             crate::vision::strip_images(&mut messages);
-        }
+            messages.into()
+        } else {
+            Messages::new(head, history)
+        };
         self.tools.step += 1;
         let prepared = PreparedTools {
             turn: self.tools.turn,

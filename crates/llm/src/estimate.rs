@@ -241,7 +241,8 @@ mod tests {
             messages: vec![
                 ChatMessage::system("x".repeat(400)),
                 ChatMessage::user("abcd"),
-            ],
+            ]
+            .into(),
             ..ChatRequest::default()
         };
         // 2 × framing + 100 + 1

@@ -132,7 +132,7 @@ pub struct ToolSpec {
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct ChatRequest {
     pub model: String,
-    pub messages: Vec<ChatMessage>,
+    pub messages: Messages,
     /// Shared, not copied: a turn sends the same tool array with each of its requests.
     pub tools: std::sync::Arc<[ToolSpec]>,
     pub temperature: Option<f32>,
@@ -140,6 +140,94 @@ pub struct ChatRequest {
     pub max_tokens: Option<u32>,
     /// Sent as `chat_template_kwargs.reasoning_effort` by the OpenAI-compatible adapter.
     pub reasoning_effort: Option<String>,
+}
+
+/// A request's messages: those made for this request (a system prompt), then a conversation
+/// shared with its owner instead of copied. A workstream's history is one `Arc`, and each
+/// request of a turn used to deep-copy all of it.
+#[derive(Debug, Clone, Default)]
+pub struct Messages {
+    head: Vec<ChatMessage>,
+    shared: std::sync::Arc<Vec<ChatMessage>>,
+}
+
+impl Messages {
+    /// `head`, then the messages of `shared`.
+    pub fn new(head: Vec<ChatMessage>, shared: std::sync::Arc<Vec<ChatMessage>>) -> Self {
+        Self { head, shared }
+    }
+
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = &ChatMessage> + Clone {
+        self.head.iter().chain(self.shared.iter())
+    }
+
+    pub fn len(&self) -> usize {
+        self.head.len() + self.shared.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn last(&self) -> Option<&ChatMessage> {
+        self.shared.last().or_else(|| self.head.last())
+    }
+
+    /// Appends `message` (copying the shared conversation first if another holder has it).
+    pub fn push(&mut self, message: ChatMessage) {
+        std::sync::Arc::make_mut(&mut self.shared).push(message);
+    }
+
+    /// The messages as one owned list.
+    pub fn to_vec(&self) -> Vec<ChatMessage> {
+        self.iter().cloned().collect()
+    }
+}
+
+impl From<Vec<ChatMessage>> for Messages {
+    fn from(messages: Vec<ChatMessage>) -> Self {
+        Self::new(Vec::new(), std::sync::Arc::new(messages))
+    }
+}
+
+impl<'a> IntoIterator for &'a Messages {
+    type Item = &'a ChatMessage;
+    type IntoIter =
+        std::iter::Chain<std::slice::Iter<'a, ChatMessage>, std::slice::Iter<'a, ChatMessage>>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.head.iter().chain(self.shared.iter())
+    }
+}
+
+impl std::ops::Index<usize> for Messages {
+    type Output = ChatMessage;
+
+    fn index(&self, i: usize) -> &ChatMessage {
+        match i.checked_sub(self.head.len()) {
+            None => &self.head[i],
+            Some(i) => &self.shared[i],
+        }
+    }
+}
+
+/// Equal when they hold the same messages in the same order, however split.
+impl PartialEq for Messages {
+    fn eq(&self, other: &Self) -> bool {
+        self.len() == other.len() && self.iter().eq(other.iter())
+    }
+}
+
+impl Serialize for Messages {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.iter())
+    }
+}
+
+impl<'de> Deserialize<'de> for Messages {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Vec::<ChatMessage>::deserialize(deserializer).map(Self::from)
+    }
 }
 
 /// Token accounting of one response.
@@ -252,4 +340,61 @@ pub struct RetryNotice {
     /// Short class name of the error, e.g. `RateLimited`, `ServerError`, `Connect`.
     pub error_class: &'static str,
     pub message: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+
+    fn texts(messages: &Messages) -> Vec<&str> {
+        messages
+            .iter()
+            .map(|m| m.content.as_deref().unwrap_or(""))
+            .collect()
+    }
+
+    #[test]
+    fn a_request_shares_the_history_it_was_given_and_reads_as_one_list() {
+        let history = Arc::new(vec![ChatMessage::user("a"), ChatMessage::user("b")]);
+        let messages = Messages::new(vec![ChatMessage::system("s")], Arc::clone(&history));
+        assert_eq!(Arc::strong_count(&history), 2, "shared, not copied");
+        assert_eq!(texts(&messages), ["s", "a", "b"]);
+        assert_eq!(messages.len(), 3);
+        assert_eq!(messages[0].content.as_deref(), Some("s"));
+        assert_eq!(messages[2].content.as_deref(), Some("b"));
+        assert_eq!(
+            messages.last().and_then(|m| m.content.as_deref()),
+            Some("b")
+        );
+        assert_eq!(
+            messages,
+            Messages::from(vec![
+                ChatMessage::system("s"),
+                ChatMessage::user("a"),
+                ChatMessage::user("b"),
+            ]),
+            "equal however split"
+        );
+        assert_eq!(
+            serde_json::to_value(&messages).unwrap(),
+            serde_json::to_value(messages.to_vec()).unwrap()
+        );
+    }
+
+    #[test]
+    fn pushing_onto_a_shared_history_leaves_the_other_holder_its_own() {
+        let history = Arc::new(vec![ChatMessage::user("a")]);
+        let mut messages = Messages::new(Vec::new(), Arc::clone(&history));
+        messages.push(ChatMessage::user("b"));
+        assert_eq!(texts(&messages), ["a", "b"]);
+        assert_eq!(history.len(), 1);
+        let only_head = Messages::new(vec![ChatMessage::system("s")], Arc::default());
+        assert_eq!(
+            only_head.last().and_then(|m| m.content.as_deref()),
+            Some("s")
+        );
+        assert!(Messages::default().is_empty());
+    }
 }

@@ -704,7 +704,7 @@ async fn binary_prints_listening_line_and_serves() {
 fn request(messages: Vec<ChatMessage>) -> ChatRequest {
     ChatRequest {
         model: "fake".into(),
-        messages,
+        messages: messages.into(),
         ..ChatRequest::default()
     }
 }

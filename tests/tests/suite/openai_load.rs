@@ -32,7 +32,8 @@ fn request(i: usize) -> ChatRequest {
         messages: vec![
             ChatMessage::system("you are a test"),
             ChatMessage::user(prompt(i)),
-        ],
+        ]
+        .into(),
         ..ChatRequest::default()
     }
 }

@@ -84,8 +84,8 @@ pub(crate) struct Converted {
 }
 
 /// Converts `messages`; `replay` returns the stored blocks of an assistant turn, if any.
-pub(crate) fn convert(
-    messages: &[ChatMessage],
+pub(crate) fn convert<'a>(
+    messages: impl IntoIterator<Item = &'a ChatMessage>,
     replay: &dyn Fn(&ChatMessage) -> Option<Vec<Value>>,
 ) -> Converted {
     let mut out = Converted::default();

@@ -219,7 +219,8 @@ async fn server_web_search_becomes_info_and_is_replayed() {
             ChatMessage::user("what is rust"),
             ChatMessage::assistant(Some("Rust is a language.".into()), Vec::new()),
             ChatMessage::user("thanks"),
-        ],
+        ]
+        .into(),
         ..ChatRequest::default()
     });
     let replayed = &body["messages"][1]["content"];
@@ -253,7 +254,8 @@ fn conversion_groups_tool_results_and_maps_the_system_prompt() {
             ChatMessage::user("and now?"),
             ChatMessage::assistant(None, Vec::new()),
             ChatMessage::user(""),
-        ],
+        ]
+        .into(),
         tools: vec![ToolSpec {
             name: "bash".into(),
             description: "Run".into(),
@@ -315,7 +317,8 @@ fn images_go_into_tool_results_as_base64_image_blocks() {
             ChatMessage::tool("t1", "[image: a.png, PNG, 2x1 pixels, 70 bytes]")
                 .with_images(vec![png.clone()]),
             ChatMessage::tool("t2", "ok"),
-        ],
+        ]
+        .into(),
         ..ChatRequest::default()
     };
     let image = json!({"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "QUFB"}});
@@ -348,7 +351,7 @@ fn thinking_config_caching_and_open_loop_fallback() {
     .unwrap();
     let mut req = ChatRequest {
         model: "m".into(),
-        messages: vec![ChatMessage::system("s"), ChatMessage::user("hi")],
+        messages: vec![ChatMessage::system("s"), ChatMessage::user("hi")].into(),
         tools: vec![
             ToolSpec {
                 name: "web_search".into(),
@@ -395,7 +398,13 @@ fn thinking_config_caching_and_open_loop_fallback() {
     assert!(body.get("thinking").is_none(), "{body}");
 
     // A budget that does not fit below max_tokens is clamped; below the minimum it is dropped.
-    req.messages.truncate(2);
+    req.messages = req
+        .messages
+        .iter()
+        .take(2)
+        .cloned()
+        .collect::<Vec<_>>()
+        .into();
     req.max_tokens = Some(1500);
     assert_eq!(p.request_body(&req)["thinking"]["budget_tokens"], 1499);
     req.max_tokens = Some(1000);

@@ -4,7 +4,9 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::types::{ChatMessage, ChatRequest, ImagePart, Role, ToolCall, ToolSpec, Usage};
+use crate::types::{
+    ChatMessage, ChatRequest, ImagePart, Messages, Role, ToolCall, ToolSpec, Usage,
+};
 
 /// `POST /chat/completions` body.
 #[derive(Debug, Serialize)]
@@ -141,7 +143,7 @@ impl<'a> WireRequest<'a> {
 /// The request's messages. Images of `tool` messages cannot go into them (the API accepts
 /// only text there): a run of tool results is followed by one `user` message holding the
 /// run's images, each after a text part naming the call it came from.
-fn wire_messages(messages: &[ChatMessage]) -> Vec<WireMessage<'_>> {
+fn wire_messages(messages: &Messages) -> Vec<WireMessage<'_>> {
     let mut out = Vec::with_capacity(messages.len());
     let mut pending: Vec<WirePart> = Vec::new();
     for message in messages {
@@ -362,7 +364,7 @@ mod tests {
     fn a_seed_is_sent_only_when_configured() {
         let request = ChatRequest {
             model: "m".into(),
-            messages: vec![ChatMessage::user("hi")],
+            messages: vec![ChatMessage::user("hi")].into(),
             tools: Default::default(),
             temperature: None,
             max_tokens: None,
@@ -391,7 +393,8 @@ mod tests {
                     }],
                 ),
                 ChatMessage::tool("c1", "out"),
-            ],
+            ]
+            .into(),
             tools: vec![ToolSpec {
                 name: "bash".into(),
                 description: "run".into(),
@@ -453,7 +456,8 @@ mod tests {
                 ChatMessage::tool("c2", "text result"),
                 ChatMessage::tool("c3", "[image: b.png]").with_images(vec![png("QkJC")]),
                 ChatMessage::assistant(Some("two images".into()), vec![]),
-            ],
+            ]
+            .into(),
             ..ChatRequest::default()
         };
         let body = serde_json::to_value(WireRequest::new(&request, false)).unwrap();
@@ -484,7 +488,8 @@ mod tests {
     fn a_user_message_with_images_is_sent_as_content_parts() {
         let request = ChatRequest {
             model: "m".into(),
-            messages: vec![ChatMessage::user("what is this?").with_images(vec![png("QUFB")])],
+            messages: vec![ChatMessage::user("what is this?").with_images(vec![png("QUFB")])]
+                .into(),
             ..ChatRequest::default()
         };
         let body = serde_json::to_value(WireRequest::new(&request, false)).unwrap();
@@ -498,7 +503,8 @@ mod tests {
         // A last tool result's images still get their user message.
         let request = ChatRequest {
             model: "m".into(),
-            messages: vec![ChatMessage::tool("c9", "[image]").with_images(vec![png("QUFB")])],
+            messages: vec![ChatMessage::tool("c9", "[image]").with_images(vec![png("QUFB")])]
+                .into(),
             ..ChatRequest::default()
         };
         let body = serde_json::to_value(WireRequest::new(&request, false)).unwrap();
@@ -510,7 +516,7 @@ mod tests {
     fn minimal_non_streaming_body_omits_optional_keys() {
         let request = ChatRequest {
             model: "m".into(),
-            messages: vec![ChatMessage::assistant(None, vec![])],
+            messages: vec![ChatMessage::assistant(None, vec![])].into(),
             ..ChatRequest::default()
         };
         let body = serde_json::to_value(WireRequest::new(&request, false)).unwrap();

@@ -35,7 +35,7 @@ fn thinking_provider(fake: &FakeAnthropic) -> AnthropicProvider {
 fn ask(messages: Vec<ChatMessage>) -> ChatRequest {
     ChatRequest {
         model: "claude-test".into(),
-        messages,
+        messages: messages.into(),
         ..ChatRequest::default()
     }
 }

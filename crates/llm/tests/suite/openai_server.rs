@@ -14,7 +14,7 @@ fn provider(base_url: String) -> OpenAiProvider {
 fn ask(text: &str) -> ChatRequest {
     ChatRequest {
         model: "fake-model".into(),
-        messages: vec![ChatMessage::system("be brief"), ChatMessage::user(text)],
+        messages: vec![ChatMessage::system("be brief"), ChatMessage::user(text)].into(),
         ..ChatRequest::default()
     }
 }

@@ -37,7 +37,7 @@ fn build(text: &str, threshold: u32) -> ModelRegistry {
 fn ask(text: &str) -> ChatRequest {
     ChatRequest {
         model: "ignored-by-the-chain".into(),
-        messages: vec![ChatMessage::user(text)],
+        messages: vec![ChatMessage::user(text)].into(),
         ..ChatRequest::default()
     }
 }
