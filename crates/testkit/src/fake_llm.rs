@@ -311,8 +311,8 @@ async fn chat_completions(
     body: Bytes,
 ) -> Response {
     shared.received.fetch_add(1, Ordering::Relaxed);
-    let value = serde_json::from_slice::<Value>(&body);
     if shared.config.record_requests {
+        let value = serde_json::from_slice::<Value>(&body);
         shared.traceparents.lock().push(
             headers
                 .get("traceparent")
@@ -324,10 +324,7 @@ async fn chat_completions(
             Err(_) => Value::String(String::from_utf8_lossy(&body).into_owned()),
         });
     }
-    let request = match value
-        .map_err(|e| format!("invalid JSON body: {e}"))
-        .and_then(|v| parse_request(&v))
-    {
+    let request = match parse_request(&body) {
         Ok(request) => request,
         Err(message) => return error_response(StatusCode::BAD_REQUEST, &message),
     };

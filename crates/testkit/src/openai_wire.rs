@@ -16,13 +16,33 @@ pub(crate) struct ParsedRequest {
     pub include_usage: bool,
 }
 
-/// Reads the fields of a request body; `Err` names what is wrong.
-pub(crate) fn parse_request(body: &Value) -> Result<ParsedRequest, String> {
-    let object = body
-        .as_object()
-        .ok_or("request body must be a JSON object")?;
-    let raw_messages = object
-        .get("messages")
+/// The fields of a request body the server reads. The rest (the tool schemas above all,
+/// often most of the body) is skipped without being built.
+#[derive(serde::Deserialize)]
+struct Body {
+    #[serde(default)]
+    model: Option<Value>,
+    #[serde(default)]
+    messages: Option<Value>,
+    #[serde(default)]
+    stream: Option<Value>,
+    #[serde(default)]
+    stream_options: Option<Value>,
+}
+
+/// Reads the fields of a request body; `Err` names what is wrong. A field of another type
+/// than expected reads as absent, except `messages` and each message's `role`.
+pub(crate) fn parse_request(body: &[u8]) -> Result<ParsedRequest, String> {
+    let body: Body = serde_json::from_slice(body).map_err(|e| {
+        if e.is_data() {
+            format!("request body must be a JSON object: {e}")
+        } else {
+            format!("invalid JSON body: {e}")
+        }
+    })?;
+    let raw_messages = body
+        .messages
+        .as_ref()
         .and_then(Value::as_array)
         .ok_or("`messages` must be an array")?;
     let mut messages = Vec::with_capacity(raw_messages.len());
@@ -34,17 +54,20 @@ pub(crate) fn parse_request(body: &Value) -> Result<ParsedRequest, String> {
         messages.push(ScriptMessage::new(role, content_text(m.get("content"))));
     }
     Ok(ParsedRequest {
-        model: object
-            .get("model")
+        model: body
+            .model
+            .as_ref()
             .and_then(Value::as_str)
             .map(str::to_string),
         messages,
-        stream: object
-            .get("stream")
+        stream: body
+            .stream
+            .as_ref()
             .and_then(Value::as_bool)
             .unwrap_or(false),
-        include_usage: object
-            .get("stream_options")
+        include_usage: body
+            .stream_options
+            .as_ref()
             .and_then(|o| o.get("include_usage"))
             .and_then(Value::as_bool)
             .unwrap_or(false),
@@ -220,11 +243,21 @@ mod tests {
             "stream": true,
             "stream_options": {"include_usage": true},
         });
-        let p = parse_request(&body).unwrap();
+        let p = parse_request(body.to_string().as_bytes()).unwrap();
         assert_eq!(p.messages, vec![ScriptMessage::user("ab")]);
         assert!(p.stream && p.include_usage);
-        assert!(parse_request(&json!({"messages": [{"content": "x"}]})).is_err());
-        assert!(parse_request(&json!([])).is_err());
+        let refused = |body: &str| parse_request(body.as_bytes()).unwrap_err();
+        assert!(refused(r#"{"messages": [{"content": "x"}]}"#).contains("messages[0].role"));
+        assert!(refused(r#"{"messages": "x"}"#).contains("`messages` must be an array"));
+        assert!(refused(r#""text""#).contains("must be a JSON object"));
+        assert!(parse_request(b"[]").is_err());
+        assert!(refused("{oops").contains("invalid JSON"));
+        // What the server does not read may be anything; a flag of another type is absent.
+        let p = parse_request(
+            br#"{"messages": [], "tools": [{"any": {"thing": [1]}}], "stream": "yes", "model": 3}"#,
+        )
+        .unwrap();
+        assert!(!p.stream && p.model.is_none());
     }
 
     #[test]
