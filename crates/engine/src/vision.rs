@@ -29,13 +29,13 @@ pub(crate) fn tool_message(
     }
 }
 
-/// `messages` without images, for a model that cannot see them: each image becomes its
-/// marker line in the message text, followed by [`NOT_SEEN`].
 /// Whether any of `messages` carries an image.
 pub(crate) fn any_images(messages: &[ChatMessage]) -> bool {
     messages.iter().any(|m| !m.images.is_empty())
 }
 
+/// `messages` without images, for a model that cannot see them: each image becomes its
+/// marker line in the message text, followed by [`NOT_SEEN`].
 pub(crate) fn strip_images(messages: &mut [ChatMessage]) {
     for message in messages.iter_mut().filter(|m| !m.images.is_empty()) {
         let images = std::mem::take(&mut message.images);
