@@ -158,7 +158,7 @@ impl Messages {
     }
 
     pub fn iter(&self) -> impl DoubleEndedIterator<Item = &ChatMessage> + Clone {
-        self.head.iter().chain(self.shared.iter())
+        self.into_iter()
     }
 
     pub fn len(&self) -> usize {
