@@ -106,7 +106,7 @@ const CURSOR_SAVE_INTERVAL: Duration = Duration::from_millis(200);
 /// The most node events read into one batch.
 const MAX_BATCH: usize = 512;
 
-/// While events flow (the previous batch was published less than [`FLOWING`] ago), the
+/// While events flow (the previous batch was read less than [`FLOWING`] ago), the
 /// follower holds a batch this long for the events right behind it before publishing:
 /// one Redis pipeline then carries a whole turn's events instead of a few each
 /// (`docs/benchmarks.md`, "A short hold before publishing"). An event after a quiet spell
@@ -302,8 +302,9 @@ pub async fn run(ctx: Arc<Ctx>) {
     }
 }
 
-/// Appends to `chunk` the chunks `stream` yields until `until` or [`MAX_BATCH`] items. The
-/// stream's end (or a break) is left for the next read to see.
+/// Appends to `chunk` the chunks `stream` yields until `until`, or until `chunk` holds
+/// [`MAX_BATCH`] items or more (a ready chunk is taken whole). The stream's end (or a
+/// break) is left for the next read to see.
 async fn read_on<T, S>(stream: &mut S, chunk: &mut Vec<T>, until: Instant)
 where
     S: futures::Stream<Item = Vec<T>> + Unpin,
