@@ -15,6 +15,12 @@
 //! keeps only the parts past the stream's position — a replay that joins differently from
 //! the run it repeats (its batches are cut elsewhere) republishes no text.
 //!
+//! **One script call per workstream.** [`Publisher::publish_batch`] sends a batch as one
+//! pipeline with one call of the script per stream: the call appends that workstream's
+//! events in order, reads each origin's position once and writes it once, and sets each
+//! key's expiry once. Events of different workstreams are independent; the order of each
+//! workstream's own events is kept on its stream and on every channel.
+//!
 //! A publication may also **settle** an entry of a hash (the bridge's turns awaiting their
 //! `turn_complete`): the entry is removed with the append. A settling publication marked
 //! `only_if_awaited` is published only while the entry is still there — how a
@@ -30,53 +36,81 @@ use turnstone_proto::mq::OutboundEvent;
 use crate::QueueError;
 
 const SCRIPT: &str = r#"
--- KEYS[1] stream; KEYS[2] its positions hash; KEYS[3] (optional) hash the publication
--- settles. ARGV[1] origin node ('' none); ARGV[2] boot; ARGV[3] node_seq (a delta's: its
--- last part's); ARGV[4] maxlen; ARGV[5] ttl seconds; ARGV[6] event type; ARGV[7] settled
--- field ('' none); ARGV[8] '1' = only if that field is there; ARGV[9] the event JSON, or a
--- text delta's up to its text; ARGV[10] n: 0, or the delta's (node_seq, JSON-escaped text)
--- parts that follow; then channel, payload pairs ('' = the stored event)
-local settles = KEYS[3] ~= nil and ARGV[7] ~= ''
-if settles and ARGV[8] == '1' and redis.call('HEXISTS', KEYS[3], ARGV[7]) == 0 then
-  return 0
-end
-local after = -1
-if ARGV[1] ~= '' then
-  local last = redis.call('HGET', KEYS[2], ARGV[1])
-  if last then
-    local b, s = string.match(last, '^(%d+)-(%d+)$')
-    local nb, ns = tonumber(ARGV[2]), tonumber(ARGV[3])
-    if b then
-      b, s = tonumber(b), tonumber(s)
-      if nb < b or (nb == b and ns <= s) then
-        if settles and ARGV[8] ~= '1' then redis.call('HDEL', KEYS[3], ARGV[7]) end
-        return 0
+-- One call publishes a workstream's events of a batch, in order. KEYS[1] the stream;
+-- KEYS[2] its positions hash; KEYS[3] (optional) the hash publications settle.
+-- ARGV[1] maxlen; ARGV[2] ttl seconds; then one record per event: origin node ('' none),
+-- boot, node_seq (a delta's: its last part's), event type, settled field ('' none), '1' =
+-- only if that field is there, the event JSON (or a text delta's up to its text), n, then n
+-- (node_seq, JSON-escaped text) parts, m, then m (channel, payload) pairs ('' = the stored
+-- event). Returns how many events were new.
+local settling = KEYS[3]
+-- Per origin node: false (none), or {boot, seq, 'boot-seq'} as this call moves it.
+local pos = {}
+local moved = {}
+local fresh = 0
+local i = 3
+while i <= #ARGV do
+  local node, boot, seq = ARGV[i], tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])
+  local etype, field, only_if, event = ARGV[i + 3], ARGV[i + 4], ARGV[i + 5] == '1', ARGV[i + 6]
+  local n = tonumber(ARGV[i + 7])
+  local parts_at = i + 8
+  local m = tonumber(ARGV[parts_at + 2 * n])
+  local channels_at = parts_at + 2 * n + 1
+  local next_record = channels_at + 2 * m
+  local settles = settling ~= nil and field ~= ''
+  local new = not (settles and only_if and redis.call('HEXISTS', settling, field) == 0)
+  local after = -1
+  if new and node ~= '' then
+    local p = pos[node]
+    if p == nil then
+      p = false
+      local last = redis.call('HGET', KEYS[2], node)
+      if last then
+        local b, s = string.match(last, '^(%d+)-(%d+)$')
+        if b then p = {tonumber(b), tonumber(s)} end
       end
-      if nb == b then after = s end
+    end
+    if p and (boot < p[1] or (boot == p[1] and seq <= p[2])) then
+      if settles and not only_if then redis.call('HDEL', settling, field) end
+      new = false
+      pos[node] = p
+    else
+      if p and boot == p[1] then after = p[2] end
+      pos[node] = {boot, seq, ARGV[i + 1] .. '-' .. ARGV[i + 2]}
+      moved[node] = true
     end
   end
-  redis.call('HSET', KEYS[2], ARGV[1], ARGV[2] .. '-' .. ARGV[3])
-  redis.call('EXPIRE', KEYS[2], ARGV[5])
-end
-local event = ARGV[9]
-local n = tonumber(ARGV[10])
-if n > 0 then
-  local parts = {event}
-  for i = 11, 9 + 2 * n, 2 do
-    if tonumber(ARGV[i]) > after then parts[#parts + 1] = ARGV[i + 1] end
+  if new then
+    if n > 0 then
+      local parts = {event}
+      for j = parts_at, parts_at + 2 * n - 2, 2 do
+        if tonumber(ARGV[j]) > after then parts[#parts + 1] = ARGV[j + 1] end
+      end
+      parts[#parts + 1] = '"}'
+      event = table.concat(parts)
+    end
+    redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', 'type', etype, 'event', event)
+    if settles then redis.call('HDEL', settling, field) end
+    for j = channels_at, next_record - 2, 2 do
+      local payload = ARGV[j + 1]
+      if payload == '' then payload = event end
+      redis.call('PUBLISH', ARGV[j], payload)
+    end
+    fresh = fresh + 1
   end
-  parts[#parts + 1] = '"}'
-  event = table.concat(parts)
+  i = next_record
 end
-redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[4], '*', 'type', ARGV[6], 'event', event)
-redis.call('EXPIRE', KEYS[1], ARGV[5])
-if settles then redis.call('HDEL', KEYS[3], ARGV[7]) end
-for i = 11 + 2 * n, #ARGV, 2 do
-  local payload = ARGV[i + 1]
-  if payload == '' then payload = event end
-  redis.call('PUBLISH', ARGV[i], payload)
+local positions = {}
+for node in pairs(moved) do
+  positions[#positions + 1] = node
+  positions[#positions + 1] = pos[node][3]
 end
-return 1
+if #positions > 0 then
+  redis.call('HSET', KEYS[2], unpack(positions))
+  redis.call('EXPIRE', KEYS[2], ARGV[2])
+end
+if fresh > 0 then redis.call('EXPIRE', KEYS[1], ARGV[2]) end
+return fresh
 "#;
 
 /// How a text delta's JSON ends after its text: the text is its last field (the script
@@ -276,44 +310,48 @@ impl Publisher {
         }
     }
 
-    /// The script's invocation for `p`.
-    fn command(&self, p: &Publication) -> redis::Cmd {
+    /// The script's invocation for `group`: publications of one stream, in order, settling
+    /// (if at all) entries of one hash.
+    fn command(&self, group: &[&Publication]) -> redis::Cmd {
         let mut cmd = redis::cmd("EVALSHA");
         cmd.arg(self.script.get_hash());
-        match &p.settles {
+        let first = group[0];
+        match group.iter().find_map(|p| p.settles.as_ref()) {
             Some(settle) => cmd
                 .arg(3)
-                .arg(&p.stream)
-                .arg(&p.positions)
+                .arg(&first.stream)
+                .arg(&first.positions)
                 .arg(&settle.hash),
-            None => cmd.arg(2).arg(&p.stream).arg(&p.positions),
+            None => cmd.arg(2).arg(&first.stream).arg(&first.positions),
         };
-        let (boot, seq) = p.position_args();
-        let (field, only_if) = match &p.settles {
-            Some(s) => (s.field.as_str(), if s.only_if_awaited { "1" } else { "0" }),
-            None => ("", "0"),
-        };
-        cmd.arg(p.origin_node())
-            .arg(boot)
-            .arg(seq)
-            .arg(&self.maxlen_arg)
-            .arg(&self.ttl_arg)
-            .arg(&p.event_type)
-            .arg(field)
-            .arg(only_if);
-        match &p.event {
-            StoredEvent::Whole(json) => {
-                cmd.arg(json).arg(0);
-            }
-            StoredEvent::Delta { head, parts } => {
-                cmd.arg(head).arg(parts.len());
-                for (seq, text) in parts {
-                    cmd.arg(seq).arg(text);
+        cmd.arg(&self.maxlen_arg).arg(&self.ttl_arg);
+        for p in group {
+            let (boot, seq) = p.position_args();
+            let (field, only_if) = match &p.settles {
+                Some(s) => (s.field.as_str(), if s.only_if_awaited { "1" } else { "0" }),
+                None => ("", "0"),
+            };
+            cmd.arg(p.origin_node())
+                .arg(boot)
+                .arg(seq)
+                .arg(&p.event_type)
+                .arg(field)
+                .arg(only_if);
+            match &p.event {
+                StoredEvent::Whole(json) => {
+                    cmd.arg(json).arg(0);
+                }
+                StoredEvent::Delta { head, parts } => {
+                    cmd.arg(head).arg(parts.len());
+                    for (seq, text) in parts {
+                        cmd.arg(seq).arg(text);
+                    }
                 }
             }
-        }
-        for (channel, payload) in &p.channels {
-            cmd.arg(channel).arg(payload.as_deref().unwrap_or(""));
+            cmd.arg(p.channels.len());
+            for (channel, payload) in &p.channels {
+                cmd.arg(channel).arg(payload.as_deref().unwrap_or(""));
+            }
         }
         cmd
     }
@@ -327,9 +365,10 @@ impl Publisher {
         Ok(self.publish_batch(conn, std::slice::from_ref(p)).await? == 1)
     }
 
-    /// Publishes a batch in one round trip (in order); returns how many were new. If the
-    /// server did not have the script, loads it and sends the whole batch again: what of it
-    /// ran (another client may have loaded the script meanwhile) is skipped by the script.
+    /// Publishes a batch in one round trip (each stream's publications in order, one script
+    /// call per stream); returns how many were new. If the server did not have the script,
+    /// loads it and sends the whole batch again: what of it ran (another client may have
+    /// loaded the script meanwhile) is skipped by the script.
     pub async fn publish_batch<C: ConnectionLike + Send>(
         &self,
         conn: &mut C,
@@ -339,19 +378,43 @@ impl Publisher {
             return Ok(0);
         }
         let mut pipe = redis::pipe();
-        for p in batch {
-            pipe.add_command(self.command(p));
+        for group in by_stream(batch) {
+            pipe.add_command(self.command(&group));
         }
+        let fresh = |results: Vec<i64>| results.iter().sum::<i64>() as usize;
         match pipe.query_async::<Vec<i64>>(conn).await {
-            Ok(results) => Ok(results.iter().filter(|r| **r == 1).count()),
+            Ok(results) => Ok(fresh(results)),
             Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
                 self.script.prepare_invoke().load_async(conn).await?;
-                let results: Vec<i64> = pipe.query_async(conn).await?;
-                Ok(results.iter().filter(|r| **r == 1).count())
+                Ok(fresh(pipe.query_async(conn).await?))
             }
             Err(e) => Err(e.into()),
         }
     }
+}
+
+/// `batch` cut into one group per stream, in the order each stream first appears, each in
+/// the batch's order. A publication that settles an entry of another hash than its stream's
+/// group does starts a new group of that stream (one call names one such hash).
+fn by_stream(batch: &[Publication]) -> Vec<Vec<&Publication>> {
+    // Each group, and the hash it settles entries of (if any).
+    let mut groups: Vec<(Option<&str>, Vec<&Publication>)> = Vec::new();
+    // The index in `groups` of each stream's latest group.
+    let mut latest: HashMap<&str, usize> = HashMap::new();
+    for p in batch {
+        let hash = p.settles.as_ref().map(|s| s.hash.as_str());
+        match latest.get(p.stream.as_str()).map(|&i| &mut groups[i]) {
+            Some((settled, group)) if hash.is_none() || settled.is_none_or(|h| Some(h) == hash) => {
+                *settled = settled.or(hash);
+                group.push(p);
+            }
+            _ => {
+                latest.insert(&p.stream, groups.len());
+                groups.push((hash, vec![p]));
+            }
+        }
+    }
+    groups.into_iter().map(|(_, group)| group).collect()
 }
 
 #[cfg(test)]
@@ -528,6 +591,104 @@ mod tests {
             heard.push_str(&text_of(&m.get_payload::<String>().unwrap()));
         }
         assert_eq!(heard, "abcdef");
+    }
+
+    fn settling(stream: &str, seq: u64, field: &str, only_if_awaited: bool) -> Publication {
+        Publication {
+            settles: Some(Settle {
+                hash: format!("{stream}:awaiting"),
+                field: field.into(),
+                only_if_awaited,
+            }),
+            ..state(stream, seq)
+        }
+    }
+
+    #[test]
+    fn a_batch_is_one_group_per_stream_in_order_and_a_second_settled_hash_starts_another() {
+        let mut other_hash = settling("a", 5, "c2", false);
+        other_hash.settles.as_mut().unwrap().hash = "elsewhere".into();
+        let batch = vec![
+            delta("a", 1, "x"),
+            state("b", 2),
+            settling("a", 3, "c1", false),
+            delta("b", 4, "y"),
+            other_hash,
+            state("a", 6),
+        ];
+        let groups: Vec<Vec<(String, u64)>> = by_stream(&batch)
+            .iter()
+            .map(|g| {
+                g.iter()
+                    .map(|p| (p.stream.clone(), p.origin.as_ref().unwrap().seq))
+                    .collect()
+            })
+            .collect();
+        let at = |s: &str, q| (format!("{s}:stream"), q);
+        assert_eq!(
+            groups,
+            [
+                vec![at("a", 1), at("a", 3)],
+                vec![at("b", 2), at("b", 4)],
+                vec![at("a", 5), at("a", 6)],
+            ]
+        );
+    }
+
+    /// One call for a workstream's batch: what a replay already published is skipped
+    /// wherever it sits in the batch, settlements happen either way (or, for one published
+    /// only while awaited, not at all once settled), and the positions end at the last.
+    #[tokio::test]
+    async fn one_call_publishes_what_is_new_of_a_streams_batch_and_settles_what_it_names() {
+        let s = format!("tqgroup{:08x}", rand::random::<u32>());
+        let mut conn = redis().await;
+        let publisher = Publisher::new(1000, 60);
+        let awaiting = format!("{s}:awaiting");
+        let _: () = conn
+            .hset_multiple(&awaiting, &[("c1", "x"), ("c2", "x"), ("c3", "x")])
+            .await
+            .unwrap();
+        // Events 2 and 4 were published before (by the run a replay repeats).
+        let earlier = vec![state(&s, 2), state(&s, 4)];
+        assert_eq!(
+            publisher.publish_batch(&mut conn, &earlier).await.unwrap(),
+            2
+        );
+        let batch = vec![
+            state(&s, 1),                  // behind the position: skipped
+            settling(&s, 3, "c1", false),  // behind too: skipped, but settles c1
+            delta(&s, 5, "new"),           // new
+            settling(&s, 6, "c2", false),  // new, settles c2
+            settling(&s, 7, "gone", true), // only while awaited: "gone" never was
+            settling(&s, 8, "c3", true),   // awaited: published, settles c3
+        ];
+        assert_eq!(publisher.publish_batch(&mut conn, &batch).await.unwrap(), 3);
+        let types: Vec<String> = stored(&mut conn, &format!("{s}:stream"))
+            .await
+            .iter()
+            .map(|j| {
+                let v: serde_json::Value = serde_json::from_str(j).unwrap();
+                v["type"].as_str().unwrap().to_string()
+            })
+            .collect();
+        assert_eq!(
+            types,
+            [
+                "state_change",
+                "state_change",
+                "content",
+                "state_change",
+                "state_change"
+            ]
+        );
+        let left: Vec<String> = conn.hkeys(&awaiting).await.unwrap();
+        assert!(left.is_empty(), "{left:?}");
+        let position: String = conn.hget(format!("{s}:pos"), "n").await.unwrap();
+        assert_eq!(position, "7-8");
+        // The whole batch again publishes nothing.
+        assert_eq!(publisher.publish_batch(&mut conn, &batch).await.unwrap(), 0);
+        let ttl: i64 = conn.ttl(format!("{s}:pos")).await.unwrap();
+        assert!(ttl > 0 && ttl <= 60, "{ttl}");
     }
 
     /// A server without the script (flushed, or restarted) gets it loaded, and the batch runs.
