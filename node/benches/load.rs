@@ -10,7 +10,10 @@
 //! Measures, in one run:
 //! 1. baseline: `GET /health` round trip, p50/p99 (the HTTP floor);
 //! 2. `POST /send` → first `content` frame on the workstream's SSE stream (opened before the
-//!    send), p50/p99 with 1, 100 and 1,000 concurrent workstreams;
+//!    send), p50/p99 with 1, 100 and 1,000 concurrent workstreams (a closed loop: each sends
+//!    again once its turn completed), with the streams open and one send at a time, and with
+//!    100 workstreams all sending on a schedule at 2,000 and 5,000 sends/s in all (an
+//!    offered load, as the ≥ 2,000 sends/s target of a bridge puts on its node);
 //! 3. turns/s per node: 100 workstreams each running K turns (send, wait `turn_complete`);
 //! 4. SSE fan-out: N subscribers on one workstream, one send; delay from just before the
 //!    `POST` to each subscriber's first `content` frame (p50/p99/last). The subscribers run
@@ -68,6 +71,9 @@ struct Sizes {
     latency: [(usize, usize); 3],
     /// (open workstreams, rounds) for the same latency with one send at a time.
     paced: [(usize, usize); 2],
+    /// (workstreams, turns each, sends/s in all) for the same latency with every workstream
+    /// sending on a schedule (an offered load below saturation).
+    rated: [(usize, usize, f64); 2],
     throughput_workstreams: usize,
     throughput_turns: usize,
     fanout_subscribers: usize,
@@ -95,6 +101,7 @@ fn main() {
                 health_samples: 2_000,
                 latency: [(1, 1_000), (100, 20), (1_000, 5)],
                 paced: [(100, 10), (1_000, 2)],
+                rated: [(100, 30, 2_000.0), (100, 30, 5_000.0)],
                 throughput_workstreams: 100,
                 throughput_turns: 30,
                 fanout_subscribers: 10_000,
@@ -105,6 +112,7 @@ fn main() {
                 health_samples: 20,
                 latency: [(1, 10), (10, 2), (20, 2)],
                 paced: [(10, 2), (20, 1)],
+                rated: [(10, 2, 500.0), (10, 2, 1_000.0)],
                 throughput_workstreams: 10,
                 throughput_turns: 2,
                 fanout_subscribers: 20,
@@ -394,19 +402,48 @@ fn open_fds() -> u64 {
 // ---------------------------------------------------------------------------------------
 // Phases
 
-/// Send → first `content` latency with `workstreams` concurrent workstreams, each running
-/// `turns` turns back to back, its SSE stream open before the first send. `paced`: the
-/// same open streams, but one send at a time, round-robin (no queueing behind other turns).
+/// How the workstreams of a latency phase send.
+#[derive(Debug, Clone, Copy)]
+enum Pace {
+    /// All at once, each its next turn as soon as the last one completed (a closed loop).
+    Closed,
+    /// One send at a time, round-robin (no queueing behind other turns).
+    OneAtATime,
+    /// All sending, at this many sends/s in all: each workstream every `workstreams / rate`
+    /// seconds, the workstreams' slots spread evenly over that period. A send whose slot
+    /// comes while its previous turn still runs goes out when that turn completes (counted
+    /// in [`LATE_SLOTS`]).
+    Rate(f64),
+}
+
+impl Pace {
+    fn describe(self) -> String {
+        match self {
+            Self::Closed => "concurrent, all sending".into(),
+            Self::OneAtATime => "streams open, one send at a time".into(),
+            Self::Rate(rate) => format!("all sending, {rate:.0} sends/s in all"),
+        }
+    }
+}
+
+/// Rated sends that went out more than [`LATE_BY`] after their slot (the schedule did not
+/// hold: the offered load was not carried); read and reset after each rated phase.
+static LATE_SLOTS: AtomicU64 = AtomicU64::new(0);
+const LATE_BY: Duration = Duration::from_millis(2);
+
+/// Send → first `content` latency with `workstreams` workstreams, each running `turns`
+/// turns as `pace` says, its SSE stream open before the first send. Each sample runs from
+/// just before the `POST` to the first `content` frame.
 async fn latency(
     client: &Client,
     node: &Node,
     workstreams: usize,
     turns: usize,
-    paced: bool,
+    pace: Pace,
 ) -> Result<Vec<Duration>> {
     let ids = client.create_many(workstreams, 64).await?;
     let streams = client.subscribe_many(&ids, 64).await?;
-    if paced {
+    if let Pace::OneAtATime = pace {
         let mut streams = streams;
         let mut all = Vec::with_capacity(workstreams * turns);
         for n in 0..turns {
@@ -425,17 +462,32 @@ async fn latency(
         all.sort();
         return Ok(all);
     }
+    // Per workstream: its first slot and the period between its slots (rated only).
+    let start = Instant::now() + Duration::from_millis(20);
+    let period = match pace {
+        Pace::Rate(rate) => Some(Duration::from_secs_f64(workstreams as f64 / rate)),
+        _ => None,
+    };
     let tasks: Vec<_> = ids
         .iter()
         .cloned()
         .zip(streams)
-        .map(|(id, mut sse)| {
+        .enumerate()
+        .map(|(i, (id, mut sse))| {
             let client = client.clone();
+            let schedule = period.map(|p| (start + p.mul_f64(i as f64 / workstreams as f64), p));
             tokio::spawn(async move {
                 let mut samples = Vec::with_capacity(turns);
                 for n in 0..turns {
                     if n > 0 && n % CLEAR_EVERY == 0 {
                         client.clear(&id).await?;
+                    }
+                    if let Some((first, period)) = schedule {
+                        let slot = first + period * n as u32;
+                        if slot.elapsed() > LATE_BY {
+                            LATE_SLOTS.fetch_add(1, Ordering::Relaxed);
+                        }
+                        tokio::time::sleep_until(slot).await;
                     }
                     let started = Instant::now();
                     client.send(&id).await?;
@@ -666,12 +718,24 @@ async fn run(sizes: Sizes, full: bool) -> Result<()> {
     // (2) latency.
     let mut lat = Vec::new();
     for (workstreams, turns) in sizes.latency {
-        let samples = latency(&client, &node, workstreams, turns, false).await?;
-        lat.push((workstreams, false, samples));
+        let samples = latency(&client, &node, workstreams, turns, Pace::Closed).await?;
+        lat.push((workstreams, Pace::Closed.describe(), samples));
     }
     for (workstreams, turns) in sizes.paced {
-        let samples = latency(&client, &node, workstreams, turns, true).await?;
-        lat.push((workstreams, true, samples));
+        let samples = latency(&client, &node, workstreams, turns, Pace::OneAtATime).await?;
+        lat.push((workstreams, Pace::OneAtATime.describe(), samples));
+    }
+    for (workstreams, turns, rate) in sizes.rated {
+        let pace = Pace::Rate(rate);
+        let samples = latency(&client, &node, workstreams, turns, pace).await?;
+        let late = LATE_SLOTS.swap(0, Ordering::Relaxed);
+        let how = format!(
+            "{}, {late} of {} sends > {} ms late",
+            pace.describe(),
+            samples.len(),
+            LATE_BY.as_millis()
+        );
+        lat.push((workstreams, how, samples));
     }
 
     // (3) turns/s.
@@ -723,13 +787,8 @@ async fn run(sizes: Sizes, full: bool) -> Result<()> {
         ms(health_p50),
         ms(health_p99)
     );
-    for (workstreams, paced, samples) in &lat {
+    for (workstreams, how, samples) in &lat {
         let (p50, p99) = (pct(samples, 50.0), pct(samples, 99.0));
-        let how = if *paced {
-            "streams open, one send at a time"
-        } else {
-            "concurrent, all sending"
-        };
         println!(
             "| send → first content, {workstreams} {how} ({} turns) | {:.3} ms ({:.1}× baseline) | {:.3} ms ({:.1}× baseline) | max {:.3} ms |",
             samples.len(),
@@ -823,13 +882,13 @@ async fn durability_cost(sizes: &Sizes) -> Result<()> {
         let served = start_node(persist.as_deref()).await?;
         let client = Client::new(&served.base)?;
         let _keeper = client.create().await?;
-        let one = latency(&client, &served.node, 1, sizes.latency[0].1, false).await?;
+        let one = latency(&client, &served.node, 1, sizes.latency[0].1, Pace::Closed).await?;
         let many = latency(
             &client,
             &served.node,
             sizes.latency[1].0,
             sizes.latency[1].1,
-            false,
+            Pace::Closed,
         )
         .await?;
         let rate = throughput(
