@@ -12,14 +12,14 @@
 //! held copy when the producer sent none), and the node applies a `send` or create once per
 //! `correlation_id`, so redelivery after any crash is harmless.
 //!
-//! * [`fetch`]: the fetchers — reliable pops, re-drives of the processing lists, dispatch
+//! * `fetch`: the fetchers — reliable pops, re-drives of the processing lists, dispatch
 //!   to the workers;
-//! * [`handle`]: a worker's handling of one message — decoding, the correlation id, the
+//! * `handle`: a worker's handling of one message — decoding, the correlation id, the
 //!   answers the bridge gives itself, the acknowledgement;
-//! * [`route`]: where a message goes — this node, a live owner's queue, or a re-homing;
-//! * [`deliver`]: the node calls for a message that is ours (typed `proto::api` bodies,
+//! * `route`: where a message goes — this node, a live owner's queue, or a re-homing;
+//! * `deliver`: the node calls for a message that is ours (typed `proto::api` bodies,
 //!   retried while the node is unavailable, `busy` retries);
-//! * [`answer`]: what the producer is told (acks, errors, dead letters).
+//! * `answer`: what the producer is told (acks, errors, dead letters).
 
 mod answer;
 mod deliver;
