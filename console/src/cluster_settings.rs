@@ -27,7 +27,7 @@
 //!
 //! **How the values reach a node.** After each change the console calls every node's
 //! `_internal/config-reload` (5 s) or `_internal/model-reload` (10 s) — the admin fan-out's
-//! client, credentials and limit ([`crate::admin::fan_out`]) — with the console's *whole*
+//! client, credentials and limit (`admin::fan_out`) — with the console's *whole*
 //! current state in the body. A node stores what it is given when its store differs (a node
 //! on its own SQLite; one sharing the console's PostgreSQL already has the rows and writes
 //! nothing) and applies it; it reads its store at start, so it keeps the values across

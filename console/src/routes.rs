@@ -6,7 +6,7 @@
 //! The proxy `/node/{node_id}/{*tail}` is classified by the *node's* table (the contract's
 //! [`NODE_ROUTES`]): the path the proxy will request from the node is worked out the way the
 //! proxy builds it, looked up there, and asked of the caller — scope and RBAC permission —
-//! except that nothing is public through the proxy ([`Needs::through_proxy`]).
+//! except that nothing is public through the proxy ([`NodeNeeds::through_proxy`]).
 
 use turnstone_proto::routes::{
     Lookup, NODE_ROUTES, Needs as NodeNeeds, RouteTable, lookup, rows_of, template_for_path,

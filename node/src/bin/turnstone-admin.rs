@@ -11,6 +11,9 @@
 //!   stored without a clean separation on a probability scale. Exit status 1 when there is
 //!   no reranker, the endpoint cannot be probed, or `--apply` has nothing to store.
 
+// The arguments' doc comments are `--help` text, where `[rerank]` names a TOML section.
+#![allow(rustdoc::broken_intra_doc_links)]
+
 use std::path::PathBuf;
 use std::sync::Arc;
 

@@ -133,7 +133,8 @@ pub fn sweep(node: &Node) -> usize {
         .len()
 }
 
-/// How often [`spawn_sweeper`] looks: a quarter of the idle time, between 100 ms and 30 s.
+/// How often the sweeper (`start_sweeper`) looks: a quarter of the idle time, between
+/// 100 ms and 30 s.
 pub fn sweep_period(after: Duration) -> Duration {
     (after / 4).clamp(Duration::from_millis(100), Duration::from_secs(30))
 }
