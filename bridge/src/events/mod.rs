@@ -369,12 +369,20 @@ async fn apply(ctx: &Ctx, effect: Effect) {
             }
         }
         Effect::Created { ws_id } => {
-            if let Err(e) = ctx
+            // Replayed after a restart, a creation must not take back a workstream that has
+            // moved to another node since (the refresh then lets this node's copy go).
+            match ctx
                 .leases
-                .own(&mut conn, &ws_id, &ctx.node_id, ctx.cfg.lease_ttl)
+                .own_unless_held(&mut conn, &ws_id, &ctx.node_id, ctx.cfg.lease_ttl)
                 .await
             {
-                tracing::warn!(ws_id, error = %e, "ownership lease not taken yet (the next refresh takes it)");
+                Ok(true) => {}
+                Ok(false) => {
+                    tracing::debug!(ws_id, "created here, but another node holds its lease")
+                }
+                Err(e) => {
+                    tracing::warn!(ws_id, error = %e, "ownership lease not taken yet (the next refresh takes it)");
+                }
             }
         }
     }

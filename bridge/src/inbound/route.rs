@@ -3,10 +3,12 @@
 //! after a re-homing (soft pin) or nowhere with an error (hard pin).
 
 use serde_json::Value;
-use turnstone_proto::api::{CreateWorkstreamBody, CreateWorkstreamReply};
+use turnstone_proto::api::{
+    CreateWorkstreamBody, CreateWorkstreamReply, SendOutcomes, SendOutcomesBody,
+};
 use turnstone_proto::mq::{InboundMessage, InfoEvent, OutboundEvent};
 use turnstone_proto::sse::Notice;
-use turnstone_queue::{ReliableQueue, rendezvous};
+use turnstone_queue::{Moved, ReliableQueue, rendezvous};
 
 use super::Source;
 use super::answer::{ack_event, fail};
@@ -15,15 +17,47 @@ use crate::node::decode_reply;
 use crate::{Ctx, Reply};
 
 /// Moves the held message to `node`'s queue (atomically: see `ReliableQueue::move_held`).
-async fn forward(ctx: &Ctx, q: &ReliableQueue, node: &str, raw: &str) -> Option<()> {
+///
+/// A message this bridge had handed to its node before (a redelivery: the bridge died before
+/// the acknowledgement) is not moved while that node may have applied it — another node
+/// would run it a second time. The node is asked: a send it has run (or removed) is
+/// acknowledged as accepted, one it still holds is delivered to it again (it answers the
+/// repeat from its store), and one it never saw moves on.
+async fn forward(
+    ctx: &Ctx,
+    q: &ReliableQueue,
+    node: &str,
+    (msg, value, raw, epoch): (&InboundMessage, &Value, &str, u64),
+) -> Option<()> {
     let mut m = ctx.redis.clone();
-    match q.move_held(&mut m, raw, &ctx.keys.inbound_node(node)).await {
-        Ok(true) => {
+    let to = ctx.keys.inbound_node(node);
+    let mut moved = q.move_held(&mut m, raw, &to, false).await;
+    if let Ok(Moved::Handed) = moved {
+        let state = outcome_here(ctx, msg.correlation_id(), epoch).await?;
+        tracing::info!(
+            correlation_id = msg.correlation_id(),
+            owner = node,
+            state,
+            "a message handed to this node before, redelivered"
+        );
+        match state.as_str() {
+            "completed" | "removed" => {
+                let detail = format!("already accepted by node '{}'", ctx.node_id);
+                ack_event(ctx, msg, "ok", &detail).await;
+                return Some(());
+            }
+            "unknown" => moved = q.move_held(&mut m, raw, &to, true).await,
+            _ => return deliver::local(ctx, q, msg, value, raw, epoch).await,
+        }
+    }
+    match moved {
+        Ok(Moved::Moved) => {
             ctx.metrics.inc(&ctx.metrics.inbound_forwarded);
             tracing::debug!(to = node, "forwarded");
             Some(())
         }
-        Ok(false) => {
+        Ok(Moved::Handed) => None,
+        Ok(Moved::NotHeld) => {
             tracing::warn!(
                 to = node,
                 "held message was released meanwhile; not forwarded"
@@ -35,6 +69,26 @@ async fn forward(ctx: &Ctx, q: &ReliableQueue, node: &str, raw: &str) -> Option<
             None
         }
     }
+}
+
+/// What this bridge's node says of the send `correlation_id` (`SendOutcome::state`: `queued`,
+/// `started`, `completed`, `removed` or `unknown`), asked until it answers while this
+/// bridge's epoch lasts; `None` = node unavailable. A node that refuses the question (an
+/// older one without the route) reads as `queued`: the message stays with it.
+async fn outcome_here(ctx: &Ctx, correlation_id: &str, epoch: u64) -> Option<String> {
+    let body = SendOutcomesBody {
+        correlation_ids: vec![correlation_id.to_string()],
+    };
+    let reply = retried(ctx, epoch, || ctx.node.send_outcomes(&body)).await?;
+    let Reply::Accepted(reply) = reply else {
+        return Some("queued".into());
+    };
+    let SendOutcomes { outcomes } = decode_reply("sends/outcomes", &reply).unwrap_or_default();
+    let state = outcomes
+        .into_iter()
+        .find(|o| o.correlation_id == correlation_id)
+        .map_or_else(|| "unknown".to_string(), |o| o.state);
+    Some(state)
 }
 
 /// Routing of cluster spec §3.4, with liveness: `None` = abandon (retry later).
@@ -54,7 +108,7 @@ pub(super) async fn route(
     if !target.is_empty() && target != me {
         let alive = ctx.leases.is_alive(&mut m, target).await.ok()?;
         if alive {
-            return forward(ctx, q, target, raw).await;
+            return forward(ctx, q, target, (msg, value, raw, epoch)).await;
         }
         if ws_id.is_empty() {
             fail(
@@ -79,7 +133,7 @@ pub(super) async fn route(
             Some(o) if o == me => {}
             Some(o) => {
                 if ctx.leases.is_alive(&mut m, o).await.ok()? {
-                    return forward(ctx, q, o, raw).await;
+                    return forward(ctx, q, o, (msg, value, raw, epoch)).await;
                 }
                 if hard {
                     fail(
@@ -113,7 +167,7 @@ pub(super) async fn route(
                     rendezvous(ws_id, names).unwrap_or(me).to_string()
                 };
                 if chosen != me {
-                    return forward(ctx, q, &chosen, raw).await;
+                    return forward(ctx, q, &chosen, (msg, value, raw, epoch)).await;
                 }
                 if !ctx
                     .leases
@@ -124,7 +178,7 @@ pub(super) async fn route(
                     // Someone else moved it first: follow the new lease.
                     let now = ctx.leases.owner(&mut m, ws_id).await.ok()?;
                     if let Some(n) = now.filter(|n| n != me) {
-                        return forward(ctx, q, &n, raw).await;
+                        return forward(ctx, q, &n, (msg, value, raw, epoch)).await;
                     }
                 }
                 restore(ctx, epoch, ws_id, Some(o)).await?;

@@ -45,7 +45,12 @@ return 0
 "#;
 
 const OWN: &str = r#"
--- KEYS[1] ownership key, KEYS[2] pin record; ARGV[1] owner; ARGV[2] ttl
+-- KEYS[1] ownership key, KEYS[2] pin record; ARGV[1] owner; ARGV[2] ttl; ARGV[3] '1' = only
+-- if no other node holds the lease. Returns 1 when owned, 0 when another node holds it.
+if ARGV[3] == '1' then
+  local cur = redis.call('GET', KEYS[1])
+  if cur and cur ~= ARGV[1] then return 0 end
+end
 redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
 local pin = redis.call('GET', KEYS[2])
 if not pin or string.sub(pin, 1, 4) ~= 'hard' then
@@ -182,14 +187,42 @@ impl Leases {
         node_id: &str,
         ttl: Duration,
     ) -> Result<(), QueueError> {
-        let _: i64 = redis::Script::new(OWN)
+        self.own_if(conn, ws_id, node_id, ttl, false)
+            .await
+            .map(drop)
+    }
+
+    /// [`Leases::own`] only while no other node holds the lease (`false`: another does, and
+    /// nothing changed). What a node announces of itself (a workstream it created, perhaps
+    /// replayed from its event log long after) must not take a workstream back from the node
+    /// it moved to.
+    pub async fn own_unless_held<C: ConnectionLike + Send>(
+        &self,
+        conn: &mut C,
+        ws_id: &str,
+        node_id: &str,
+        ttl: Duration,
+    ) -> Result<bool, QueueError> {
+        self.own_if(conn, ws_id, node_id, ttl, true).await
+    }
+
+    async fn own_if<C: ConnectionLike + Send>(
+        &self,
+        conn: &mut C,
+        ws_id: &str,
+        node_id: &str,
+        ttl: Duration,
+        unless_held: bool,
+    ) -> Result<bool, QueueError> {
+        let owned: i64 = redis::Script::new(OWN)
             .key(self.keys.ws_owner(ws_id))
             .key(self.keys.ws_pin(ws_id))
             .arg(node_id)
             .arg(ttl.as_secs().max(1))
+            .arg(if unless_held { "1" } else { "0" })
             .invoke_async(conn)
             .await?;
-        Ok(())
+        Ok(owned == 1)
     }
 
     /// Where a message for `ws_id` belongs, in one round trip: its lease's owner, and its
@@ -405,6 +438,23 @@ mod tests {
         // More than one script call's worth (500 per call) keeps the positions right.
         let many: Vec<String> = (0..1203).map(|i| format!("w{i}")).collect();
         leases.own(&mut conn, "w777", "b", ttl).await.unwrap();
+        // What a node announces of itself does not take a lease another node holds.
+        assert!(
+            !leases
+                .own_unless_held(&mut conn, "w777", "a", ttl)
+                .await
+                .unwrap()
+        );
+        assert_eq!(
+            leases.owner(&mut conn, "w777").await.unwrap().as_deref(),
+            Some("b")
+        );
+        assert!(
+            leases
+                .own_unless_held(&mut conn, "w777", "b", ttl)
+                .await
+                .unwrap()
+        );
         let held = leases.own_all(&mut conn, &many, "a", ttl).await.unwrap();
         assert_eq!(held, ["w777"]);
         let _: () = redis::cmd("DEL")

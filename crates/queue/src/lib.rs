@@ -30,7 +30,7 @@ pub use client::{ClientError, Decision, TurnResult, TurnstoneClient, WaitOptions
 pub use conn::RedisSettings;
 pub use lease::{Leases, Pin, rendezvous};
 pub use publish::{Origin, Publication, Publisher, Settle, StoredEvent, coalesce};
-pub use reliable::{AlsoRecord, ReliableQueue};
+pub use reliable::{AlsoRecord, Moved, ReliableQueue};
 /// The one backoff type (re-exported so the queue's users need no extra dependency).
 pub use turnstone_backoff::Backoff;
 

@@ -73,13 +73,29 @@ return 1
 "#;
 
 /// `KEYS[1]` processing list, `KEYS[2]` its handed hash, `KEYS[3]` destination queue;
-/// `ARGV[1]` the message. Moves it from the list to the destination if it is still held.
+/// `ARGV[1]` the message, `ARGV[2]` '1' = move it even if it is marked handed. Moves it from
+/// the list to the destination if it is still held (1); 0 = not held; 2 = handed, not moved.
 const MOVE_HELD: &str = r#"
+if ARGV[2] ~= '1' and redis.call('HEXISTS', KEYS[2], ARGV[1]) == 1 then
+  if redis.call('LPOS', KEYS[1], ARGV[1]) then return 2 end
+  return 0
+end
 if redis.call('LREM', KEYS[1], 1, ARGV[1]) == 0 then return 0 end
 redis.call('HDEL', KEYS[2], ARGV[1])
 redis.call('RPUSH', KEYS[3], ARGV[1])
 return 1
 "#;
+
+/// What [`ReliableQueue::move_held`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Moved {
+    /// It left the processing list for the destination.
+    Moved,
+    /// It was not held any more (released meanwhile, or already acknowledged).
+    NotHeld,
+    /// It is marked handed to this consumer's node, which may have applied it: it stays.
+    Handed,
+}
 
 /// A field recorded in another hash in the same step as a [`ReliableQueue::hand`].
 #[derive(Debug, Clone, Copy)]
@@ -116,22 +132,29 @@ impl ReliableQueue {
     /// Hands the held message `raw` to another queue (routing it to another consumer) and
     /// stops holding it, in one atomic step: pushing first and acknowledging after would
     /// leave two copies if this consumer died in between, and its redelivery of the second
-    /// could run on another node than the first. `false`: it was not held any more (released
-    /// meanwhile), and nothing was pushed.
+    /// could run on another node than the first. A message marked handed stays
+    /// ([`Moved::Handed`]): this consumer's node may have applied it, and another node would
+    /// run it again. `even_if_handed` moves it anyway (its node said it never saw it).
     pub async fn move_held<C: ConnectionLike + Send>(
         &self,
         conn: &mut C,
         raw: &str,
         to: &str,
-    ) -> Result<bool, QueueError> {
+        even_if_handed: bool,
+    ) -> Result<Moved, QueueError> {
         let moved: i64 = redis::Script::new(MOVE_HELD)
             .key(&self.processing)
             .key(&self.handed)
             .key(to)
             .arg(raw)
+            .arg(if even_if_handed { "1" } else { "0" })
             .invoke_async(conn)
             .await?;
-        Ok(moved == 1)
+        Ok(match moved {
+            1 => Moved::Moved,
+            2 => Moved::Handed,
+            _ => Moved::NotHeld,
+        })
     }
 
     pub fn new(queue: impl Into<String>, processing: impl Into<String>) -> Self {
@@ -351,13 +374,35 @@ mod tests {
             .unwrap();
         let _: () = conn.rpush(&q.queue, "m1").await.unwrap();
         assert_eq!(q.try_take(&mut conn).await.unwrap().as_deref(), Some("m1"));
-        assert!(q.move_held(&mut conn, "m1", &to).await.unwrap());
+        assert_eq!(
+            q.move_held(&mut conn, "m1", &to, false).await.unwrap(),
+            Moved::Moved
+        );
         // A redelivery of the same message (its consumer died before it knew) finds it gone.
-        assert!(!q.move_held(&mut conn, "m1", &to).await.unwrap());
+        assert_eq!(
+            q.move_held(&mut conn, "m1", &to, false).await.unwrap(),
+            Moved::NotHeld
+        );
+        // A message handed to this consumer's node stays held, unless moved on purpose.
+        let _: () = conn.rpush(&q.queue, "m2").await.unwrap();
+        assert_eq!(q.try_take(&mut conn).await.unwrap().as_deref(), Some("m2"));
+        assert!(q.hand(&mut conn, "m2", None).await.unwrap());
+        assert_eq!(
+            q.move_held(&mut conn, "m2", &to, false).await.unwrap(),
+            Moved::Handed
+        );
+        let held: Vec<String> = conn.lrange(&q.processing, 0, -1).await.unwrap();
+        assert_eq!(held, ["m2"]);
+        assert_eq!(
+            q.move_held(&mut conn, "m2", &to, true).await.unwrap(),
+            Moved::Moved
+        );
         let there: Vec<String> = conn.lrange(&to, 0, -1).await.unwrap();
-        assert_eq!(there, ["m1"]);
+        assert_eq!(there, ["m1", "m2"]);
         let held: Vec<String> = conn.lrange(&q.processing, 0, -1).await.unwrap();
         assert!(held.is_empty());
+        let marks: Vec<String> = conn.hkeys(&q.handed).await.unwrap();
+        assert!(marks.is_empty(), "{marks:?}");
         let _: () = redis::cmd("DEL")
             .arg(&[&q.queue, &q.processing, &q.handed, &to])
             .query_async(&mut conn)

@@ -453,6 +453,73 @@ async fn a_message_handed_to_a_node_that_died_waits_for_that_node_and_runs_once(
     mq.cleanup().await;
 }
 
+/// Messages a bridge had handed to its node, redelivered after it died (before the
+/// acknowledgement) while their workstream moved to another live node: the one its node ran
+/// is acknowledged, not forwarded; the one its node never saw goes on to the owner. Each runs
+/// once (found by the long chaos run: a send interrupted on one node then ran again on the
+/// workstream's new owner). The restarted bridge, without a cursor, also replays the
+/// workstream's creation from its node's log, which must not take the lease back.
+#[tokio::test]
+async fn a_handed_message_redelivered_after_its_workstream_moved_runs_once() {
+    let a = NodeProc::start("hm-a").await;
+    let b = NodeProc::start("hm-b").await;
+    let mut mq = Mq::shared("hm").await;
+    let (status, created) = a.post("/v1/api/workstreams/new", json!({})).await;
+    assert_eq!(status, 200, "{created}");
+    let ws = created["ws_id"].as_str().unwrap().to_string();
+    let (seen, unseen) = ("5eed0ed00001".to_string(), "5eed0ed00002".to_string());
+    let (status, sent) = a
+        .post(
+            "/v1/api/send",
+            json!({"ws_id": ws, "message": "seen", "correlation_id": seen}),
+        )
+        .await;
+    assert_eq!(status, 200, "{sent}");
+    eventually("node a ran it", Duration::from_secs(20), || async {
+        a.turns_by_correlation().await.get(&seen) == Some(&1)
+    })
+    .await;
+    // The workstream moved to node b meanwhile; bridge a died holding both, marked handed.
+    let _: () = mq
+        .conn
+        .set(mq.key(&format!("ws:{ws}")), "hm-b")
+        .await
+        .unwrap();
+    let processing = format!("{{{}:inbound}}:processing:hm-a", mq.prefix);
+    let message = |text: &str, cid: &str| {
+        json!({"type": "send", "ws_id": ws, "message": text, "correlation_id": cid}).to_string()
+    };
+    let (seen_msg, unseen_msg) = (message("seen", &seen), message("unseen", &unseen));
+    let _: () = redis::pipe()
+        .rpush(&processing, &seen_msg)
+        .rpush(&processing, &unseen_msg)
+        .hset(format!("{processing}:handed"), &seen_msg, 1)
+        .hset(format!("{processing}:handed"), &unseen_msg, 1)
+        .query_async(&mut mq.conn)
+        .await
+        .unwrap();
+    let _bb = BridgeProc::start(&b, &mq.url, &mq.prefix).await;
+    let _ba = BridgeProc::start(&a, &mq.url, &mq.prefix).await;
+    let want: HashSet<String> = [unseen.clone()].into();
+    assert_exactly_once(&b, &want, Duration::from_secs(30)).await;
+    eventually("both acknowledged", Duration::from_secs(30), || {
+        let mut c = mq.conn.clone();
+        let k = processing.clone();
+        async move { c.llen::<_, usize>(k).await.unwrap() == 0 }
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(
+        !b.turns_by_correlation().await.contains_key(&seen),
+        "the owner ran a send its previous node had run"
+    );
+    let on_a = a.turns_by_correlation().await;
+    assert_eq!(on_a.get(&seen), Some(&1), "node a ran it again: {on_a:?}");
+    assert!(!on_a.contains_key(&unseen), "{on_a:?}");
+    assert!(mq.dead_letters().await.is_empty());
+    mq.cleanup().await;
+}
+
 /// A bridge takes an approval reply off its response list and records it in its held hash in
 /// one step; killed before the node got it, its restart relays it — the turn goes on. A reply
 /// held again after it was applied (the bridge died after relaying, before clearing it) is
