@@ -499,6 +499,14 @@ async fn a_handed_message_redelivered_after_its_workstream_moved_runs_once() {
         .await
         .unwrap();
     let _bb = BridgeProc::start(&b, &mq.url, &mq.prefix).await;
+    // Node b must be alive before bridge a routes: a dead owner's workstream would rightly
+    // come back to node a (a soft pin), and the forward would not be what is tested.
+    eventually("node b alive", Duration::from_secs(20), || {
+        let mut c = mq.conn.clone();
+        let heartbeat = mq.key("node:hm-b");
+        async move { c.exists::<_, bool>(heartbeat).await.unwrap() }
+    })
+    .await;
     let _ba = BridgeProc::start(&a, &mq.url, &mq.prefix).await;
     let want: HashSet<String> = [unseen.clone()].into();
     assert_exactly_once(&b, &want, Duration::from_secs(30)).await;
