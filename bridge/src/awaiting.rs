@@ -13,7 +13,10 @@
 
 use std::time::Duration;
 
-use turnstone_proto::api::{MAX_OUTCOME_QUERY, SendOutcomes, SendOutcomesBody};
+use turnstone_proto::api::{
+    MAX_OUTCOME_QUERY, OUTCOME_COMPLETED, OUTCOME_QUEUED, OUTCOME_STARTED, SendOutcomes,
+    SendOutcomesBody,
+};
 use turnstone_proto::sse::WsEvent;
 use turnstone_queue::{AlsoRecord, Publication, ReliableQueue, Settle};
 
@@ -112,7 +115,7 @@ pub(crate) async fn reconcile(ctx: &Ctx, boot: u64) -> bool {
         let SendOutcomes { outcomes } = decode_reply("sends/outcomes", &reply).unwrap_or_default();
         for o in outcomes {
             match o.state.as_str() {
-                "completed" if o.previous_run => {
+                OUTCOME_COMPLETED if o.previous_run => {
                     let event = o
                         .turn_complete
                         .and_then(|v| WsEvent::from_value(v).ok())
@@ -123,7 +126,7 @@ pub(crate) async fn reconcile(ctx: &Ctx, boot: u64) -> bool {
                     }
                 }
                 // Its turn_complete is on this run's stream (or still to come).
-                "completed" | "queued" | "started" => {}
+                OUTCOME_COMPLETED | OUTCOME_QUEUED | OUTCOME_STARTED => {}
                 _ => forget.push(o.correlation_id),
             }
         }

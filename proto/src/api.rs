@@ -327,6 +327,13 @@ wire_struct! {
 /// Most correlation ids one `POST /v1/api/sends/outcomes` may ask about.
 pub const MAX_OUTCOME_QUERY: usize = 1000;
 
+/// `SendOutcome::state` values.
+pub const OUTCOME_QUEUED: &str = "queued";
+pub const OUTCOME_STARTED: &str = "started";
+pub const OUTCOME_COMPLETED: &str = "completed";
+pub const OUTCOME_REMOVED: &str = "removed";
+pub const OUTCOME_UNKNOWN: &str = "unknown";
+
 wire_struct! {
     /// What became of one send on this node.
     #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]

@@ -4,7 +4,8 @@
 
 use serde_json::Value;
 use turnstone_proto::api::{
-    CreateWorkstreamBody, CreateWorkstreamReply, SendOutcomes, SendOutcomesBody,
+    CreateWorkstreamBody, CreateWorkstreamReply, OUTCOME_COMPLETED, OUTCOME_QUEUED,
+    OUTCOME_REMOVED, OUTCOME_UNKNOWN, SendOutcomes, SendOutcomesBody,
 };
 use turnstone_proto::mq::{InboundMessage, InfoEvent, OutboundEvent};
 use turnstone_proto::sse::Notice;
@@ -41,12 +42,12 @@ async fn forward(
             "a message handed to this node before, redelivered"
         );
         match state.as_str() {
-            "completed" | "removed" => {
+            OUTCOME_COMPLETED | OUTCOME_REMOVED => {
                 let detail = format!("already accepted by node '{}'", ctx.node_id);
                 ack_event(ctx, msg, "ok", &detail).await;
                 return Some(());
             }
-            "unknown" => moved = q.move_held(&mut m, raw, &to, true).await,
+            OUTCOME_UNKNOWN => moved = q.move_held(&mut m, raw, &to, true).await,
             _ => return deliver::local(ctx, q, msg, value, raw, epoch).await,
         }
     }
@@ -81,13 +82,13 @@ async fn outcome_here(ctx: &Ctx, correlation_id: &str, epoch: u64) -> Option<Str
     };
     let reply = retried(ctx, epoch, || ctx.node.send_outcomes(&body)).await?;
     let Reply::Accepted(reply) = reply else {
-        return Some("queued".into());
+        return Some(OUTCOME_QUEUED.into());
     };
     let SendOutcomes { outcomes } = decode_reply("sends/outcomes", &reply).unwrap_or_default();
     let state = outcomes
         .into_iter()
         .find(|o| o.correlation_id == correlation_id)
-        .map_or_else(|| "unknown".to_string(), |o| o.state);
+        .map_or_else(|| OUTCOME_UNKNOWN.to_string(), |o| o.state);
     Some(state)
 }
 

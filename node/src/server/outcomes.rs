@@ -44,7 +44,7 @@ pub async fn outcomes(
         let outcome = match row {
             None => SendOutcome {
                 correlation_id,
-                state: "unknown".into(),
+                state: turnstone_proto::api::OUTCOME_UNKNOWN.into(),
                 ..SendOutcome::default()
             },
             Some(row) => {
