@@ -8,7 +8,9 @@
 //! measured is the node: HTTP, auth, the engine turn, the event log and SSE encoding.
 //!
 //! Measures, in one run:
-//! 1. baseline: `GET /health` round trip, p50/p99 (the HTTP floor);
+//! 1. baseline: `GET /health` round trip, p50/p99 (the HTTP floor), sequential and with 100
+//!    clients in a closed loop (the floor of "100 all sending": no turn, just one HTTP
+//!    exchange per cycle, with its CPU per request);
 //! 2. `POST /send` → first `content` frame on the workstream's SSE stream (opened before the
 //!    send), p50/p99 with 1, 100 and 1,000 concurrent workstreams (a closed loop: each sends
 //!    again once its turn completed), with the streams open and one send at a time, and with
@@ -64,9 +66,15 @@ const READ_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// `busy` answers to a send (retried); should stay 0.
 static BUSY_RETRIES: AtomicU64 = AtomicU64::new(0);
+/// SSE data frames parsed, and body chunks read off the event streams (one per chunk the
+/// node wrote): per turn, they show how a turn's events were batched on the wire.
+static SSE_FRAMES: AtomicU64 = AtomicU64::new(0);
+static SSE_CHUNKS: AtomicU64 = AtomicU64::new(0);
 
 struct Sizes {
     health_samples: usize,
+    /// (concurrent clients, requests each) for the closed-loop `GET /health` floor.
+    health_closed: (usize, usize),
     /// (concurrent workstreams, turns each) for the send → first content latency.
     latency: [(usize, usize); 3],
     /// (open workstreams, rounds) for the same latency with one send at a time.
@@ -99,6 +107,7 @@ fn main() {
         let sizes = if full {
             Sizes {
                 health_samples: 2_000,
+                health_closed: (100, 200),
                 latency: [(1, 1_000), (100, 20), (1_000, 5)],
                 paced: [(100, 10), (1_000, 2)],
                 rated: [(100, 30, 2_000.0), (100, 30, 5_000.0)],
@@ -110,6 +119,7 @@ fn main() {
         } else {
             Sizes {
                 health_samples: 20,
+                health_closed: (10, 5),
                 latency: [(1, 10), (10, 2), (20, 2)],
                 paced: [(10, 2), (20, 1)],
                 rated: [(10, 2, 500.0), (10, 2, 1_000.0)],
@@ -226,6 +236,7 @@ impl Sse {
                 for line in frame.split(|b| *b == b'\n') {
                     let line = line.strip_suffix(b"\r").unwrap_or(line);
                     if let Some(data) = line.strip_prefix(b"data: ") {
+                        SSE_FRAMES.fetch_add(1, Ordering::Relaxed);
                         let kind: Kind = serde_json::from_slice(data).context("SSE data")?;
                         return Ok(kind.kind);
                     }
@@ -235,7 +246,10 @@ impl Sse {
             match tokio::time::timeout(READ_TIMEOUT, self.stream.next()).await {
                 Err(_) => bail!("no SSE data within {READ_TIMEOUT:?}"),
                 Ok(None) => bail!("SSE stream ended"),
-                Ok(Some(chunk)) => self.buf.extend_from_slice(&chunk?),
+                Ok(Some(chunk)) => {
+                    SSE_CHUNKS.fetch_add(1, Ordering::Relaxed);
+                    self.buf.extend_from_slice(&chunk?)
+                }
             }
         }
     }
@@ -508,10 +522,47 @@ async fn latency(
     Ok(all)
 }
 
+/// `GET /health` from `clients` clients at once, each sending its next request as soon as
+/// the last one was answered: the latency and the CPU per request (node and client) of a
+/// closed loop with no turn in it, the floor under the "all sending" rows.
+async fn health_closed_loop(
+    client: &Client,
+    clients: usize,
+    requests: usize,
+) -> Result<(Vec<Duration>, Duration)> {
+    let cpu_before = cpu_seconds(None).unwrap_or(f64::NAN);
+    let tasks: Vec<_> = (0..clients)
+        .map(|_| {
+            let client = client.clone();
+            tokio::spawn(async move {
+                let mut samples = Vec::with_capacity(requests);
+                for _ in 0..requests {
+                    let started = Instant::now();
+                    client.health().await?;
+                    samples.push(started.elapsed());
+                }
+                Ok::<_, anyhow::Error>(samples)
+            })
+        })
+        .collect();
+    let mut all = Vec::with_capacity(clients * requests);
+    for t in tasks {
+        all.extend(t.await??);
+    }
+    let cpu = cpu_seconds(None).unwrap_or(f64::NAN) - cpu_before;
+    all.sort();
+    let per_request =
+        Duration::try_from_secs_f64(cpu / (clients * requests) as f64).unwrap_or_default();
+    Ok((all, per_request))
+}
+
 /// A closed loop's rate and what one turn cost this process (node and client) in CPU.
 struct Throughput {
     turns_per_sec: f64,
     cpu_per_turn: Duration,
+    /// SSE data frames and body chunks the client read per turn.
+    frames_per_turn: f64,
+    chunks_per_turn: f64,
 }
 
 /// Aggregate turns/s of `workstreams` workstreams each running `turns` turns at once.
@@ -524,6 +575,8 @@ async fn throughput(
     let ids = client.create_many(workstreams, 64).await?;
     let streams = client.subscribe_many(&ids, 64).await?;
     let cpu_before = cpu_seconds(None).unwrap_or(f64::NAN);
+    let frames_before = SSE_FRAMES.load(Ordering::Relaxed);
+    let chunks_before = SSE_CHUNKS.load(Ordering::Relaxed);
     let started = Instant::now();
     let tasks: Vec<_> = ids
         .iter()
@@ -548,11 +601,15 @@ async fn throughput(
     }
     let rate = (workstreams * turns) as f64 / started.elapsed().as_secs_f64();
     let cpu = cpu_seconds(None).unwrap_or(f64::NAN) - cpu_before;
+    let all = (workstreams * turns) as f64;
+    let frames = SSE_FRAMES.load(Ordering::Relaxed) - frames_before;
+    let chunks = SSE_CHUNKS.load(Ordering::Relaxed) - chunks_before;
     close_all(node, &ids);
     Ok(Throughput {
         turns_per_sec: rate,
-        cpu_per_turn: Duration::try_from_secs_f64(cpu / (workstreams * turns) as f64)
-            .unwrap_or_default(),
+        cpu_per_turn: Duration::try_from_secs_f64(cpu / all).unwrap_or_default(),
+        frames_per_turn: frames as f64 / all,
+        chunks_per_turn: chunks as f64 / all,
     })
 }
 
@@ -714,6 +771,8 @@ async fn run(sizes: Sizes, full: bool) -> Result<()> {
         health.push(started.elapsed());
     }
     health.sort();
+    let (clients, requests) = sizes.health_closed;
+    let (health_loop, health_cpu) = health_closed_loop(&client, clients, requests).await?;
 
     // (2) latency.
     let mut lat = Vec::new();
@@ -787,6 +846,13 @@ async fn run(sizes: Sizes, full: bool) -> Result<()> {
         ms(health_p50),
         ms(health_p99)
     );
+    println!(
+        "| baseline: GET /health, {clients} clients in a closed loop ({} requests) | {:.3} ms | {:.3} ms | {:.1} µs CPU per request, node + client |",
+        health_loop.len(),
+        ms(pct(&health_loop, 50.0)),
+        ms(pct(&health_loop, 99.0)),
+        health_cpu.as_secs_f64() * 1e6,
+    );
     for (workstreams, how, samples) in &lat {
         let (p50, p99) = (pct(samples, 50.0), pct(samples, 99.0));
         println!(
@@ -815,6 +881,10 @@ async fn run(sizes: Sizes, full: bool) -> Result<()> {
         per_turn.as_secs_f64() * 1e6,
         100.0 * per_turn.as_secs_f64() * 1e3 / cores as f64,
         2_000.0 * cores as f64 / 100.0,
+    );
+    println!(
+        "| a turn's events on its stream | | | {:.2} SSE frames in {:.2} body chunks per turn |",
+        closed.frames_per_turn, closed.chunks_per_turn,
     );
     println!(
         "| SSE fan-out to {} subscribers (send → each one's first content) | {:.3} ms | {:.3} ms | last {:.3} ms, first {:.3} ms; opening took {:.2} s |",
