@@ -1,7 +1,7 @@
 //! `turnstone-governance`: the governance of tool use, as pure synchronous functions.
 //!
 //! # What it owns
-//! * [`classify`] — the heuristic tier of the intent judge: one gated tool call (function
+//! * [`classify`](mod@classify) — the heuristic tier of the intent judge: one gated tool call (function
 //!   name, approval label, arguments, workspace) → a risk level, a recommendation, a
 //!   confidence and evidence, as the `verdict` of an `approve_request` item (node spec §2.2).
 //! * [`guard`] — the output guard: a tool result → the `output_warning` fields (credentials,
@@ -19,7 +19,7 @@
 //! auto-approve settings) and act on what comes back. Wire shapes come from
 //! `turnstone-proto` ([`turnstone_proto::sse::Verdict`], `OutputWarning`, `ToolItem`).
 //!
-//! The engine's approval phase calls [`decide_batch`] and [`classify`], its output guard
+//! The engine's approval phase calls [`decide_batch`] and [`classify()`], its output guard
 //! (`turnstone-engine`'s `guard.rs`) calls [`assess_output`] on every tool result; see
 //! `docs/security.md`, "Governance: what exists, what is wired", for the rest.
 

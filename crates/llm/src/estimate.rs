@@ -24,7 +24,7 @@ pub fn text_tokens(text: &str) -> u64 {
 }
 
 /// Estimated prompt tokens of `request`: every message (content, tool calls with their
-/// arguments, images at a flat [`TOKENS_PER_IMAGE`]) with its framing, and the tool schemas as the server renders them (JSON).
+/// arguments, images at a flat `TOKENS_PER_IMAGE`) with its framing, and the tool schemas as the server renders them (JSON).
 pub fn prompt_tokens(request: &ChatRequest) -> u64 {
     PromptEstimate::of(request).tokens()
 }

@@ -4,7 +4,7 @@
 //! One row per tool result the output guard flagged (what its `output_warning` said: flags,
 //! risk level, annotations, the output's length, whether it was redacted) — never the output
 //! itself. An audit log: rows outlive their workstream. The SQL is written once, in
-//! [`impl_assessment_store!`], for both backends; the lists are JSON arrays stored as text.
+//! `impl_assessment_store!`, for both backends; the lists are JSON arrays stored as text.
 
 use async_trait::async_trait;
 

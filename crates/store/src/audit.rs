@@ -1,7 +1,7 @@
 //! The admin audit log (node spec §6.1 `audit_events`): who did what, when, from where —
 //! through [`AuditStore`]. Rows are appended by the services' admin routes and never
 //! changed; [`AuditStore::prune_audit`] keeps the newest. The SQL is written once, in
-//! [`impl_audit_store!`], for both backends.
+//! `impl_audit_store!`, for both backends.
 
 use async_trait::async_trait;
 

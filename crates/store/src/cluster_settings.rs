@@ -6,7 +6,7 @@
 //! `node_id = ''` is global, a row with a node id overrides it on that node. A model
 //! definition's `api_key` is a secret: the store returns it (the node needs it to build the
 //! client), the admin API never does. The SQL is written once, in
-//! [`impl_settings_store!`], for both backends.
+//! `impl_settings_store!`, for both backends.
 
 use async_trait::async_trait;
 

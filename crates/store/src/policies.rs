@@ -4,7 +4,7 @@
 //! function name), `action` (`allow` | `deny` | `ask`), `priority` (highest first), an
 //! `org_id` (`''` = every org) and `enabled`. Evaluating them is `turnstone-governance`'s
 //! job; this module only stores rows, listed in evaluation order: priority descending, then
-//! creation order. The SQL is written once, in [`impl_tool_policy_store!`], for both
+//! creation order. The SQL is written once, in `impl_tool_policy_store!`, for both
 //! backends.
 
 use async_trait::async_trait;

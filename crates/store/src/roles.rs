@@ -5,7 +5,7 @@
 //! roles carry any comma list of permissions (the caller checks the vocabulary). Deleting a
 //! role takes it from every user. Assigning roles replaces a user's set in one transaction;
 //! an unknown role id is [`crate::StoreError::InvalidInput`] and changes nothing. The SQL is
-//! written once, in [`impl_role_store!`], for both backends.
+//! written once, in `impl_role_store!`, for both backends.
 
 use async_trait::async_trait;
 

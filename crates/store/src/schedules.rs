@@ -4,7 +4,7 @@
 //! The store keeps rows; what a schedule means (cron parsing, the next run, dispatch) is the
 //! console's. `next_run` is a store timestamp ([`crate::timestamp`]), so "due" is a text
 //! comparison: enabled tasks whose `next_run` is at or before now. The SQL is written once,
-//! in [`impl_schedule_store!`], for both backends.
+//! in `impl_schedule_store!`, for both backends.
 
 use async_trait::async_trait;
 

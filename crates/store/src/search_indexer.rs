@@ -38,7 +38,7 @@ pub struct SearchIndexerConfig {
     /// retries after a failed pass.
     pub poll_interval: Duration,
     /// After a catch-up that claimed at least this many rows since the last vacuum, the
-    /// task vacuums the queue table (see [`vacuum_queue`]).
+    /// task vacuums the queue table (see `vacuum_queue`).
     pub vacuum_after_rows: u64,
 }
 

@@ -7,8 +7,8 @@
 //! the `skill` tool reports) and the session overrides a skill may carry. Rendering and
 //! activation belong to the engine and the node; this module only stores rows.
 //!
-//! The SQL is written once in [`impl_skill_store!`] and expanded for each backend with one
-//! line in `sqlite.rs` / `postgres.rs`, like [`crate::sql_common`]'s `impl_store!`. Flags are
+//! The SQL is written once in `impl_skill_store!` and expanded for each backend with one
+//! line in `sqlite.rs` / `postgres.rs`, like `sql_common`'s `impl_store!`. Flags are
 //! `INTEGER` 0/1 and JSON columns are JSON text on both backends, so one decoding serves both.
 
 use async_trait::async_trait;

@@ -6,7 +6,7 @@
 //! so accounting never waits on the database inside a turn; [`UsageStore::record_usage`]
 //! writes one row at once. [`UsageStore::usage_report`] sums a time range, in total and
 //! grouped by day, user, model, node or workstream; [`UsageStore::prune_usage`] drops rows
-//! older than a number of days. The SQL is written once, in [`impl_usage_store!`], for both
+//! older than a number of days. The SQL is written once, in `impl_usage_store!`, for both
 //! backends.
 
 use async_trait::async_trait;

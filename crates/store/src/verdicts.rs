@@ -3,7 +3,7 @@
 //! One row per verdict on a gated tool call — the heuristic tier's (recorded when the
 //! approval is asked) and the LLM tier's (when it arrives) — and, once a human decides, that
 //! decision (`user_decision`: `approved` | `denied`) on every verdict of the call. An audit
-//! log: rows outlive their workstream. The SQL is written once, in [`impl_verdict_store!`],
+//! log: rows outlive their workstream. The SQL is written once, in `impl_verdict_store!`,
 //! for both backends; `evidence` is a JSON array stored as text.
 
 use async_trait::async_trait;

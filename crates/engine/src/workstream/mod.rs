@@ -1,4 +1,4 @@
-//! A workstream: one tokio task with an inbox that runs turns ([`actor`]), and the
+//! A workstream: one tokio task with an inbox that runs turns (`actor`), and the
 //! [`WorkstreamHandle`] every frontend uses to drive it (send, approve, cancel, subscribe).
 //!
 //! Who changes what: the actor task (its turns and compactions) is the one writer of the

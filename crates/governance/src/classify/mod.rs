@@ -10,7 +10,7 @@
 //! high and medium → `review`, low → `approve`.
 //!
 //! What is judged, by tool:
-//! * `bash` and `watch` commands: every simple command of the line (see [`command`]);
+//! * `bash` and `watch` commands: every simple command of the line (see `command`);
 //! * file writes (`write_file`, `overwrite_file`, `append_file`, `edit_file`): where they
 //!   write — system paths and SSH keys critical, login/autostart and secrets files high,
 //!   outside the workspace medium, inside low;

@@ -1,7 +1,7 @@
 //! The built-in tools. Each file holds one tool: its argument validation (`prepare`) and its
 //! execution. Every output goes through [`crate::truncate_output`] with the context's limit.
 //! `memory`, `recall` and `skill` need storage ([`crate::backends`]): they are not in
-//! [`all`]; the node builds them over its store and adds them to the live registry.
+//! `all`; the node builds them over its store and adds them to the live registry.
 
 pub(crate) mod bash;
 pub(crate) mod blocklist;

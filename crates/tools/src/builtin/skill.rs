@@ -45,8 +45,8 @@ impl SkillTool {
 }
 
 /// The candidates ranked for `query` by BM25 over name, description, tags and category
-/// (ties keep the backend's order), at most [`MAX_RESULTS`]. Without query words: the
-/// first [`MAX_RESULTS`] candidates.
+/// (ties keep the backend's order), at most `MAX_RESULTS`. Without query words: the
+/// first `MAX_RESULTS` candidates.
 pub fn rank_skills(query: &str, candidates: Vec<SkillSummary>) -> Vec<SkillSummary> {
     rank_skills_top(query, candidates, MAX_RESULTS)
 }

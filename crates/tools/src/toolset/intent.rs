@@ -1,6 +1,6 @@
 //! [`ToolIntent`]: what a workstream stores about its tools — toggle intent, never a
 //! materialized list of names (seed 002 §3). The tool array is expanded from the live
-//! registry at every turn ([`super::expand`]), so a tool added later reaches old workstreams.
+//! registry at every turn ([`super::expand()`]), so a tool added later reaches old workstreams.
 
 use std::fmt;
 

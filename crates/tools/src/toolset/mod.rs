@@ -2,7 +2,7 @@
 //!
 //! - [`ToolIntent`] ([`intent`]): what a workstream stores — toggles, never a list of all
 //!   tools;
-//! - [`expand()`] ([`expand`]): the intent against the live registry, deterministically;
+//! - [`expand()`] ([`expand`](mod@expand)): the intent against the live registry, deterministically;
 //! - [`ToolSurface`] ([`surface`]): one turn's tools — the array (resident + loaded +
 //!   `tool_search`), the deferred catalog for the system prompt, and dispatch by exact name;
 //! - [`ToolSearchTool`] ([`search_tool`]): the synthetic `tool_search` (BM25 in [`bm25`]);
