@@ -12,6 +12,7 @@
 //! after a restart (and a missed `turn_complete` can be asked for), then pruned.
 
 use async_trait::async_trait;
+use turnstone_proto::api::{OUTCOME_COMPLETED, OUTCOME_QUEUED, OUTCOME_REMOVED, OUTCOME_STARTED};
 
 use crate::error::Result;
 
@@ -30,21 +31,22 @@ pub enum QueuedState {
 }
 
 impl QueuedState {
+    /// The stored text, which is also the wire's `SendOutcome::state`.
     pub fn as_str(self) -> &'static str {
         match self {
-            Self::Queued => "queued",
-            Self::Started => "started",
-            Self::Removed => "removed",
-            Self::Completed => "completed",
+            Self::Queued => OUTCOME_QUEUED,
+            Self::Started => OUTCOME_STARTED,
+            Self::Removed => OUTCOME_REMOVED,
+            Self::Completed => OUTCOME_COMPLETED,
         }
     }
 
     /// Unknown text reads as `removed` (never run a row we do not understand).
     pub fn parse(text: &str) -> Self {
         match text {
-            "queued" => Self::Queued,
-            "started" => Self::Started,
-            "completed" => Self::Completed,
+            OUTCOME_QUEUED => Self::Queued,
+            OUTCOME_STARTED => Self::Started,
+            OUTCOME_COMPLETED => Self::Completed,
             _ => Self::Removed,
         }
     }
